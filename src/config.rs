@@ -1,0 +1,221 @@
+//! Configuration from flags and environment, validated at start-up with every problem listed at
+//! once.
+
+use std::{net::SocketAddr, time::Duration};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::{
+    domain::{AppendLimits, TenantId},
+    grpc::RequestLimits,
+    store::postgres::PostgresOptions,
+};
+
+/// ctxd: keeps LLM conversations and assembles the context for the next LLM call.
+///
+/// Without DATABASE_URL, ctxd serves from memory (data is lost on restart).
+#[derive(Debug, Parser)]
+#[command(name = "ctxd", version)]
+pub struct Cli {
+    /// What to do (default: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Settings shared by every command.
+    #[command(flatten)]
+    pub config: Config,
+}
+
+/// Subcommands of the `ctxd` binary.
+#[derive(Debug, Clone, Copy, Subcommand, PartialEq, Eq)]
+pub enum Command {
+    /// Serve gRPC (the default).
+    Serve,
+    /// Apply pending database migrations and exit (for a Kubernetes Job). Needs DATABASE_URL.
+    Migrate,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Every setting, with its flag, environment variable and default.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Config {
+    /// Address the gRPC server listens on.
+    #[arg(long, env = "CTXD_LISTEN", default_value = "0.0.0.0:50051")]
+    pub listen: SocketAddr,
+
+    /// PostgreSQL URL (postgres://user:password@host:5432/db). Unset: in-memory store.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Maximum pooled database connections.
+    #[arg(long, env = "CTXD_DB_POOL_SIZE", default_value_t = 16)]
+    pub db_pool_size: usize,
+
+    /// Seconds to wait for a database connection before answering UNAVAILABLE.
+    #[arg(long, env = "CTXD_DB_CONNECT_TIMEOUT_SECS", default_value_t = 5)]
+    pub db_connect_timeout_secs: u64,
+
+    /// Seconds to keep retrying the database at start-up before giving up.
+    #[arg(long, env = "CTXD_DB_STARTUP_WAIT_SECS", default_value_t = 30)]
+    pub db_startup_wait_secs: u64,
+
+    /// Apply pending migrations at start-up (under an advisory lock; safe with many replicas).
+    #[arg(long, env = "CTXD_MIGRATE_ON_START", default_value_t = true, action = clap::ArgAction::Set)]
+    pub migrate_on_start: bool,
+
+    /// Tenant of calls without an x-tenant-id header.
+    #[arg(long, env = "CTXD_DEFAULT_TENANT", default_value = "default")]
+    pub default_tenant: String,
+
+    /// Messages accepted in one AppendMessage request.
+    #[arg(long, env = "CTXD_MAX_MESSAGES_PER_REQUEST", default_value_t = 100)]
+    pub max_messages_per_request: usize,
+
+    /// Bytes of one message's content (also tool-call arguments and metadata values).
+    #[arg(long, env = "CTXD_MAX_CONTENT_BYTES", default_value_t = 1024 * 1024)]
+    pub max_content_bytes: usize,
+
+    /// Bytes of one attachment's inline data or URI.
+    #[arg(long, env = "CTXD_MAX_ATTACHMENT_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_attachment_bytes: usize,
+
+    /// Bytes of one decoded gRPC request; larger requests get RESOURCE_EXHAUSTED.
+    #[arg(long, env = "CTXD_MAX_REQUEST_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_request_bytes: usize,
+
+    /// Seconds in-flight calls get to finish after SIGTERM/SIGINT before the process exits.
+    #[arg(long, env = "CTXD_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
+    pub shutdown_grace_secs: u64,
+
+    /// Log format.
+    #[arg(long, env = "CTXD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log filter in tracing's EnvFilter syntax (e.g. `info`, `ctxd=debug`).
+    #[arg(long, env = "CTXD_LOG", default_value = "info")]
+    pub log: String,
+}
+
+/// A configuration that passed validation.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Postgres settings; `None` selects the in-memory store.
+    pub postgres: Option<PostgresOptions>,
+    /// How long to retry the database at start-up.
+    pub db_startup_wait: Duration,
+    /// Whether to migrate at start-up.
+    pub migrate_on_start: bool,
+    /// Tenant of calls without a tenant header.
+    pub default_tenant: TenantId,
+    /// Request parsing limits.
+    pub limits: RequestLimits,
+    /// Largest decoded request.
+    pub max_request_bytes: usize,
+    /// Drain period on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl Config {
+    /// Checks every setting; on failure returns all problems, one per entry.
+    pub fn validate(&self) -> Result<Settings, Vec<String>> {
+        let mut problems = Vec::new();
+        let postgres = self.database_url.as_ref().map(|url| {
+            if let Err(e) = url.parse::<tokio_postgres::Config>() {
+                problems.push(format!("DATABASE_URL is not a valid PostgreSQL URL: {e}"));
+            }
+            PostgresOptions {
+                url: url.clone(),
+                pool_size: self.db_pool_size,
+                connect_timeout: Duration::from_secs(self.db_connect_timeout_secs),
+            }
+        });
+        let default_tenant = TenantId::parse(self.default_tenant.clone())
+            .map_err(|e| problems.push(format!("CTXD_DEFAULT_TENANT: {e}")))
+            .ok();
+        let mut positive = |name: &str, value: usize| {
+            if value == 0 {
+                problems.push(format!("{name} must be greater than 0"));
+            }
+        };
+        positive("CTXD_DB_POOL_SIZE", self.db_pool_size);
+        positive(
+            "CTXD_DB_CONNECT_TIMEOUT_SECS",
+            self.db_connect_timeout_secs as usize,
+        );
+        positive("CTXD_MAX_MESSAGES_PER_REQUEST", self.max_messages_per_request);
+        positive("CTXD_MAX_CONTENT_BYTES", self.max_content_bytes);
+        positive("CTXD_MAX_ATTACHMENT_BYTES", self.max_attachment_bytes);
+        positive("CTXD_MAX_REQUEST_BYTES", self.max_request_bytes);
+        if self.max_content_bytes > self.max_request_bytes {
+            problems.push("CTXD_MAX_CONTENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
+        }
+        if self.max_attachment_bytes > self.max_request_bytes {
+            problems.push("CTXD_MAX_ATTACHMENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
+            problems.push(format!("CTXD_LOG is not a valid filter: {e}"));
+        }
+        let Some(default_tenant) = default_tenant.filter(|_| problems.is_empty()) else {
+            return Err(problems);
+        };
+        Ok(Settings {
+            listen: self.listen,
+            postgres,
+            db_startup_wait: Duration::from_secs(self.db_startup_wait_secs),
+            migrate_on_start: self.migrate_on_start,
+            default_tenant,
+            limits: RequestLimits {
+                append: AppendLimits {
+                    max_messages_per_request: self.max_messages_per_request,
+                    max_content_bytes: self.max_content_bytes,
+                    max_attachment_bytes: self.max_attachment_bytes,
+                    ..AppendLimits::default()
+                },
+            },
+            max_request_bytes: self.max_request_bytes,
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Config {
+        Cli::try_parse_from(std::iter::once("ctxd").chain(args.iter().copied()))
+            .unwrap()
+            .config
+    }
+
+    #[test]
+    fn defaults_validate_to_an_in_memory_server_on_50051() {
+        let settings = parse(&[]).validate().unwrap();
+        assert_eq!(settings.listen.port(), 50051);
+        assert!(settings.postgres.is_none());
+        assert_eq!(settings.default_tenant.as_str(), "default");
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let config = parse(&[
+            "--database-url",
+            "not a url",
+            "--default-tenant",
+            "bad/tenant",
+            "--max-content-bytes",
+            "0",
+        ]);
+        let problems = config.validate().unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+}

@@ -1,0 +1,469 @@
+//! The rules of appending messages: per-message checks by role, size limits, and the payload
+//! hash that makes idempotent retries recognisable.
+
+use sha2::{Digest, Sha256};
+
+use super::{
+    ids::{ConversationId, IdempotencyKey, Sequence},
+    message::{AttachmentSource, Message, Role},
+    violation::Violations,
+};
+
+/// Maximum length of a tool call id, tool name, message name or response id, in bytes.
+pub const MAX_SHORT_FIELD_BYTES: usize = 256;
+
+/// Configurable size limits of an append. Defaults are documented in the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendLimits {
+    /// Messages in one request.
+    pub max_messages_per_request: usize,
+    /// Bytes of one message's `content` (and of an error's `partial_output`).
+    pub max_content_bytes: usize,
+    /// Bytes of one attachment's inline data or URI.
+    pub max_attachment_bytes: usize,
+    /// Attachments on one message.
+    pub max_attachments_per_message: usize,
+    /// Tool calls on one message.
+    pub max_tool_calls_per_message: usize,
+    /// Metadata entries on one message.
+    pub max_metadata_entries: usize,
+}
+
+impl Default for AppendLimits {
+    fn default() -> Self {
+        Self {
+            max_messages_per_request: 100,
+            max_content_bytes: 1024 * 1024,
+            max_attachment_bytes: 8 * 1024 * 1024,
+            max_attachments_per_message: 16,
+            max_tool_calls_per_message: 128,
+            max_metadata_entries: 64,
+        }
+    }
+}
+
+/// A parsed, valid AppendMessage request.
+#[derive(Debug, Clone)]
+pub struct AppendBatch {
+    /// Target conversation.
+    pub conversation_id: ConversationId,
+    /// Messages in order; never empty.
+    pub messages: Vec<Message>,
+    /// Idempotency key, when the caller gave one.
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Optimistic concurrency guard, when the caller gave one.
+    pub expected_last_sequence: Option<Sequence>,
+}
+
+impl AppendBatch {
+    /// Hash of the payload (the messages), compared on idempotent retries.
+    pub fn payload_hash(&self) -> PayloadHash {
+        let mut hasher = Sha256::new();
+        for message in &self.messages {
+            // Serializing a plain struct with ordered maps cannot fail and is deterministic.
+            let encoded = serde_json::to_vec(message).unwrap_or_default();
+            hasher.update((encoded.len() as u64).to_le_bytes());
+            hasher.update(&encoded);
+        }
+        PayloadHash(hasher.finalize().into())
+    }
+}
+
+/// SHA-256 of an append's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PayloadHash(pub [u8; 32]);
+
+/// What an append did, as returned to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Sequence of the first stored message.
+    pub first_sequence: Sequence,
+    /// Sequence of the last stored message.
+    pub last_sequence: Sequence,
+    /// The conversation's last sequence right after the append.
+    pub conversation_last_sequence: Sequence,
+    /// True for an idempotent replay of an earlier append.
+    pub replayed: bool,
+}
+
+/// Checks the number of messages of a request against the limits.
+pub fn check_batch_size(count: usize, limits: &AppendLimits) -> Violations {
+    let mut violations = Violations::default();
+    if count == 0 {
+        violations.add("messages", "at least one message is required");
+    } else if count > limits.max_messages_per_request {
+        violations.add(
+            "messages",
+            format!(
+                "{count} messages in one request; the limit is {}",
+                limits.max_messages_per_request
+            ),
+        );
+    }
+    violations
+}
+
+/// Checks one message against the role rules of DESIGN.md 2.1 and the size limits.
+/// `path` is the message's field path, e.g. `messages[3]`.
+pub fn check_message(message: &Message, path: &str, limits: &AppendLimits) -> Violations {
+    let mut v = Violations::default();
+    let has_content = !message.content.is_empty();
+    let has_attachments = !message.attachments.is_empty();
+    match message.role {
+        Role::System => {
+            if !has_content {
+                v.add(format!("{path}.content"), "a system message needs content");
+            }
+        }
+        Role::User => {
+            if !has_content && !has_attachments {
+                v.add(
+                    format!("{path}.content"),
+                    "a user message needs content or attachments",
+                );
+            }
+        }
+        Role::Assistant => {
+            if !has_content && !has_attachments && message.tool_calls.is_empty() && message.error.is_none() {
+                v.add(
+                    format!("{path}.content"),
+                    "an assistant message needs content, tool_calls, attachments or error",
+                );
+            }
+        }
+        Role::Tool => {
+            if message.tool_call_id.is_none() {
+                v.add(
+                    format!("{path}.tool_call_id"),
+                    "a tool message must name the call it answers",
+                );
+            }
+        }
+    }
+    if message.role != Role::Assistant {
+        if !message.tool_calls.is_empty() {
+            v.add(
+                format!("{path}.tool_calls"),
+                "only assistant messages make tool calls",
+            );
+        }
+        if message.error.is_some() {
+            v.add(
+                format!("{path}.error"),
+                "only assistant messages record an LLM error",
+            );
+        }
+    }
+    if message.role != Role::Tool && message.tool_call_id.is_some() {
+        v.add(
+            format!("{path}.tool_call_id"),
+            "only tool messages answer a tool call",
+        );
+    }
+    check_sizes(message, path, limits, &mut v);
+    v
+}
+
+fn check_sizes(message: &Message, path: &str, limits: &AppendLimits, v: &mut Violations) {
+    let too_long = |len: usize, limit: usize| format!("{len} bytes; the limit is {limit}");
+    if message.content.len() > limits.max_content_bytes {
+        v.add(
+            format!("{path}.content"),
+            too_long(message.content.len(), limits.max_content_bytes),
+        );
+    }
+    for (field, value) in [("name", &message.name), ("response_id", &message.response_id)] {
+        if value.len() > MAX_SHORT_FIELD_BYTES {
+            v.add(
+                format!("{path}.{field}"),
+                too_long(value.len(), MAX_SHORT_FIELD_BYTES),
+            );
+        }
+    }
+    if let Some(id) = message
+        .tool_call_id
+        .as_ref()
+        .filter(|id| id.len() > MAX_SHORT_FIELD_BYTES)
+    {
+        v.add(
+            format!("{path}.tool_call_id"),
+            too_long(id.len(), MAX_SHORT_FIELD_BYTES),
+        );
+    }
+    check_tool_calls(message, path, limits, v);
+    check_attachments(message, path, limits, v);
+    if message.metadata.len() > limits.max_metadata_entries {
+        v.add(
+            format!("{path}.metadata"),
+            format!(
+                "{} entries; the limit is {}",
+                message.metadata.len(),
+                limits.max_metadata_entries
+            ),
+        );
+    }
+    for (key, value) in &message.metadata {
+        if key.is_empty() || key.len() > MAX_SHORT_FIELD_BYTES {
+            v.add(
+                format!("{path}.metadata"),
+                format!("keys must be 1 to {MAX_SHORT_FIELD_BYTES} bytes"),
+            );
+        }
+        if value.len() > limits.max_content_bytes {
+            v.add(
+                format!("{path}.metadata[{key}]"),
+                too_long(value.len(), limits.max_content_bytes),
+            );
+        }
+    }
+    if let Some(error) = &message.error {
+        if error.partial_output.len() > limits.max_content_bytes {
+            v.add(
+                format!("{path}.error.partial_output"),
+                too_long(error.partial_output.len(), limits.max_content_bytes),
+            );
+        }
+        if error.code.len() > MAX_SHORT_FIELD_BYTES {
+            v.add(
+                format!("{path}.error.code"),
+                too_long(error.code.len(), MAX_SHORT_FIELD_BYTES),
+            );
+        }
+        if error.message.len() > limits.max_content_bytes {
+            v.add(
+                format!("{path}.error.message"),
+                too_long(error.message.len(), limits.max_content_bytes),
+            );
+        }
+    }
+}
+
+fn check_tool_calls(message: &Message, path: &str, limits: &AppendLimits, v: &mut Violations) {
+    if message.tool_calls.len() > limits.max_tool_calls_per_message {
+        v.add(
+            format!("{path}.tool_calls"),
+            format!(
+                "{} tool calls; the limit is {}",
+                message.tool_calls.len(),
+                limits.max_tool_calls_per_message
+            ),
+        );
+    }
+    for (j, call) in message.tool_calls.iter().enumerate() {
+        let call_path = format!("{path}.tool_calls[{j}]");
+        if call.id.is_empty() || call.id.len() > MAX_SHORT_FIELD_BYTES {
+            v.add(
+                format!("{call_path}.id"),
+                format!("must be 1 to {MAX_SHORT_FIELD_BYTES} bytes"),
+            );
+        }
+        if call.name.is_empty() || call.name.len() > MAX_SHORT_FIELD_BYTES {
+            v.add(
+                format!("{call_path}.name"),
+                format!("must be 1 to {MAX_SHORT_FIELD_BYTES} bytes"),
+            );
+        }
+        if call.arguments.len() > limits.max_content_bytes {
+            v.add(
+                format!("{call_path}.arguments"),
+                format!(
+                    "{} bytes; the limit is {}",
+                    call.arguments.len(),
+                    limits.max_content_bytes
+                ),
+            );
+        }
+    }
+}
+
+fn check_attachments(message: &Message, path: &str, limits: &AppendLimits, v: &mut Violations) {
+    if message.attachments.len() > limits.max_attachments_per_message {
+        v.add(
+            format!("{path}.attachments"),
+            format!(
+                "{} attachments; the limit is {}",
+                message.attachments.len(),
+                limits.max_attachments_per_message
+            ),
+        );
+    }
+    for (j, attachment) in message.attachments.iter().enumerate() {
+        let att_path = format!("{path}.attachments[{j}]");
+        if attachment.mime_type.is_empty() || attachment.mime_type.len() > MAX_SHORT_FIELD_BYTES {
+            v.add(
+                format!("{att_path}.mime_type"),
+                format!("must be 1 to {MAX_SHORT_FIELD_BYTES} bytes"),
+            );
+        }
+        if attachment.filename.len() > MAX_SHORT_FIELD_BYTES {
+            v.add(
+                format!("{att_path}.filename"),
+                format!("at most {MAX_SHORT_FIELD_BYTES} bytes"),
+            );
+        }
+        let (field, len) = match &attachment.source {
+            AttachmentSource::Data(data) => ("data", data.len()),
+            AttachmentSource::Uri(uri) => ("uri", uri.len()),
+        };
+        if len == 0 {
+            v.add(format!("{att_path}.{field}"), "must not be empty");
+        } else if len > limits.max_attachment_bytes {
+            v.add(
+                format!("{att_path}.{field}"),
+                format!("{len} bytes; the limit is {}", limits.max_attachment_bytes),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::domain::message::{LlmError, ToolCall};
+
+    fn message(role: Role, content: &str) -> Message {
+        Message {
+            role,
+            content: content.into(),
+            name: String::new(),
+            tool_calls: vec![],
+            tool_call_id: None,
+            attachments: vec![],
+            metadata: BTreeMap::new(),
+            exclude_from_context: false,
+            pinned: false,
+            error: None,
+            response_id: String::new(),
+        }
+    }
+
+    fn fields(v: &Violations) -> Vec<String> {
+        v.iter().map(|f| f.field.clone()).collect()
+    }
+
+    #[test]
+    fn a_user_message_needs_content_or_attachments() {
+        let limits = AppendLimits::default();
+        assert_eq!(
+            fields(&check_message(&message(Role::User, ""), "messages[0]", &limits)),
+            ["messages[0].content"]
+        );
+        assert!(check_message(&message(Role::User, "hi"), "messages[0]", &limits).is_empty());
+    }
+
+    #[test]
+    fn an_assistant_message_may_carry_only_an_error() {
+        let mut m = message(Role::Assistant, "");
+        m.error = Some(LlmError {
+            code: "timeout".into(),
+            message: String::new(),
+            partial_output: "par".into(),
+        });
+        assert!(check_message(&m, "m", &AppendLimits::default()).is_empty());
+    }
+
+    #[test]
+    fn tool_calls_belong_to_assistants_only() {
+        let mut m = message(Role::User, "hi");
+        m.tool_calls.push(ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+        });
+        assert_eq!(
+            fields(&check_message(&m, "m", &AppendLimits::default())),
+            ["m.tool_calls"]
+        );
+    }
+
+    #[test]
+    fn content_over_the_limit_is_rejected() {
+        let limits = AppendLimits {
+            max_content_bytes: 4,
+            ..AppendLimits::default()
+        };
+        assert_eq!(
+            fields(&check_message(&message(Role::User, "hello"), "m", &limits)),
+            ["m.content"]
+        );
+    }
+
+    #[test]
+    fn the_payload_hash_depends_on_every_message_field() {
+        let batch = |content: &str| AppendBatch {
+            conversation_id: crate::domain::ConversationId::parse("c").unwrap(),
+            messages: vec![message(Role::User, content)],
+            idempotency_key: None,
+            expected_last_sequence: None,
+        };
+        assert_eq!(batch("a").payload_hash(), batch("a").payload_hash());
+        assert_ne!(batch("a").payload_hash(), batch("b").payload_hash());
+    }
+}
+
+/// An earlier append recorded under the batch's idempotency key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// Hash of the earlier append's messages.
+    pub payload_hash: PayloadHash,
+    /// What the earlier append returned.
+    pub outcome: AppendOutcome,
+}
+
+/// Whether an append may go ahead, decided with the conversation locked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendDecision {
+    /// Store the batch after `last_sequence`.
+    Proceed,
+    /// A retry of an earlier append: answer with its outcome, store nothing.
+    Replay(AppendOutcome),
+    /// The key was used for different messages.
+    KeyReused,
+    /// `expected_last_sequence` differs from the current last sequence.
+    SequenceMismatch {
+        /// The conversation's current last sequence.
+        current: Sequence,
+    },
+}
+
+/// Decides an append from the locked conversation's last sequence and the record stored under
+/// the batch's idempotency key, if any. Replays win over the sequence guard, so a retry of an
+/// append that succeeded is answered even though the conversation has moved on.
+pub fn decide_append(
+    batch: &AppendBatch,
+    hash: PayloadHash,
+    last_sequence: Sequence,
+    record: Option<IdempotencyRecord>,
+) -> AppendDecision {
+    if let Some(record) = record {
+        return if record.payload_hash == hash {
+            AppendDecision::Replay(AppendOutcome {
+                replayed: true,
+                ..record.outcome
+            })
+        } else {
+            AppendDecision::KeyReused
+        };
+    }
+    match batch.expected_last_sequence {
+        Some(expected) if expected != last_sequence => AppendDecision::SequenceMismatch {
+            current: last_sequence,
+        },
+        _ => AppendDecision::Proceed,
+    }
+}
+
+impl AppendOutcome {
+    /// The outcome of storing `count` messages after `last_sequence`.
+    pub fn stored(last_sequence: Sequence, count: usize) -> Self {
+        let count = count as u64;
+        Self {
+            first_sequence: last_sequence.plus(1),
+            last_sequence: last_sequence.plus(count),
+            conversation_last_sequence: last_sequence.plus(count),
+            replayed: false,
+        }
+    }
+}

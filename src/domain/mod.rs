@@ -1,0 +1,16 @@
+//! Pure domain logic: identifiers, messages, and the rules of appending to a conversation.
+//! No tokio, tonic or SQL here; the transport and the stores build on these types.
+
+pub mod append;
+pub mod ids;
+pub mod message;
+pub mod tool_protocol;
+pub mod violation;
+
+pub use append::{
+    AppendBatch, AppendDecision, AppendLimits, AppendOutcome, IdempotencyRecord, PayloadHash, decide_append,
+};
+pub use ids::{ConversationId, IdempotencyKey, Sequence, TenantId};
+pub use message::{Attachment, AttachmentSource, LlmError, Message, Role, StoredMessage, ToolCall};
+pub use tool_protocol::{CallState, ToolEffects};
+pub use violation::{FieldViolation, Violations};

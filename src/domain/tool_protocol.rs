@@ -1,0 +1,168 @@
+//! The tool-call protocol on append: every tool result answers exactly one open call, and call
+//! ids are unique within a conversation. The stores look up the state of the ids a batch
+//! mentions; this module decides.
+
+use std::collections::HashMap;
+
+use super::{
+    message::{Message, Role},
+    violation::Violations,
+};
+
+/// State of a tool call id already in the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallState {
+    /// Called, no result yet.
+    Open,
+    /// Called and answered.
+    Answered,
+}
+
+/// What a valid batch does to the conversation's tool calls, by message index in the batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolEffects {
+    /// Calls the batch makes: (message index, call id).
+    pub new_calls: Vec<(usize, String)>,
+    /// Calls the batch answers: (message index of the result, call id).
+    pub answered: Vec<(usize, String)>,
+}
+
+/// Every call id a batch mentions (made or answered): what a store must look up.
+pub fn mentioned_call_ids(messages: &[Message]) -> Vec<String> {
+    let mut ids: Vec<String> = messages
+        .iter()
+        .flat_map(|m| {
+            m.tool_calls
+                .iter()
+                .map(|c| c.id.clone())
+                .chain(m.tool_call_id.clone())
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// Checks a batch against the states of the call ids it mentions (`known`: ids already in the
+/// conversation; absent = never made) and returns what it does.
+pub fn check_tool_protocol(
+    messages: &[Message],
+    known: &HashMap<String, CallState>,
+) -> Result<ToolEffects, Violations> {
+    let mut states: HashMap<&str, CallState> = known.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+    let mut violations = Violations::default();
+    let mut effects = ToolEffects::default();
+    for (i, message) in messages.iter().enumerate() {
+        for (j, call) in message.tool_calls.iter().enumerate() {
+            if states.contains_key(call.id.as_str()) {
+                violations.add(
+                    format!("messages[{i}].tool_calls[{j}].id"),
+                    format!("tool call id {:?} is already used in this conversation", call.id),
+                );
+            } else {
+                states.insert(&call.id, CallState::Open);
+                effects.new_calls.push((i, call.id.clone()));
+            }
+        }
+        if message.role != Role::Tool {
+            continue;
+        }
+        let Some(id) = message.tool_call_id.as_deref() else {
+            continue;
+        };
+        let field = format!("messages[{i}].tool_call_id");
+        match states.get(id) {
+            Some(CallState::Open) => {
+                states.insert(id, CallState::Answered);
+                effects.answered.push((i, id.to_owned()));
+            }
+            Some(CallState::Answered) => {
+                violations.add(field, format!("tool call {id:?} already has a result"));
+            }
+            None => violations.add(
+                field,
+                format!("{id:?} does not answer a tool call made earlier in this conversation"),
+            ),
+        }
+    }
+    violations.into_result(effects)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::domain::message::ToolCall;
+
+    fn assistant_calling(ids: &[&str]) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: String::new(),
+            name: String::new(),
+            tool_calls: ids
+                .iter()
+                .map(|id| ToolCall {
+                    id: (*id).into(),
+                    name: "lookup".into(),
+                    arguments: "{}".into(),
+                })
+                .collect(),
+            tool_call_id: None,
+            attachments: vec![],
+            metadata: BTreeMap::new(),
+            exclude_from_context: false,
+            pinned: false,
+            error: None,
+            response_id: String::new(),
+        }
+    }
+
+    fn result_for(id: &str) -> Message {
+        Message {
+            role: Role::Tool,
+            content: "42".into(),
+            tool_calls: vec![],
+            tool_call_id: Some(id.into()),
+            ..assistant_calling(&[])
+        }
+    }
+
+    #[test]
+    fn a_result_may_answer_a_call_made_earlier_in_the_same_batch() {
+        let batch = [assistant_calling(&["a", "b"]), result_for("b"), result_for("a")];
+        let effects = check_tool_protocol(&batch, &HashMap::new()).unwrap();
+        assert_eq!(effects.new_calls, [(0, "a".into()), (0, "b".into())]);
+        assert_eq!(effects.answered, [(1, "b".into()), (2, "a".into())]);
+    }
+
+    #[test]
+    fn a_result_without_its_call_is_rejected() {
+        let err = check_tool_protocol(&[result_for("zz")], &HashMap::new()).unwrap_err();
+        assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_call_id");
+    }
+
+    #[test]
+    fn a_second_result_for_one_call_is_rejected() {
+        let known = HashMap::from([("a".to_string(), CallState::Open)]);
+        let err = check_tool_protocol(&[result_for("a"), result_for("a")], &known).unwrap_err();
+        assert_eq!(err.iter().next().unwrap().field, "messages[1].tool_call_id");
+        let answered = HashMap::from([("a".to_string(), CallState::Answered)]);
+        assert!(check_tool_protocol(&[result_for("a")], &answered).is_err());
+    }
+
+    #[test]
+    fn call_ids_are_unique_within_the_conversation() {
+        let known = HashMap::from([("a".to_string(), CallState::Answered)]);
+        let err = check_tool_protocol(&[assistant_calling(&["a"])], &known).unwrap_err();
+        assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_calls[0].id");
+        let err = check_tool_protocol(&[assistant_calling(&["x", "x"])], &HashMap::new()).unwrap_err();
+        assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_calls[1].id");
+    }
+
+    #[test]
+    fn mentioned_ids_cover_calls_and_results() {
+        let batch = [assistant_calling(&["b", "a"]), result_for("c")];
+        assert_eq!(mentioned_call_ids(&batch), ["a", "b", "c"]);
+    }
+}

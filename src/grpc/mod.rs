@@ -1,0 +1,127 @@
+//! The gRPC transport: `ctxd.v1.ContextService` handlers, one file per RPC group, on top of the
+//! domain and the store.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use crate::{
+    domain::AppendLimits,
+    proto::{self, context_service_server::ContextService},
+    store::Store,
+};
+
+pub mod convert;
+mod messages;
+pub mod status;
+pub mod tenant;
+
+pub use status::ApiError;
+pub use tenant::{TENANT_HEADER, TenantInterceptor};
+
+/// Limits applied while parsing requests.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestLimits {
+    /// Size limits of AppendMessage.
+    pub append: AppendLimits,
+}
+
+/// The `ContextService` implementation: parses requests, calls the store, shapes answers.
+#[derive(Debug, Clone)]
+pub struct ContextApi {
+    store: Arc<dyn Store>,
+    limits: RequestLimits,
+}
+
+impl ContextApi {
+    /// A service over `store`.
+    pub fn new(store: Arc<dyn Store>, limits: RequestLimits) -> Self {
+        Self { store, limits }
+    }
+}
+
+type RpcResult<T> = Result<Response<T>, Status>;
+
+/// Turns a handler's outcome into the RPC answer, logging failures by who caused them:
+/// client errors at info, server errors at error (with their cause, in [`status`]).
+fn respond<T>(result: Result<T, ApiError>) -> RpcResult<T> {
+    match result {
+        Ok(value) => Ok(Response::new(value)),
+        Err(error) => {
+            let status = Status::from(error);
+            match status.code() {
+                tonic::Code::Internal | tonic::Code::Unavailable | tonic::Code::Unknown => {
+                    tracing::error!(code = ?status.code(), "request failed")
+                }
+                code => tracing::info!(?code, message = status.message(), "request rejected"),
+            }
+            Err(status)
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl ContextService for ContextApi {
+    async fn append_message(
+        &self,
+        request: Request<proto::AppendMessageRequest>,
+    ) -> RpcResult<proto::AppendMessageResponse> {
+        let tenant = tenant::tenant_of(&request)?;
+        respond(self.append(tenant, request.into_inner()).await)
+    }
+
+    async fn build_context(
+        &self,
+        _request: Request<proto::BuildContextRequest>,
+    ) -> RpcResult<proto::BuildContextResponse> {
+        respond(Err(ApiError::Unimplemented { rpc: "BuildContext" }))
+    }
+
+    async fn summarize(
+        &self,
+        _request: Request<proto::SummarizeRequest>,
+    ) -> RpcResult<proto::SummarizeResponse> {
+        respond(Err(ApiError::Unimplemented { rpc: "Summarize" }))
+    }
+
+    async fn get_working_memory(
+        &self,
+        _request: Request<proto::GetWorkingMemoryRequest>,
+    ) -> RpcResult<proto::GetWorkingMemoryResponse> {
+        respond(Err(ApiError::Unimplemented {
+            rpc: "GetWorkingMemory",
+        }))
+    }
+
+    async fn update_working_memory(
+        &self,
+        _request: Request<proto::UpdateWorkingMemoryRequest>,
+    ) -> RpcResult<proto::UpdateWorkingMemoryResponse> {
+        respond(Err(ApiError::Unimplemented {
+            rpc: "UpdateWorkingMemory",
+        }))
+    }
+
+    async fn list_messages(
+        &self,
+        request: Request<proto::ListMessagesRequest>,
+    ) -> RpcResult<proto::ListMessagesResponse> {
+        let tenant = tenant::tenant_of(&request)?;
+        respond(self.list(tenant, request.into_inner()).await)
+    }
+
+    async fn delete_conversation(
+        &self,
+        request: Request<proto::DeleteConversationRequest>,
+    ) -> RpcResult<proto::DeleteConversationResponse> {
+        let tenant = tenant::tenant_of(&request)?;
+        respond(self.delete(tenant, request.into_inner()).await)
+    }
+
+    async fn count_tokens(
+        &self,
+        _request: Request<proto::CountTokensRequest>,
+    ) -> RpcResult<proto::CountTokensResponse> {
+        respond(Err(ApiError::Unimplemented { rpc: "CountTokens" }))
+    }
+}

@@ -1,0 +1,101 @@
+//! The transport's error type and its one mapping to gRPC statuses (DESIGN.md section 3).
+
+use std::collections::HashMap;
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::{domain::Violations, store::StoreError};
+
+/// Error domain reported in google.rpc.ErrorInfo details.
+const ERROR_DOMAIN: &str = "ctxd.v1";
+
+/// Why an RPC failed, before it becomes a gRPC status.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed; nothing was stored.
+    #[error("invalid request: {violations}")]
+    InvalidArgument {
+        /// What is wrong, by field.
+        violations: Violations,
+    },
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The RPC is part of the contract but not served by this version yet.
+    #[error("{rpc} is not implemented yet")]
+    Unimplemented {
+        /// Name of the RPC.
+        rpc: &'static str,
+    },
+}
+
+impl From<Violations> for ApiError {
+    fn from(violations: Violations) -> Self {
+        ApiError::InvalidArgument { violations }
+    }
+}
+
+impl From<ApiError> for Status {
+    fn from(error: ApiError) -> Self {
+        match error {
+            ApiError::InvalidArgument { violations } => invalid_argument(&violations),
+            ApiError::Unimplemented { rpc } => Status::unimplemented(format!("{rpc} is not implemented yet")),
+            ApiError::Store(store) => match store {
+                StoreError::Invalid { violations } => invalid_argument(&violations),
+                StoreError::NotFound => Status::not_found("conversation not found"),
+                StoreError::SequenceMismatch { current } => Status::with_error_details(
+                    Code::Aborted,
+                    format!(
+                        "expected_last_sequence does not match: the conversation's last sequence is {current}"
+                    ),
+                    ErrorDetails::with_error_info(
+                        "SEQUENCE_MISMATCH",
+                        ERROR_DOMAIN,
+                        HashMap::from([("current_last_sequence".to_string(), current.to_string())]),
+                    ),
+                ),
+                StoreError::IdempotencyKeyReused => Status::with_error_details(
+                    Code::FailedPrecondition,
+                    "idempotency_key was already used for a different payload",
+                    ErrorDetails::with_error_info("IDEMPOTENCY_KEY_REUSED", ERROR_DOMAIN, HashMap::new()),
+                ),
+                StoreError::Unavailable { source } => {
+                    tracing::error!(error = %source, "store unavailable");
+                    Status::unavailable("storage is unavailable; retry")
+                }
+                StoreError::Internal { source } => {
+                    tracing::error!(error = %ErrorChain(&*source), "internal store failure");
+                    Status::internal("internal error")
+                }
+            },
+        }
+    }
+}
+
+fn invalid_argument(violations: &Violations) -> Status {
+    let mut details = ErrorDetails::new();
+    for v in violations.iter() {
+        details.add_bad_request_violation(v.field.clone(), v.description.clone());
+    }
+    Status::with_error_details(
+        Code::InvalidArgument,
+        format!("invalid request: {violations}"),
+        details,
+    )
+}
+
+/// Displays an error with all its sources, for logs.
+struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}

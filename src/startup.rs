@@ -1,0 +1,224 @@
+//! Building and running the server: store selection, migrations, the gRPC router (service,
+//! health, reflection) and graceful shutdown.
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use tokio::net::TcpListener;
+use tonic::{
+    service::interceptor::InterceptedService,
+    transport::{Server, server::TcpIncoming},
+};
+use tonic_health::{ServingStatus, server::HealthReporter};
+
+use crate::{
+    config::Settings,
+    grpc::{ContextApi, TenantInterceptor},
+    proto::{self, context_service_server::ContextServiceServer},
+    store::{MemoryStore, PostgresStore, Store, StoreError},
+};
+
+/// Service name reported by the health service.
+const SERVICE_NAME: &str = "ctxd.v1.ContextService";
+/// How often the store is probed to keep health current.
+const HEALTH_PROBE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Failures that stop the server from starting or running.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database could not be prepared.
+    #[error("database set-up failed")]
+    Store(#[from] StoreError),
+    /// The gRPC server failed.
+    #[error("gRPC server failed")]
+    Serve(#[from] tonic::transport::Error),
+    /// Reflection could not be built from the descriptor sets.
+    #[error("reflection set-up failed")]
+    Reflection(#[from] tonic_reflection::server::Error),
+}
+
+/// A bound, ready-to-run server.
+#[derive(Debug)]
+pub struct App {
+    listener: TcpListener,
+    store: Arc<dyn Store>,
+    postgres: Option<PostgresStore>,
+    settings: Settings,
+}
+
+impl App {
+    /// Opens the store (migrating Postgres if configured) and binds the listener.
+    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        let (store, postgres): (Arc<dyn Store>, _) = match &settings.postgres {
+            Some(options) => {
+                let pg = PostgresStore::connect(options)?;
+                if settings.migrate_on_start {
+                    migrate_with_retry(&pg, settings.db_startup_wait).await?;
+                }
+                tracing::info!(pool_size = options.pool_size, "serving from PostgreSQL");
+                (Arc::new(pg.clone()), Some(pg))
+            }
+            None => {
+                tracing::warn!(
+                    "NO DATABASE_URL: serving from the IN-MEMORY store. \
+                     All data is lost when this process stops. Set DATABASE_URL for production."
+                );
+                (Arc::new(MemoryStore::new()), None)
+            }
+        };
+        let listener = TcpListener::bind(settings.listen)
+            .await
+            .map_err(|source| StartupError::Bind {
+                addr: settings.listen,
+                source,
+            })?;
+        Ok(Self {
+            listener,
+            store,
+            postgres,
+            settings,
+        })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().unwrap_or(self.settings.listen)
+    }
+
+    /// Serves until `shutdown` completes, then reports NOT_SERVING, drains in-flight calls for
+    /// at most the configured grace period, and closes the database pool.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartupError> {
+        let App {
+            listener,
+            store,
+            postgres,
+            settings,
+        } = self;
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_service_status(SERVICE_NAME, ServingStatus::Serving)
+            .await;
+        let probe = tokio::spawn(probe_store(store.clone(), health.clone()));
+
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()?;
+        let api = ContextServiceServer::new(ContextApi::new(store, settings.limits))
+            .max_decoding_message_size(settings.max_request_bytes);
+        let api = InterceptedService::new(
+            api,
+            TenantInterceptor::trusting_header(settings.default_tenant.clone()),
+        );
+
+        let addr = listener.local_addr().ok();
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = Server::builder()
+            .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(api)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stop_rx.await;
+            });
+        let mut server = tokio::spawn(server);
+        tracing::info!(?addr, "ctxd listening");
+
+        tokio::select! {
+            result = &mut server => return finish(result, postgres.as_ref()),
+            () = shutdown => {}
+        }
+        tracing::info!(
+            grace_secs = settings.shutdown_grace.as_secs(),
+            "shutting down: draining in-flight calls"
+        );
+        probe.abort();
+        health.set_service_status("", ServingStatus::NotServing).await;
+        health
+            .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+            .await;
+        let _ = stop_tx.send(());
+        match tokio::time::timeout(settings.shutdown_grace, &mut server).await {
+            Ok(result) => finish(result, postgres.as_ref()),
+            Err(_) => {
+                tracing::warn!("grace period elapsed with calls in flight; stopping anyway");
+                server.abort();
+                finish(Ok(Ok(())), postgres.as_ref())
+            }
+        }
+    }
+}
+
+fn finish(
+    result: Result<Result<(), tonic::transport::Error>, tokio::task::JoinError>,
+    postgres: Option<&PostgresStore>,
+) -> Result<(), StartupError> {
+    if let Some(pg) = postgres {
+        pg.close();
+    }
+    match result {
+        Ok(served) => Ok(served?),
+        Err(join) => {
+            tracing::error!(error = %join, "server task failed");
+            Ok(())
+        }
+    }
+}
+
+/// Keeps health in step with the store: NOT_SERVING while it is unreachable.
+async fn probe_store(store: Arc<dyn Store>, health: HealthReporter) {
+    let mut serving = true;
+    loop {
+        tokio::time::sleep(HEALTH_PROBE_INTERVAL).await;
+        let ok = store.ping().await.is_ok();
+        if ok != serving {
+            serving = ok;
+            let status = if ok {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            tracing::warn!(serving = ok, "store health changed");
+            health.set_service_status("", status).await;
+            health.set_service_status(SERVICE_NAME, status).await;
+        }
+    }
+}
+
+/// Applies migrations, retrying while the database is not reachable yet (e.g. starting beside
+/// ctxd in compose) for at most `wait`.
+pub async fn migrate_with_retry(store: &PostgresStore, wait: Duration) -> Result<usize, StoreError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match store.migrate().await {
+            Ok(applied) => {
+                tracing::info!(applied, "database schema is up to date");
+                return Ok(applied);
+            }
+            Err(StoreError::Unavailable { source }) if tokio::time::Instant::now() + delay < deadline => {
+                tracing::warn!(error = %source, retry_in_ms = delay.as_millis() as u64, "database not reachable yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

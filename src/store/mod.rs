@@ -1,0 +1,104 @@
+//! Conversation storage: one [`Store`] trait, a Postgres implementation for production and an
+//! in-memory one for development, both held to the same contract tests.
+
+use async_trait::async_trait;
+
+use crate::domain::{
+    AppendBatch, AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId, Violations,
+};
+
+pub mod memory;
+pub mod migrations;
+pub mod postgres;
+
+pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
+
+/// Failures of a store operation, by what the caller can do about them.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The conversation does not exist for this tenant.
+    #[error("conversation not found")]
+    NotFound,
+    /// `expected_last_sequence` differs from the conversation's last sequence.
+    #[error("the conversation's last sequence is {current}")]
+    SequenceMismatch {
+        /// The current last sequence.
+        current: Sequence,
+    },
+    /// An idempotency key was reused for different messages.
+    #[error("idempotency key was already used for a different payload")]
+    IdempotencyKeyReused,
+    /// The batch breaks the tool-call protocol given the stored conversation.
+    #[error("invalid append: {violations}")]
+    Invalid {
+        /// What is wrong, by field.
+        violations: Violations,
+    },
+    /// The database cannot be reached or refused service for now; retryable.
+    #[error("store unavailable")]
+    Unavailable {
+        /// The underlying failure, for logs.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Anything else: a bug or corrupt data.
+    #[error("store failure")]
+    Internal {
+        /// The underlying failure, for logs.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl StoreError {
+    /// An internal error with a plain explanation.
+    pub fn internal(message: impl Into<String>) -> Self {
+        let message: String = message.into();
+        StoreError::Internal {
+            source: message.into(),
+        }
+    }
+}
+
+/// A page of messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessagePage {
+    /// Messages in sequence order.
+    pub messages: Vec<StoredMessage>,
+    /// True when messages exist after the last one returned.
+    pub has_more: bool,
+}
+
+/// The storage contract. Every method is scoped to a tenant: another tenant's conversation is
+/// indistinguishable from a missing one.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// Appends a batch atomically: all messages with gapless sequences after the current last
+    /// one, or nothing. Creates the conversation on first use. Honours the idempotency key and
+    /// the sequence guard, and checks the tool-call protocol against the stored conversation.
+    async fn append_messages(
+        &self,
+        tenant: &TenantId,
+        batch: &AppendBatch,
+    ) -> Result<AppendOutcome, StoreError>;
+
+    /// Returns up to `limit` messages with a sequence greater than `after`, in order.
+    async fn list_messages(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        after: Sequence,
+        limit: usize,
+    ) -> Result<MessagePage, StoreError>;
+
+    /// Erases a conversation and everything attached to it; returns the number of messages.
+    async fn delete_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<u64, StoreError>;
+
+    /// Checks that the store can serve requests (used by health reporting).
+    async fn ping(&self) -> Result<(), StoreError>;
+}
