@@ -4,6 +4,7 @@
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use tokio::net::TcpListener;
+use tonic::codegen::http::{self, HeaderValue};
 use tonic::{
     service::interceptor::InterceptedService,
     transport::{Server, server::TcpIncoming},
@@ -111,14 +112,8 @@ impl App {
             .await;
         let probe = tokio::spawn(probe_store(store.clone(), health.clone()));
 
-        let reflection_v1 = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()?;
-        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()?;
+        let reflection_v1 = reflection().build_v1()?;
+        let reflection_v1alpha = reflection().build_v1alpha()?;
         let api = ContextServiceServer::new(ContextApi::new(store, settings.limits))
             .max_decoding_message_size(settings.max_request_bytes);
         let api = InterceptedService::new(
@@ -131,6 +126,9 @@ impl App {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let server = Server::builder()
             .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
+            .layer(tower::util::MapResponseLayer::new(
+                oversize_is_resource_exhausted as fn(_) -> _,
+            ))
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -164,6 +162,29 @@ impl App {
             }
         }
     }
+}
+
+/// tonic answers a request over the decoding limit with OUT_OF_RANGE; the contract (DESIGN.md
+/// section 3) says RESOURCE_EXHAUSTED. ctxd's handlers never produce OUT_OF_RANGE themselves,
+/// so the rewrite touches only that case.
+fn oversize_is_resource_exhausted(
+    mut response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    let out_of_range = HeaderValue::from_static("11");
+    if response.headers().get("grpc-status") == Some(&out_of_range) {
+        response
+            .headers_mut()
+            .insert("grpc-status", HeaderValue::from_static("8"));
+    }
+    response
+}
+
+/// Reflection over ctxd.v1, health, and google.rpc (so grpcurl can decode error details).
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
 }
 
 fn finish(

@@ -1,0 +1,10 @@
+//! Integration tests: the real server over gRPC, on both stores.
+#![allow(unreachable_pub)]
+
+mod helpers;
+
+mod append;
+mod log;
+mod server;
+mod tenancy;
+mod validation;
