@@ -7,8 +7,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::{
     domain::{AppendLimits, TenantId},
-    grpc::RequestLimits,
+    grpc::ApiSettings,
     store::postgres::PostgresOptions,
+    tokenize::Tokenizer,
 };
 
 /// ctxd: keeps LLM conversations and assembles the context for the next LLM call.
@@ -41,6 +42,20 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line, for log collectors.
     Json,
+}
+
+/// Tokenizer names accepted in configuration.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TokenizerName {
+    /// OpenAI o200k_base.
+    #[value(name = "o200k_base")]
+    O200kBase,
+    /// OpenAI cl100k_base.
+    #[value(name = "cl100k_base")]
+    Cl100kBase,
+    /// UTF-8 bytes / 4.
+    #[value(name = "approx")]
+    Approx,
 }
 
 /// Every setting, with its flag, environment variable and default.
@@ -94,6 +109,10 @@ pub struct Config {
     #[arg(long, env = "CTXD_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,
 
+    /// Tokenizer of requests that leave it unspecified.
+    #[arg(long, env = "CTXD_DEFAULT_TOKENIZER", value_enum, default_value_t = TokenizerName::O200kBase)]
+    pub default_tokenizer: TokenizerName,
+
     /// Log format.
     #[arg(long, env = "CTXD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -116,8 +135,8 @@ pub struct Settings {
     pub migrate_on_start: bool,
     /// Tenant of calls without a tenant header.
     pub default_tenant: TenantId,
-    /// Request parsing limits.
-    pub limits: RequestLimits,
+    /// Request parsing limits and defaults.
+    pub api: ApiSettings,
     /// Largest decoded request.
     pub max_request_bytes: usize,
     /// Drain period on shutdown.
@@ -173,12 +192,17 @@ impl Config {
             db_startup_wait: Duration::from_secs(self.db_startup_wait_secs),
             migrate_on_start: self.migrate_on_start,
             default_tenant,
-            limits: RequestLimits {
+            api: ApiSettings {
                 append: AppendLimits {
                     max_messages_per_request: self.max_messages_per_request,
                     max_content_bytes: self.max_content_bytes,
                     max_attachment_bytes: self.max_attachment_bytes,
                     ..AppendLimits::default()
+                },
+                default_tokenizer: match self.default_tokenizer {
+                    TokenizerName::O200kBase => Tokenizer::O200kBase,
+                    TokenizerName::Cl100kBase => Tokenizer::Cl100kBase,
+                    TokenizerName::Approx => Tokenizer::Approx,
                 },
             },
             max_request_bytes: self.max_request_bytes,

@@ -10,6 +10,7 @@ pub mod proto;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod tokenize;
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C): the production shutdown trigger.
 pub async fn shutdown_signal() {

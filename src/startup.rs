@@ -114,7 +114,7 @@ impl App {
 
         let reflection_v1 = reflection().build_v1()?;
         let reflection_v1alpha = reflection().build_v1alpha()?;
-        let api = ContextServiceServer::new(ContextApi::new(store, settings.limits))
+        let api = ContextServiceServer::new(ContextApi::new(store, settings.api))
             .max_decoding_message_size(settings.max_request_bytes);
         let api = InterceptedService::new(
             api,

@@ -4,6 +4,7 @@
 use sha2::{Digest, Sha256};
 
 use super::{
+    context::TokenCounts,
     ids::{ConversationId, IdempotencyKey, Sequence},
     message::{AttachmentSource, Message, Role},
     violation::Violations,
@@ -53,9 +54,17 @@ pub struct AppendBatch {
     pub idempotency_key: Option<IdempotencyKey>,
     /// Optimistic concurrency guard, when the caller gave one.
     pub expected_last_sequence: Option<Sequence>,
+    /// Each message's token counts, in order (see [`AppendBatch::count_tokens`]).
+    pub tokens: Vec<TokenCounts>,
 }
 
 impl AppendBatch {
+    /// Computes the token counts of every message under every tokenizer (CPU work: callers
+    /// with large batches run it off the async executor).
+    pub fn count_tokens(&mut self) {
+        self.tokens = self.messages.iter().map(TokenCounts::of).collect();
+    }
+
     /// Hash of the payload (the messages), compared on idempotent retries.
     pub fn payload_hash(&self) -> PayloadHash {
         let mut hasher = Sha256::new();
@@ -151,6 +160,21 @@ pub fn check_message(message: &Message, path: &str, limits: &AppendLimits) -> Vi
             v.add(
                 format!("{path}.error"),
                 "only assistant messages record an LLM error",
+            );
+        }
+    }
+    if message.in_tool_group() {
+        // A group is kept or dropped whole: one member cannot be pinned or hidden alone.
+        if message.pinned {
+            v.add(
+                format!("{path}.pinned"),
+                "tool calls and tool results cannot be pinned",
+            );
+        }
+        if message.exclude_from_context {
+            v.add(
+                format!("{path}.exclude_from_context"),
+                "tool calls and tool results cannot be excluded from context",
             );
         }
     }
@@ -397,6 +421,7 @@ mod tests {
             messages: vec![message(Role::User, content)],
             idempotency_key: None,
             expected_last_sequence: None,
+            tokens: vec![],
         };
         assert_eq!(batch("a").payload_hash(), batch("a").payload_hash());
         assert_ne!(batch("a").payload_hash(), batch("b").payload_hash());

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, fmt, time::SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::Sequence;
+use super::{context::TokenCounts, ids::Sequence};
 
 /// Author role of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -122,6 +122,30 @@ pub struct Message {
     pub response_id: String,
 }
 
+impl Message {
+    /// A plain text message (system prompts, summaries, notices).
+    pub fn text(role: Role, content: String) -> Self {
+        Self {
+            role,
+            content,
+            name: String::new(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            attachments: Vec::new(),
+            metadata: BTreeMap::new(),
+            exclude_from_context: false,
+            pinned: false,
+            error: None,
+            response_id: String::new(),
+        }
+    }
+
+    /// True for the messages of a tool-call group: a call or a result.
+    pub fn in_tool_group(&self) -> bool {
+        !self.tool_calls.is_empty() || self.role == Role::Tool
+    }
+}
+
 /// A message of the log, with what the server assigned when storing it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMessage {
@@ -129,6 +153,10 @@ pub struct StoredMessage {
     pub sequence: Sequence,
     /// When it was stored.
     pub created_at: SystemTime,
+    /// Its cost in a pack under each tokenizer, computed at append.
+    pub tokens: TokenCounts,
+    /// For a tool result: the sequence of the call it answers.
+    pub call_sequence: Option<Sequence>,
     /// The message itself.
     pub message: Message,
 }

@@ -2,6 +2,7 @@
 //! No tokio, tonic or SQL here; the transport and the stores build on these types.
 
 pub mod append;
+pub mod context;
 pub mod ids;
 pub mod message;
 pub mod tool_protocol;
@@ -12,5 +13,5 @@ pub use append::{
 };
 pub use ids::{ConversationId, IdempotencyKey, Sequence, TenantId};
 pub use message::{Attachment, AttachmentSource, LlmError, Message, Role, StoredMessage, ToolCall};
-pub use tool_protocol::{CallState, ToolEffects};
+pub use tool_protocol::{CallState, KnownCall, ToolEffects};
 pub use violation::{FieldViolation, Violations};

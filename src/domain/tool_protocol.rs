@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::{
+    ids::Sequence,
     message::{Message, Role},
     violation::Violations,
 };
@@ -18,13 +19,33 @@ pub enum CallState {
     Answered,
 }
 
+/// A call id already in the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownCall {
+    /// Whether it has a result.
+    pub state: CallState,
+    /// Sequence of the assistant message that made it.
+    pub sequence: Sequence,
+}
+
 /// What a valid batch does to the conversation's tool calls, by message index in the batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolEffects {
     /// Calls the batch makes: (message index, call id).
     pub new_calls: Vec<(usize, String)>,
-    /// Calls the batch answers: (message index of the result, call id).
-    pub answered: Vec<(usize, String)>,
+    /// Calls the batch answers: (message index of the result, call id, sequence of the call).
+    pub answered: Vec<(usize, String, Sequence)>,
+}
+
+impl ToolEffects {
+    /// For each message of the batch, the sequence of the call it answers (tool results only).
+    pub fn call_sequences(&self, count: usize) -> Vec<Option<Sequence>> {
+        let mut out = vec![None; count];
+        for (index, _, call) in &self.answered {
+            out[*index] = Some(*call);
+        }
+        out
+    }
 }
 
 /// Every call id a batch mentions (made or answered): what a store must look up.
@@ -43,13 +64,14 @@ pub fn mentioned_call_ids(messages: &[Message]) -> Vec<String> {
     ids
 }
 
-/// Checks a batch against the states of the call ids it mentions (`known`: ids already in the
-/// conversation; absent = never made) and returns what it does.
+/// Checks a batch to be stored after `last` against the call ids it mentions (`known`: ids
+/// already in the conversation; absent = never made) and returns what it does.
 pub fn check_tool_protocol(
     messages: &[Message],
-    known: &HashMap<String, CallState>,
+    last: Sequence,
+    known: &HashMap<String, KnownCall>,
 ) -> Result<ToolEffects, Violations> {
-    let mut states: HashMap<&str, CallState> = known.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+    let mut states: HashMap<&str, KnownCall> = known.iter().map(|(id, k)| (id.as_str(), *k)).collect();
     let mut violations = Violations::default();
     let mut effects = ToolEffects::default();
     for (i, message) in messages.iter().enumerate() {
@@ -60,7 +82,14 @@ pub fn check_tool_protocol(
                     format!("tool call id {:?} is already used in this conversation", call.id),
                 );
             } else {
-                states.insert(&call.id, CallState::Open);
+                let sequence = last.plus(i as u64 + 1);
+                states.insert(
+                    &call.id,
+                    KnownCall {
+                        state: CallState::Open,
+                        sequence,
+                    },
+                );
                 effects.new_calls.push((i, call.id.clone()));
             }
         }
@@ -71,12 +100,24 @@ pub fn check_tool_protocol(
             continue;
         };
         let field = format!("messages[{i}].tool_call_id");
-        match states.get(id) {
-            Some(CallState::Open) => {
-                states.insert(id, CallState::Answered);
-                effects.answered.push((i, id.to_owned()));
+        match states.get(id).copied() {
+            Some(KnownCall {
+                state: CallState::Open,
+                sequence,
+            }) => {
+                states.insert(
+                    id,
+                    KnownCall {
+                        state: CallState::Answered,
+                        sequence,
+                    },
+                );
+                effects.answered.push((i, id.to_owned(), sequence));
             }
-            Some(CallState::Answered) => {
+            Some(KnownCall {
+                state: CallState::Answered,
+                ..
+            }) => {
                 violations.add(field, format!("tool call {id:?} already has a result"));
             }
             None => violations.add(
@@ -118,6 +159,13 @@ mod tests {
         }
     }
 
+    fn call(state: CallState) -> KnownCall {
+        KnownCall {
+            state,
+            sequence: Sequence::parse(1).unwrap(),
+        }
+    }
+
     fn result_for(id: &str) -> Message {
         Message {
             role: Role::Tool,
@@ -131,32 +179,39 @@ mod tests {
     #[test]
     fn a_result_may_answer_a_call_made_earlier_in_the_same_batch() {
         let batch = [assistant_calling(&["a", "b"]), result_for("b"), result_for("a")];
-        let effects = check_tool_protocol(&batch, &HashMap::new()).unwrap();
+        let effects = check_tool_protocol(&batch, Sequence::parse(10).unwrap(), &HashMap::new()).unwrap();
         assert_eq!(effects.new_calls, [(0, "a".into()), (0, "b".into())]);
-        assert_eq!(effects.answered, [(1, "b".into()), (2, "a".into())]);
+        let eleven = Sequence::parse(11).unwrap();
+        assert_eq!(
+            effects.answered,
+            [(1, "b".into(), eleven), (2, "a".into(), eleven)]
+        );
+        assert_eq!(effects.call_sequences(3), [None, Some(eleven), Some(eleven)]);
     }
 
     #[test]
     fn a_result_without_its_call_is_rejected() {
-        let err = check_tool_protocol(&[result_for("zz")], &HashMap::new()).unwrap_err();
+        let err = check_tool_protocol(&[result_for("zz")], Sequence::ZERO, &HashMap::new()).unwrap_err();
         assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_call_id");
     }
 
     #[test]
     fn a_second_result_for_one_call_is_rejected() {
-        let known = HashMap::from([("a".to_string(), CallState::Open)]);
-        let err = check_tool_protocol(&[result_for("a"), result_for("a")], &known).unwrap_err();
+        let known = HashMap::from([("a".to_string(), call(CallState::Open))]);
+        let err =
+            check_tool_protocol(&[result_for("a"), result_for("a")], Sequence::ZERO, &known).unwrap_err();
         assert_eq!(err.iter().next().unwrap().field, "messages[1].tool_call_id");
-        let answered = HashMap::from([("a".to_string(), CallState::Answered)]);
-        assert!(check_tool_protocol(&[result_for("a")], &answered).is_err());
+        let answered = HashMap::from([("a".to_string(), call(CallState::Answered))]);
+        assert!(check_tool_protocol(&[result_for("a")], Sequence::ZERO, &answered).is_err());
     }
 
     #[test]
     fn call_ids_are_unique_within_the_conversation() {
-        let known = HashMap::from([("a".to_string(), CallState::Answered)]);
-        let err = check_tool_protocol(&[assistant_calling(&["a"])], &known).unwrap_err();
+        let known = HashMap::from([("a".to_string(), call(CallState::Answered))]);
+        let err = check_tool_protocol(&[assistant_calling(&["a"])], Sequence::ZERO, &known).unwrap_err();
         assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_calls[0].id");
-        let err = check_tool_protocol(&[assistant_calling(&["x", "x"])], &HashMap::new()).unwrap_err();
+        let err = check_tool_protocol(&[assistant_calling(&["x", "x"])], Sequence::ZERO, &HashMap::new())
+            .unwrap_err();
         assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_calls[1].id");
     }
 

@@ -2,13 +2,19 @@
 //! every field destructured, so a field added to the proto is a compile error here until someone
 //! decides what it means.
 
+use super::ApiSettings;
 use crate::{
     domain::{
         AppendBatch, AppendLimits, Attachment, AttachmentSource, ConversationId, IdempotencyKey, LlmError,
         Message, Role, Sequence, StoredMessage, ToolCall, Violations,
         append::{check_batch_size, check_message},
+        context::{
+            ContextMessage, ContextPack, ContextRequest, ContextStats, Format, Source, TokenBudget,
+            TokenCounts,
+        },
     },
     proto,
+    tokenize::Tokenizer,
 };
 
 /// Parses a conversation id field, recording a violation under `field`.
@@ -58,6 +64,7 @@ pub(crate) fn append_batch(
             messages,
             idempotency_key,
             expected_last_sequence,
+            tokens: Vec::new(),
         }),
         _ => Err(v),
     }
@@ -164,6 +171,8 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         sequence,
         created_at,
         message,
+        tokens,
+        call_sequence: _,
     } = stored;
     let Message {
         role,
@@ -205,7 +214,11 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         response_id,
         sequence: sequence.get(),
         created_at: Some(created_at.into()),
-        tokens: None,
+        tokens: Some(proto::TokenCounts {
+            o200k_base: tokens.o200k_base,
+            cl100k_base: tokens.cl100k_base,
+            approx: tokens.approx,
+        }),
     }
 }
 
@@ -233,5 +246,223 @@ pub(crate) fn role_to_proto(role: Role) -> proto::Role {
         Role::User => proto::Role::User,
         Role::Assistant => proto::Role::Assistant,
         Role::Tool => proto::Role::Tool,
+    }
+}
+
+/// Parses a tokenizer enum field; unspecified means `default`.
+pub(crate) fn tokenizer(raw: i32, field: &str, default: Tokenizer, v: &mut Violations) -> Tokenizer {
+    match proto::Tokenizer::try_from(raw) {
+        Ok(proto::Tokenizer::Unspecified) => default,
+        Ok(proto::Tokenizer::O200kBase) => Tokenizer::O200kBase,
+        Ok(proto::Tokenizer::Cl100kBase) => Tokenizer::Cl100kBase,
+        Ok(proto::Tokenizer::Approx) => Tokenizer::Approx,
+        Err(_) => {
+            v.add(field, format!("unknown tokenizer value {raw}"));
+            default
+        }
+    }
+}
+
+/// The wire enum of a tokenizer.
+pub(crate) fn tokenizer_to_proto(tokenizer: Tokenizer) -> proto::Tokenizer {
+    match tokenizer {
+        Tokenizer::O200kBase => proto::Tokenizer::O200kBase,
+        Tokenizer::Cl100kBase => proto::Tokenizer::Cl100kBase,
+        Tokenizer::Approx => proto::Tokenizer::Approx,
+    }
+}
+
+/// Parses a BuildContext request, with every violation found.
+pub(crate) fn context_request(
+    request: proto::BuildContextRequest,
+    settings: &ApiSettings,
+) -> Result<ContextRequest, Violations> {
+    let proto::BuildContextRequest {
+        conversation_id: raw_id,
+        budget,
+        tokenizer: raw_tokenizer,
+        system_prompt,
+        pending_messages,
+        omit_summary,
+        omit_working_memory,
+        tool_output_max_tokens,
+        format,
+    } = request;
+    let mut v = Violations::default();
+    let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
+    let proto::Budget {
+        max_tokens,
+        reserve_output_tokens,
+        max_messages,
+        max_turns,
+    } = budget.unwrap_or_default();
+    let budget = TokenBudget::parse(max_tokens, reserve_output_tokens, max_messages, max_turns)
+        .map_err(|e| v.extend(e))
+        .ok();
+    let tokenizer = tokenizer(raw_tokenizer, "tokenizer", settings.default_tokenizer, &mut v);
+    let limits = &settings.append;
+    if system_prompt.len() > limits.max_content_bytes {
+        v.add(
+            "system_prompt",
+            format!(
+                "{} bytes; the limit is {}",
+                system_prompt.len(),
+                limits.max_content_bytes
+            ),
+        );
+    }
+    if pending_messages.len() > limits.max_messages_per_request {
+        v.add(
+            "pending_messages",
+            format!(
+                "{} pending messages; the limit is {}",
+                pending_messages.len(),
+                limits.max_messages_per_request
+            ),
+        );
+    }
+    let mut pending = Vec::new();
+    for (i, raw) in pending_messages
+        .into_iter()
+        .take(limits.max_messages_per_request)
+        .enumerate()
+    {
+        let path = format!("pending_messages[{i}]");
+        match message(raw, &path) {
+            Ok(m) => {
+                v.extend(check_message(&m, &path, limits));
+                pending.push(m);
+            }
+            Err(errors) => v.extend(errors),
+        }
+    }
+    let format = match proto::Format::try_from(format) {
+        Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
+        Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,
+        Err(_) => {
+            v.add("format", format!("unknown format value {format}"));
+            Format::OpenAiChat
+        }
+    };
+    match (conversation_id, budget, v.is_empty()) {
+        (Some(conversation_id), Some(budget), true) => Ok(ContextRequest {
+            conversation_id,
+            budget,
+            tokenizer,
+            system_prompt,
+            pending,
+            include_summary: !omit_summary,
+            include_memory: !omit_working_memory,
+            tool_output_max_tokens: (tool_output_max_tokens > 0).then_some(tool_output_max_tokens),
+            format,
+        }),
+        _ => Err(v),
+    }
+}
+
+/// The wire form of a pack.
+pub(crate) fn context_response(pack: ContextPack, rendered: String) -> proto::BuildContextResponse {
+    let ContextPack {
+        messages,
+        stats,
+        needs_summary,
+        previous_response_id,
+    } = pack;
+    proto::BuildContextResponse {
+        messages: messages.into_iter().map(context_message).collect(),
+        rendered,
+        stats: Some(context_stats(stats)),
+        needs_summary,
+        previous_response_id: previous_response_id.unwrap_or_default(),
+    }
+}
+
+fn context_message(context: ContextMessage) -> proto::ContextMessage {
+    let ContextMessage {
+        source,
+        sequence,
+        tokens,
+        message,
+    } = context;
+    let proto::Message {
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        attachments,
+        error,
+        response_id,
+        ..
+    } = stored_message(StoredMessage {
+        sequence: Sequence::ZERO,
+        created_at: std::time::UNIX_EPOCH,
+        tokens: TokenCounts::default(),
+        call_sequence: None,
+        message,
+    });
+    let source = match source {
+        Source::SystemPrompt => proto::ContextSource::SystemPrompt,
+        Source::Summary => proto::ContextSource::Summary,
+        Source::WorkingMemory => proto::ContextSource::WorkingMemory,
+        Source::TruncationNotice => proto::ContextSource::TruncationNotice,
+        Source::History => proto::ContextSource::History,
+        Source::Pending => proto::ContextSource::Pending,
+    };
+    proto::ContextMessage {
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        attachments,
+        error,
+        response_id,
+        source: source as i32,
+        sequence: sequence.map_or(0, Sequence::get),
+        tokens,
+    }
+}
+
+fn context_stats(stats: ContextStats) -> proto::ContextStats {
+    let ContextStats {
+        total_tokens,
+        system_prompt_tokens,
+        summary_tokens,
+        working_memory_tokens,
+        truncation_notice_tokens,
+        history_tokens,
+        pending_tokens,
+        budget_tokens,
+        messages_considered,
+        messages_included,
+        messages_dropped,
+        tool_groups_dropped,
+        incomplete_tool_groups,
+        oldest_included_sequence,
+        summary_through_sequence,
+        log_last_sequence,
+        truncated,
+        over_budget,
+    } = stats;
+    proto::ContextStats {
+        total_tokens,
+        system_prompt_tokens,
+        summary_tokens,
+        working_memory_tokens,
+        truncation_notice_tokens,
+        history_tokens,
+        pending_tokens,
+        budget_tokens,
+        messages_considered,
+        messages_included,
+        messages_dropped,
+        tool_groups_dropped,
+        incomplete_tool_groups,
+        oldest_included_sequence,
+        summary_through_sequence,
+        log_last_sequence,
+        truncated,
+        over_budget,
     }
 }

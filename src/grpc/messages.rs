@@ -2,7 +2,7 @@
 
 use super::{ApiError, ContextApi, convert};
 use crate::{
-    domain::{Sequence, TenantId, Violations},
+    domain::{AppendBatch, AppendLimits, Sequence, TenantId, Violations},
     proto,
 };
 
@@ -18,7 +18,18 @@ impl ContextApi {
         tenant: TenantId,
         request: proto::AppendMessageRequest,
     ) -> Result<proto::AppendMessageResponse, ApiError> {
-        let batch = convert::append_batch(request, &self.limits.append)?;
+        let limits = self.settings.append;
+        // Token counting is CPU work proportional to the text: large requests run it on the
+        // blocking pool so they cannot stall other calls.
+        let batch = if prost::Message::encoded_len(&request) > super::context::OFFLOAD_BYTES {
+            tokio::task::spawn_blocking(move || parse_and_count(request, &limits))
+                .await
+                .map_err(|e| ApiError::Internal {
+                    message: format!("append parsing task failed: {e}"),
+                })??
+        } else {
+            parse_and_count(request, &limits)?
+        };
         let span = tracing::Span::current();
         span.record("conversation_id", tracing::field::display(&batch.conversation_id));
         span.record("messages", batch.messages.len());
@@ -91,4 +102,13 @@ impl ContextApi {
         tracing::info!(messages_deleted, "conversation deleted");
         Ok(proto::DeleteConversationResponse { messages_deleted })
     }
+}
+
+fn parse_and_count(
+    request: proto::AppendMessageRequest,
+    limits: &AppendLimits,
+) -> Result<AppendBatch, ApiError> {
+    let mut batch = convert::append_batch(request, limits)?;
+    batch.count_tokens();
+    Ok(batch)
 }

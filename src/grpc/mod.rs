@@ -9,8 +9,10 @@ use crate::{
     domain::AppendLimits,
     proto::{self, context_service_server::ContextService},
     store::Store,
+    tokenize::Tokenizer,
 };
 
+mod context;
 pub mod convert;
 mod messages;
 pub mod status;
@@ -19,24 +21,35 @@ pub mod tenant;
 pub use status::ApiError;
 pub use tenant::{TENANT_HEADER, TenantInterceptor};
 
-/// Limits applied while parsing requests.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RequestLimits {
-    /// Size limits of AppendMessage.
+/// Limits and defaults applied while parsing requests.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiSettings {
+    /// Size limits of AppendMessage (also applied to BuildContext's pending messages).
     pub append: AppendLimits,
+    /// Tokenizer used when a request leaves it unspecified.
+    pub default_tokenizer: Tokenizer,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self {
+            append: AppendLimits::default(),
+            default_tokenizer: Tokenizer::O200kBase,
+        }
+    }
 }
 
 /// The `ContextService` implementation: parses requests, calls the store, shapes answers.
 #[derive(Debug, Clone)]
 pub struct ContextApi {
     store: Arc<dyn Store>,
-    limits: RequestLimits,
+    settings: ApiSettings,
 }
 
 impl ContextApi {
     /// A service over `store`.
-    pub fn new(store: Arc<dyn Store>, limits: RequestLimits) -> Self {
-        Self { store, limits }
+    pub fn new(store: Arc<dyn Store>, settings: ApiSettings) -> Self {
+        Self { store, settings }
     }
 }
 
@@ -72,9 +85,10 @@ impl ContextService for ContextApi {
 
     async fn build_context(
         &self,
-        _request: Request<proto::BuildContextRequest>,
+        request: Request<proto::BuildContextRequest>,
     ) -> RpcResult<proto::BuildContextResponse> {
-        respond(Err(ApiError::Unimplemented { rpc: "BuildContext" }))
+        let tenant = tenant::tenant_of(&request)?;
+        respond(self.build(tenant, request.into_inner()).await)
     }
 
     async fn summarize(
@@ -120,8 +134,8 @@ impl ContextService for ContextApi {
 
     async fn count_tokens(
         &self,
-        _request: Request<proto::CountTokensRequest>,
+        request: Request<proto::CountTokensRequest>,
     ) -> RpcResult<proto::CountTokensResponse> {
-        respond(Err(ApiError::Unimplemented { rpc: "CountTokens" }))
+        respond(self.count(request.into_inner()).await)
     }
 }

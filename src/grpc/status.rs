@@ -22,6 +22,12 @@ pub enum ApiError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A bug: a task failed or an invariant broke. The message is logged, never returned.
+    #[error("internal error: {message}")]
+    Internal {
+        /// What went wrong, for logs.
+        message: String,
+    },
     /// The RPC is part of the contract but not served by this version yet.
     #[error("{rpc} is not implemented yet")]
     Unimplemented {
@@ -40,6 +46,10 @@ impl From<ApiError> for Status {
     fn from(error: ApiError) -> Self {
         match error {
             ApiError::InvalidArgument { violations } => invalid_argument(&violations),
+            ApiError::Internal { message } => {
+                tracing::error!(%message, "internal error");
+                Status::internal("internal error")
+            }
             ApiError::Unimplemented { rpc } => Status::unimplemented(format!("{rpc} is not implemented yet")),
             ApiError::Store(store) => match store {
                 StoreError::Invalid { violations } => invalid_argument(&violations),

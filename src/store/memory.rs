@@ -10,10 +10,12 @@ use std::{
 
 use async_trait::async_trait;
 
-use super::{MessagePage, Store, StoreError};
+use super::{MessagePage, Store, StoreError, newest_facts};
 use crate::domain::{
-    AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, Sequence,
-    StoredMessage, TenantId, decide_append,
+    AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, KnownCall,
+    Sequence, StoredMessage, TenantId,
+    context::{ContextSnapshot, PageRequest},
+    decide_append,
     tool_protocol::{check_tool_protocol, mentioned_call_ids},
 };
 
@@ -21,14 +23,24 @@ type Key = (TenantId, ConversationId);
 
 #[derive(Debug, Default)]
 struct Conversation {
+    /// Message with sequence `n` is at index `n - 1`.
     messages: Vec<StoredMessage>,
-    calls: HashMap<String, CallState>,
+    calls: HashMap<String, KnownCall>,
     idempotency: HashMap<String, IdempotencyRecord>,
+    pinned: Vec<Sequence>,
+    last_user_sequence: Option<Sequence>,
+    last_response_id: Option<String>,
 }
 
 impl Conversation {
     fn last_sequence(&self) -> Sequence {
         self.messages.last().map_or(Sequence::ZERO, |m| m.sequence)
+    }
+
+    fn at(&self, sequence: Sequence) -> Option<&StoredMessage> {
+        (sequence.get() as usize)
+            .checked_sub(1)
+            .and_then(|i| self.messages.get(i))
     }
 }
 
@@ -81,30 +93,53 @@ impl Store for MemoryStore {
                 return Err(StoreError::SequenceMismatch { current });
             }
         }
-        let known: HashMap<String, CallState> = mentioned_call_ids(&batch.messages)
+        let known: HashMap<String, KnownCall> = mentioned_call_ids(&batch.messages)
             .into_iter()
-            .filter_map(|id| existing.calls.get(&id).map(|s| (id, *s)))
+            .filter_map(|id| existing.calls.get(&id).map(|k| (id, *k)))
             .collect();
-        let effects = check_tool_protocol(&batch.messages, &known)
+        let effects = check_tool_protocol(&batch.messages, last, &known)
             .map_err(|violations| StoreError::Invalid { violations })?;
 
         let conversation = conversations
             .entry(key(tenant, &batch.conversation_id))
             .or_default();
         let now = SystemTime::now();
+        let call_sequences = effects.call_sequences(batch.messages.len());
         for (i, message) in batch.messages.iter().enumerate() {
+            let sequence = last.plus(i as u64 + 1);
+            if message.pinned && !message.exclude_from_context {
+                conversation.pinned.push(sequence);
+            }
             conversation.messages.push(StoredMessage {
-                sequence: last.plus(i as u64 + 1),
+                sequence,
                 created_at: now,
+                tokens: batch.tokens.get(i).copied().unwrap_or_default(),
+                call_sequence: call_sequences[i],
                 message: message.clone(),
             });
         }
-        for (_, id) in effects.new_calls {
-            conversation.calls.insert(id, CallState::Open);
+        for (i, id) in effects.new_calls {
+            let sequence = last.plus(i as u64 + 1);
+            conversation.calls.insert(
+                id,
+                KnownCall {
+                    state: CallState::Open,
+                    sequence,
+                },
+            );
         }
-        for (_, id) in effects.answered {
-            conversation.calls.insert(id, CallState::Answered);
+        for (_, id, sequence) in effects.answered {
+            conversation.calls.insert(
+                id,
+                KnownCall {
+                    state: CallState::Answered,
+                    sequence,
+                },
+            );
         }
+        let (user, response_id) = newest_facts(&batch.messages, last);
+        conversation.last_user_sequence = user.or(conversation.last_user_sequence);
+        conversation.last_response_id = response_id.or(conversation.last_response_id.take());
         let outcome = AppendOutcome::stored(last, batch.messages.len());
         if let Some(k) = &batch.idempotency_key {
             conversation.idempotency.insert(
@@ -129,7 +164,6 @@ impl Store for MemoryStore {
         let conversation = conversations
             .get(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
-        // Sequences are 1..=n at indexes 0..n, so `after` is also the index of the next message.
         let start = (after.get() as usize).min(conversation.messages.len());
         let rest = &conversation.messages[start..];
         let messages = rest.iter().take(limit).cloned().collect();
@@ -149,6 +183,69 @@ impl Store for MemoryStore {
             .remove(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
         Ok(removed.messages.len() as u64)
+    }
+
+    async fn context_snapshot(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<ContextSnapshot, StoreError> {
+        let conversations = self.lock();
+        let c = conversations
+            .get(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        Ok(ContextSnapshot {
+            last_sequence: c.last_sequence(),
+            last_user_sequence: c.last_user_sequence,
+            last_response_id: c.last_response_id.clone(),
+            pinned: c.pinned.iter().filter_map(|s| c.at(*s).cloned()).collect(),
+            ..ContextSnapshot::default()
+        })
+    }
+
+    async fn tail(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        page: PageRequest,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let conversations = self.lock();
+        let c = conversations
+            .get(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        let end = (page.before.get() as usize)
+            .saturating_sub(1)
+            .min(c.messages.len());
+        let start = (page.floor.get() as usize).min(end);
+        Ok(c.messages[start..end]
+            .iter()
+            .rev()
+            .filter(|m| !m.message.exclude_from_context)
+            .take(page.limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn open_calls(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        ids: &[String],
+    ) -> Result<HashMap<String, Sequence>, StoreError> {
+        let conversations = self.lock();
+        let c = conversations
+            .get(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        Ok(ids
+            .iter()
+            .filter_map(|id| match c.calls.get(id) {
+                Some(KnownCall {
+                    state: CallState::Open,
+                    sequence,
+                }) => Some((id.clone(), *sequence)),
+                _ => None,
+            })
+            .collect())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

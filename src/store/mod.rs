@@ -1,10 +1,13 @@
 //! Conversation storage: one [`Store`] trait, a Postgres implementation for production and an
 //! in-memory one for development, both held to the same contract tests.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 
 use crate::domain::{
-    AppendBatch, AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId, Violations,
+    AppendBatch, AppendOutcome, ConversationId, Message, Role, Sequence, StoredMessage, TenantId, Violations,
+    context::{ContextSnapshot, PageRequest},
 };
 
 pub mod memory;
@@ -99,6 +102,46 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         conversation: &ConversationId,
     ) -> Result<u64, StoreError>;
 
+    /// Reads what context assembly needs before walking the log: last sequence, newest user
+    /// message, newest response id, pinned messages (and, later, summary and memory).
+    async fn context_snapshot(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<ContextSnapshot, StoreError>;
+
+    /// Reads a page of the log's tail, newest first, leaving out excluded (UI-only) messages.
+    async fn tail(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        page: PageRequest,
+    ) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// The calls among `ids` that are open (no result yet), with the sequence that made them.
+    async fn open_calls(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        ids: &[String],
+    ) -> Result<HashMap<String, Sequence>, StoreError>;
+
     /// Checks that the store can serve requests (used by health reporting).
     async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Per-conversation facts an append updates: the newest user message that counts for context
+/// and the newest assistant response id. Shared by both stores.
+pub(crate) fn newest_facts(messages: &[Message], last: Sequence) -> (Option<Sequence>, Option<String>) {
+    let mut user = None;
+    let mut response_id = None;
+    for (i, m) in messages.iter().enumerate() {
+        if m.role == Role::User && !m.exclude_from_context {
+            user = Some(last.plus(i as u64 + 1));
+        }
+        if m.role == Role::Assistant && !m.response_id.is_empty() {
+            response_id = Some(m.response_id.clone());
+        }
+    }
+    (user, response_id)
 }

@@ -11,10 +11,12 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use tokio_postgres::{NoTls, Row, types::Json};
 
-use super::{MessagePage, Store, StoreError, migrations};
+use super::{MessagePage, Store, StoreError, migrations, newest_facts};
 use crate::domain::{
-    AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, PayloadHash,
-    Role, Sequence, StoredMessage, TenantId, ToolEffects, decide_append,
+    AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, KnownCall,
+    PayloadHash, Role, Sequence, StoredMessage, TenantId, ToolEffects,
+    context::{ContextSnapshot, PageRequest, TokenCounts},
+    decide_append,
     message::{Attachment, LlmError, Message, ToolCall},
     tool_protocol::{check_tool_protocol, mentioned_call_ids},
 };
@@ -78,7 +80,12 @@ impl PostgresStore {
 /// Sorts a Postgres failure into retryable (connection trouble) and internal.
 pub(crate) fn classify(error: tokio_postgres::Error) -> StoreError {
     let retryable = match error.code() {
-        None => true, // I/O, closed connection, timeout: no server verdict at all.
+        // No server verdict: retryable only if the connection itself failed.
+        None => {
+            error.is_closed()
+                || std::error::Error::source(&error)
+                    .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+        }
         Some(state) => {
             let code = state.code();
             code.starts_with("08")
@@ -109,21 +116,31 @@ fn corrupt(what: &str) -> StoreError {
     StoreError::internal(format!("corrupt stored data: {what}"))
 }
 
-const ALLOCATE: &str =
-    "INSERT INTO conversations (tenant_id, conversation_id, last_sequence) VALUES ($1, $2, $3)
-     ON CONFLICT (tenant_id, conversation_id)
-     DO UPDATE SET last_sequence = conversations.last_sequence + EXCLUDED.last_sequence
+/// Creates or locks the conversation and allocates the batch's sequences in one statement.
+/// `$4` is the 1-based position of the batch's newest user message (NULL if none) and `$5` its
+/// newest response id; SET expressions see the row as it was before the update.
+const ALLOCATE: &str = "INSERT INTO conversations
+         (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id)
+     VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
+         last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
+         last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
+         last_response_id = coalesce($5, conversations.last_response_id)
      RETURNING last_sequence";
 
-const INSERT_MESSAGES: &str = "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
-         tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error, response_id, created_at)
+const INSERT_MESSAGES: &str =
+    "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
+         tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error, response_id,
+         tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, created_at)
      SELECT $1, $2, u.*, now()
      FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::text[], $9::jsonb[],
-                 $10::jsonb[], $11::bool[], $12::bool[], $13::jsonb[], $14::text[]) AS u";
+                 $10::jsonb[], $11::bool[], $12::bool[], $13::jsonb[], $14::text[],
+                 $15::int[], $16::int[], $17::int[], $18::bigint[]) AS u";
 
 const MESSAGE_COLUMNS: &str =
     "sequence, role, content, name, tool_calls, tool_call_id, attachments, metadata,
-     exclude_from_context, pinned, error, response_id, created_at";
+     exclude_from_context, pinned, error, response_id, created_at,
+     tokens_o200k, tokens_cl100k, tokens_approx, call_sequence";
 
 #[async_trait]
 impl Store for PostgresStore {
@@ -139,9 +156,11 @@ impl Store for PostgresStore {
         let mut client = self.pool.get().await.map_err(pool_error)?;
         let tx = client.transaction().await.map_err(classify)?;
 
+        let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
+        let user_offset = user_offset.map(Sequence::as_i64);
         let allocate = tx.prepare_cached(ALLOCATE).await.map_err(classify)?;
         let row = tx
-            .query_one(&allocate, &[&t, &c, &count])
+            .query_one(&allocate, &[&t, &c, &count, &user_offset, &response_id])
             .await
             .map_err(classify)?;
         let last = Sequence::from_stored(row.get::<_, i64>(0) - count);
@@ -166,10 +185,10 @@ impl Store for PostgresStore {
         } else {
             call_states(&tx, t, c, &mentioned).await?
         };
-        let effects = check_tool_protocol(&batch.messages, &known)
+        let effects = check_tool_protocol(&batch.messages, last, &known)
             .map_err(|violations| StoreError::Invalid { violations })?;
 
-        insert_messages(&tx, t, c, last, &batch.messages).await?;
+        insert_messages(&tx, t, c, last, batch, &effects).await?;
         record_tool_calls(&tx, t, c, last, &effects).await?;
         let outcome = AppendOutcome::stored(last, batch.messages.len());
         if let Some(key) = &batch.idempotency_key {
@@ -272,6 +291,96 @@ impl Store for PostgresStore {
         Ok(messages)
     }
 
+    #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
+    async fn context_snapshot(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<ContextSnapshot, StoreError> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let state = client
+            .prepare_cached(
+                "SELECT last_sequence, last_user_sequence, last_response_id FROM conversations
+                 WHERE tenant_id = $1 AND conversation_id = $2",
+            )
+            .await
+            .map_err(classify)?;
+        let pinned_query = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages
+             WHERE tenant_id = $1 AND conversation_id = $2 AND pinned AND NOT exclude_from_context
+             ORDER BY sequence"
+        );
+        let pinned = client.prepare_cached(&pinned_query).await.map_err(classify)?;
+        let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = &[&t, &c];
+        // Both queries go out on one connection without waiting for each other.
+        let (state, pinned) =
+            tokio::try_join!(client.query_opt(&state, params), client.query(&pinned, params))
+                .map_err(classify)?;
+        let state = state.ok_or(StoreError::NotFound)?;
+        let last_user: Option<i64> = state.get(1);
+        Ok(ContextSnapshot {
+            last_sequence: Sequence::from_stored(state.get(0)),
+            last_user_sequence: last_user.map(Sequence::from_stored),
+            last_response_id: state.get(2),
+            pinned: pinned.iter().map(stored_message).collect::<Result<_, _>>()?,
+            ..ContextSnapshot::default()
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, before = page.before.get(), limit = page.limit))]
+    async fn tail(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        page: PageRequest,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let query = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages
+             WHERE tenant_id = $1 AND conversation_id = $2 AND sequence < $3 AND sequence > $4
+               AND NOT exclude_from_context
+             ORDER BY sequence DESC LIMIT $5"
+        );
+        let statement = client.prepare_cached(&query).await.map_err(classify)?;
+        let limit = page.limit as i64;
+        let rows = client
+            .query(
+                &statement,
+                &[
+                    &tenant.as_str(),
+                    &conversation.as_str(),
+                    &page.before.as_i64(),
+                    &page.floor.as_i64(),
+                    &limit,
+                ],
+            )
+            .await
+            .map_err(classify)?;
+        rows.iter().map(stored_message).collect()
+    }
+
+    async fn open_calls(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        ids: &[String],
+    ) -> Result<HashMap<String, Sequence>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let rows = client
+            .query(
+                "SELECT call_id, call_sequence FROM tool_calls
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND call_id = ANY($3) AND result_sequence IS NULL",
+                &[&tenant.as_str(), &conversation.as_str(), &ids],
+            )
+            .await
+            .map_err(classify)?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), Sequence::from_stored(r.get(1))))
+            .collect())
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         let client = self.pool.get().await.map_err(pool_error)?;
         client.simple_query("SELECT 1").await.map_err(classify)?;
@@ -318,10 +427,10 @@ async fn call_states(
     tenant: &str,
     conversation: &str,
     ids: &[String],
-) -> Result<HashMap<String, CallState>, StoreError> {
+) -> Result<HashMap<String, KnownCall>, StoreError> {
     let statement = tx
         .prepare_cached(
-            "SELECT call_id, result_sequence IS NOT NULL FROM tool_calls
+            "SELECT call_id, result_sequence IS NOT NULL, call_sequence FROM tool_calls
              WHERE tenant_id = $1 AND conversation_id = $2 AND call_id = ANY($3)",
         )
         .await
@@ -338,7 +447,8 @@ async fn call_states(
             } else {
                 CallState::Open
             };
-            (row.get::<_, String>(0), state)
+            let sequence = Sequence::from_stored(row.get(2));
+            (row.get::<_, String>(0), KnownCall { state, sequence })
         })
         .collect())
 }
@@ -348,8 +458,27 @@ async fn insert_messages(
     tenant: &str,
     conversation: &str,
     last: Sequence,
-    messages: &[Message],
+    batch: &AppendBatch,
+    effects: &ToolEffects,
 ) -> Result<(), StoreError> {
+    let messages = &batch.messages;
+    let count = |pick: fn(&TokenCounts) -> u32| -> Vec<i32> {
+        batch
+            .tokens
+            .iter()
+            .map(|t| i32::try_from(pick(t)).unwrap_or(i32::MAX))
+            .collect()
+    };
+    let (o200k, cl100k, approx) = (
+        count(|t| t.o200k_base),
+        count(|t| t.cl100k_base),
+        count(|t| t.approx),
+    );
+    let call_sequences: Vec<Option<i64>> = effects
+        .call_sequences(messages.len())
+        .into_iter()
+        .map(|s| s.map(Sequence::as_i64))
+        .collect();
     let sequences: Vec<i64> = (1..=messages.len() as u64)
         .map(|i| last.plus(i).as_i64())
         .collect();
@@ -382,6 +511,10 @@ async fn insert_messages(
             &pinned,
             &errors,
             &response_ids,
+            &o200k,
+            &cl100k,
+            &approx,
+            &call_sequences,
         ],
     )
     .await
@@ -400,7 +533,7 @@ async fn record_tool_calls(
     let answered_here: HashMap<&str, i64> = effects
         .answered
         .iter()
-        .map(|(i, id)| (id.as_str(), sequence_of(*i)))
+        .map(|(i, id, _)| (id.as_str(), sequence_of(*i)))
         .collect();
     if !effects.new_calls.is_empty() {
         let ids: Vec<&str> = effects.new_calls.iter().map(|(_, id)| id.as_str()).collect();
@@ -424,8 +557,8 @@ async fn record_tool_calls(
     let (earlier_ids, earlier_results): (Vec<&str>, Vec<i64>) = effects
         .answered
         .iter()
-        .filter(|(_, id)| !new_here.contains(&id.as_str()))
-        .map(|(i, id)| (id.as_str(), sequence_of(*i)))
+        .filter(|(_, id, _)| !new_here.contains(&id.as_str()))
+        .map(|(i, id, _)| (id.as_str(), sequence_of(*i)))
         .unzip();
     if !earlier_ids.is_empty() {
         let statement = tx
@@ -455,9 +588,19 @@ fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
     let Json(attachments) = row.try_get("attachments").map_err(decode)?;
     let Json(metadata) = row.try_get("metadata").map_err(decode)?;
     let error: Option<Json<LlmError>> = row.try_get("error").map_err(decode)?;
+    let count = |column: &str| -> Result<u32, StoreError> {
+        Ok(row.try_get::<_, i32>(column).map_err(decode)?.max(0) as u32)
+    };
+    let call_sequence: Option<i64> = row.try_get("call_sequence").map_err(decode)?;
     Ok(StoredMessage {
         sequence: Sequence::from_stored(row.try_get("sequence").map_err(decode)?),
         created_at: row.try_get("created_at").map_err(decode)?,
+        tokens: TokenCounts {
+            o200k_base: count("tokens_o200k")?,
+            cl100k_base: count("tokens_cl100k")?,
+            approx: count("tokens_approx")?,
+        },
+        call_sequence: call_sequence.map(Sequence::from_stored),
         message: Message {
             role,
             content: row.try_get("content").map_err(decode)?,

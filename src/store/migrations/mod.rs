@@ -14,11 +14,18 @@ struct Migration {
 }
 
 /// All migrations, in order. Append only: never edit one that has shipped.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "conversations",
-    sql: include_str!("0001_conversations.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "conversations",
+        sql: include_str!("0001_conversations.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "context",
+        sql: include_str!("0002_context.sql"),
+    },
+];
 
 /// Advisory lock key serializing migrations across processes ("ctxd" in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x6374_7864;

@@ -1,0 +1,99 @@
+//! What a message costs in a context pack: its rendered text and its tokens under each
+//! tokenizer, with the chat framing of [`crate::tokenize`].
+
+use std::borrow::Cow;
+
+use crate::{
+    domain::message::Message,
+    tokenize::{ATTACHMENT_TOKENS, MESSAGE_OVERHEAD, NAME_OVERHEAD, TOOL_CALL_OVERHEAD, Tokenizer},
+};
+
+/// A message's cost under every tokenizer, computed once at append and stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenCounts {
+    /// Under o200k_base.
+    pub o200k_base: u32,
+    /// Under cl100k_base.
+    pub cl100k_base: u32,
+    /// Under the approximation.
+    pub approx: u32,
+}
+
+impl TokenCounts {
+    /// Counts `message` under every tokenizer.
+    pub fn of(message: &Message) -> Self {
+        let text = context_text(message);
+        let [o200k_base, cl100k_base, approx] =
+            Tokenizer::ALL.map(|t| saturate(message_cost_with_text(message, &text, t)));
+        Self {
+            o200k_base,
+            cl100k_base,
+            approx,
+        }
+    }
+
+    /// The count under `tokenizer`.
+    pub fn get(&self, tokenizer: Tokenizer) -> u32 {
+        match tokenizer {
+            Tokenizer::O200kBase => self.o200k_base,
+            Tokenizer::Cl100kBase => self.cl100k_base,
+            Tokenizer::Approx => self.approx,
+        }
+    }
+}
+
+/// Clamps a token count into the stored width.
+pub fn saturate(tokens: usize) -> u32 {
+    u32::try_from(tokens).unwrap_or(u32::MAX)
+}
+
+/// The text a message contributes to a pack: its content, and for a failed LLM call the partial
+/// output and a note saying the call failed, so that "continue" has an anchor.
+pub fn context_text(message: &Message) -> Cow<'_, str> {
+    let Some(error) = &message.error else {
+        return Cow::Borrowed(&message.content);
+    };
+    let mut text = message.content.clone();
+    for part in [
+        error.partial_output.as_str(),
+        &error_note(&error.code, &error.message),
+    ] {
+        if part.is_empty() {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(part);
+    }
+    Cow::Owned(text)
+}
+
+fn error_note(code: &str, message: &str) -> String {
+    match (code.is_empty(), message.is_empty()) {
+        (true, true) => "[this reply was cut short: the LLM call failed]".to_owned(),
+        (false, true) => format!("[this reply was cut short: the LLM call failed ({code})]"),
+        (true, false) => format!("[this reply was cut short: the LLM call failed: {message}]"),
+        (false, false) => format!("[this reply was cut short: the LLM call failed ({code}): {message}]"),
+    }
+}
+
+/// Tokens of `message` in a pack when its rendered text is `text` (possibly cut).
+pub fn message_cost_with_text(message: &Message, text: &str, tokenizer: Tokenizer) -> usize {
+    let mut tokens = MESSAGE_OVERHEAD + tokenizer.count(message.role.as_str()) + tokenizer.count(text);
+    if !message.name.is_empty() {
+        tokens += tokenizer.count(&message.name) + NAME_OVERHEAD;
+    }
+    for call in &message.tool_calls {
+        tokens += TOOL_CALL_OVERHEAD + tokenizer.count(&call.name) + tokenizer.count(&call.arguments);
+    }
+    for attachment in &message.attachments {
+        tokens += ATTACHMENT_TOKENS + tokenizer.count(&attachment.filename);
+    }
+    tokens
+}
+
+/// Tokens of a plain text message of `role` (system prompt, summary, notices).
+pub fn text_message_cost(role: &str, text: &str, tokenizer: Tokenizer) -> usize {
+    MESSAGE_OVERHEAD + tokenizer.count(role) + tokenizer.count(text)
+}

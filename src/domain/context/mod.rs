@@ -1,0 +1,209 @@
+//! Context assembly: what goes into the next LLM call, within a token budget, never splitting a
+//! tool call from its results. Pure: the store feeds the log's tail page by page (newest first)
+//! into a [`ContextPacker`], which says when it has seen enough.
+
+pub mod cost;
+mod pack;
+pub mod render;
+
+use std::collections::HashMap;
+
+pub use cost::TokenCounts;
+pub use pack::{ContextPacker, PageRequest};
+
+use super::{
+    ids::{ConversationId, Sequence},
+    message::{Message, StoredMessage},
+    violation::Violations,
+};
+use crate::tokenize::Tokenizer;
+
+/// A token budget: the whole pack must fit in `max_tokens - reserve_output_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBudget {
+    max_tokens: u32,
+    reserve_output_tokens: u32,
+    /// Cap on history messages, if any.
+    pub max_messages: Option<u32>,
+    /// Cap on history turns (a user message and what answers it), if any.
+    pub max_turns: Option<u32>,
+}
+
+impl TokenBudget {
+    /// Checks the budget fields; `field` prefixes violations (e.g. `budget`).
+    pub fn parse(
+        max_tokens: u32,
+        reserve_output_tokens: u32,
+        max_messages: u32,
+        max_turns: u32,
+    ) -> Result<Self, Violations> {
+        let mut v = Violations::default();
+        if max_tokens == 0 {
+            v.add(
+                "budget.max_tokens",
+                "max_tokens is required and must be greater than 0",
+            );
+        } else if reserve_output_tokens >= max_tokens {
+            v.add(
+                "budget.reserve_output_tokens",
+                format!("reserve_output_tokens ({reserve_output_tokens}) must be less than max_tokens ({max_tokens})"),
+            );
+        }
+        let optional = |n: u32| (n > 0).then_some(n);
+        v.into_result(Self {
+            max_tokens,
+            reserve_output_tokens,
+            max_messages: optional(max_messages),
+            max_turns: optional(max_turns),
+        })
+    }
+
+    /// Tokens available to the pack.
+    pub fn available(&self) -> usize {
+        (self.max_tokens - self.reserve_output_tokens) as usize
+    }
+}
+
+/// Provider format of the rendered pack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenAI Chat Completions `messages`.
+    OpenAiChat,
+    /// Anthropic Messages `{system, messages}`.
+    AnthropicMessages,
+}
+
+/// A parsed BuildContext request.
+#[derive(Debug, Clone)]
+pub struct ContextRequest {
+    /// Conversation to build from.
+    pub conversation_id: ConversationId,
+    /// Token budget and caps.
+    pub budget: TokenBudget,
+    /// Tokenizer of the target model.
+    pub tokenizer: Tokenizer,
+    /// The caller's system prompt; empty = none.
+    pub system_prompt: String,
+    /// Messages not yet appended, placed last.
+    pub pending: Vec<Message>,
+    /// Whether to include the rolling summary.
+    pub include_summary: bool,
+    /// Whether to include the working memory.
+    pub include_memory: bool,
+    /// Cut tool outputs longer than this many tokens to head + tail.
+    pub tool_output_max_tokens: Option<u32>,
+    /// Rendering format.
+    pub format: Format,
+}
+
+/// The rolling summary as context assembly needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummarySection {
+    /// Summary text.
+    pub text: String,
+    /// It covers sequences 1..=through_sequence.
+    pub through_sequence: Sequence,
+}
+
+/// Conversation state read before walking the log.
+#[derive(Debug, Clone, Default)]
+pub struct ContextSnapshot {
+    /// Last sequence of the log.
+    pub last_sequence: Sequence,
+    /// Sequence of the newest user message not excluded from context, if any.
+    pub last_user_sequence: Option<Sequence>,
+    /// Newest assistant `response_id`, if any.
+    pub last_response_id: Option<String>,
+    /// The rolling summary, if any.
+    pub summary: Option<SummarySection>,
+    /// The working memory rendered as text, if any.
+    pub memory: Option<String>,
+    /// Every pinned message of the log (never excluded ones), oldest first.
+    pub pinned: Vec<StoredMessage>,
+    /// Sequences of the stored calls that pending tool results answer, by call id.
+    pub pending_calls: HashMap<String, Sequence>,
+}
+
+/// Where a message of a pack comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The caller's system prompt.
+    SystemPrompt,
+    /// The rolling summary.
+    Summary,
+    /// The working memory.
+    WorkingMemory,
+    /// The note that older history was left out.
+    TruncationNotice,
+    /// A message of the log.
+    History,
+    /// A pending message of the request.
+    Pending,
+}
+
+/// One message of a pack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextMessage {
+    /// Which part of the pack it is.
+    pub source: Source,
+    /// Sequence in the log, for history.
+    pub sequence: Option<Sequence>,
+    /// Tokens it costs, framing included.
+    pub tokens: u32,
+    /// The message, with its text as it goes into the pack (possibly cut).
+    pub message: Message,
+}
+
+/// Accounting of a pack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContextStats {
+    /// Tokens of the whole pack, reply priming included.
+    pub total_tokens: u32,
+    /// System prompt tokens.
+    pub system_prompt_tokens: u32,
+    /// Summary tokens.
+    pub summary_tokens: u32,
+    /// Working memory tokens.
+    pub working_memory_tokens: u32,
+    /// Truncation notice tokens.
+    pub truncation_notice_tokens: u32,
+    /// History tokens.
+    pub history_tokens: u32,
+    /// Pending message tokens.
+    pub pending_tokens: u32,
+    /// Tokens available: max_tokens - reserve_output_tokens.
+    pub budget_tokens: u32,
+    /// History messages read.
+    pub messages_considered: u32,
+    /// History messages included.
+    pub messages_included: u32,
+    /// Log positions after the summary watermark left out of the pack.
+    pub messages_dropped: u32,
+    /// Complete tool-call groups read and left out whole.
+    pub tool_groups_dropped: u32,
+    /// Incomplete tool-call groups left out.
+    pub incomplete_tool_groups: u32,
+    /// Oldest sequence of the verbatim history window (0 = none).
+    pub oldest_included_sequence: u64,
+    /// Watermark of the included summary (0 = none included).
+    pub summary_through_sequence: u64,
+    /// Last sequence of the log.
+    pub log_last_sequence: u64,
+    /// Some tool output was cut.
+    pub truncated: bool,
+    /// The mandatory parts alone exceed the budget.
+    pub over_budget: bool,
+}
+
+/// The assembled context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextPack {
+    /// Messages in pack order.
+    pub messages: Vec<ContextMessage>,
+    /// Accounting.
+    pub stats: ContextStats,
+    /// Dropped history exists that no summary covers.
+    pub needs_summary: bool,
+    /// Newest assistant response id of the log.
+    pub previous_response_id: Option<String>,
+}

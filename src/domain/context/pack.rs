@@ -1,0 +1,505 @@
+//! The packing algorithm (DESIGN.md 2.2).
+//!
+//! The log's tail is walked newest first and cut into *units*: the shortest runs of messages
+//! that split no tool-call group. Units are all or nothing, and the walk stops at the first unit
+//! that does not fit, so history stays a contiguous suffix. Sections are filled in priority
+//! order, each considered only once every higher one fits (which keeps "a bigger budget never
+//! yields less history" true):
+//!
+//! 1. mandatory: reply priming, system prompt, pinned messages, pending messages, and the current
+//!    turn (from the newest user message on, plus any call that pending results answer);
+//! 2. the rolling summary; 3. the working memory;
+//! 4. older history, newest first, keeping room for a truncation notice.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{
+    ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, Source,
+    cost::{context_text, message_cost_with_text, saturate, text_message_cost},
+};
+use crate::{
+    domain::{
+        ids::Sequence,
+        message::{Message, Role, StoredMessage},
+    },
+    tokenize::{REPLY_PRIMING, Tokenizer},
+};
+
+/// Page sizes of successive tail reads: small first (most packs need few messages), then larger.
+const PAGE_SIZES: [usize; 3] = [64, 256, 1000];
+
+/// Which messages a [`ContextPacker`] wants next: sequences in `(floor, before)`, newest first,
+/// at most `limit`, excluded (UI-only) messages left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequest {
+    /// Exclusive upper bound.
+    pub before: Sequence,
+    /// Exclusive lower bound.
+    pub floor: Sequence,
+    /// Maximum messages to return.
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Mandatory,
+    Optional,
+    Done,
+}
+
+/// Assembles a pack from the request, the conversation snapshot and tail pages fed to it.
+#[derive(Debug)]
+pub struct ContextPacker {
+    request: ContextRequest,
+    snapshot: ContextSnapshot,
+    tokenizer: Tokenizer,
+    available: usize,
+    used: usize,
+    phase: Phase,
+    /// Exclusive upper bound of the next page.
+    cursor: Sequence,
+    pages_read: usize,
+    exhausted: bool,
+    /// The walk is mandatory down to this sequence: the newest user message (unless a pending
+    /// message is the user turn) and the oldest call that pending results answer.
+    mandatory_until: Option<Sequence>,
+    /// Calls answered by pending results, by id.
+    pending_calls: HashMap<String, Sequence>,
+    /// Lower bound of the optional walk: the summary watermark when the summary is included.
+    optional_floor: Sequence,
+    notice_reserve: usize,
+    pinned: HashSet<Sequence>,
+    /// Messages of the unit being built, newest first.
+    unit: Vec<StoredMessage>,
+    /// Results in `unit` whose call has not been reached yet: call id -> call sequence.
+    open: HashMap<String, Sequence>,
+    /// Included history, newest first.
+    window: Vec<ContextMessage>,
+    sections: Vec<ContextMessage>,
+    turns: u32,
+    stats: ContextStats,
+}
+
+impl ContextPacker {
+    /// Starts a pack: accounts for the mandatory parts known before reading the log.
+    pub fn new(request: ContextRequest, snapshot: ContextSnapshot) -> Self {
+        let tokenizer = request.tokenizer;
+        let available = request.budget.available();
+        let pinned_cost: usize = snapshot
+            .pinned
+            .iter()
+            .map(|m| m.tokens.get(tokenizer) as usize)
+            .sum();
+        let pending_cost: usize = request
+            .pending
+            .iter()
+            .map(|m| message_cost_with_text(m, &context_text(m), tokenizer))
+            .sum();
+        let system_cost = match request.system_prompt.is_empty() {
+            true => 0,
+            false => text_message_cost("system", &request.system_prompt, tokenizer),
+        };
+        let pending_user = request.pending.iter().any(|m| m.role == Role::User);
+        let newest_user = snapshot.last_user_sequence.filter(|_| !pending_user);
+        let mandatory_until = newest_user
+            .into_iter()
+            .chain(snapshot.pending_calls.values().copied())
+            .min();
+        let stats = ContextStats {
+            budget_tokens: saturate(available),
+            log_last_sequence: snapshot.last_sequence.get(),
+            system_prompt_tokens: saturate(system_cost),
+            pending_tokens: saturate(pending_cost),
+            history_tokens: saturate(pinned_cost),
+            ..ContextStats::default()
+        };
+        let mut packer = Self {
+            tokenizer,
+            available,
+            used: REPLY_PRIMING + system_cost + pinned_cost + pending_cost,
+            phase: Phase::Mandatory,
+            cursor: snapshot.last_sequence.plus(1),
+            pages_read: 0,
+            exhausted: false,
+            mandatory_until,
+            pending_calls: snapshot.pending_calls.clone(),
+            optional_floor: Sequence::ZERO,
+            notice_reserve: notice_cost(u64::MAX / 2, i64::MAX as u64, i64::MAX as u64, tokenizer),
+            pinned: snapshot.pinned.iter().map(|m| m.sequence).collect(),
+            unit: Vec::new(),
+            open: HashMap::new(),
+            window: Vec::new(),
+            sections: Vec::new(),
+            turns: 0,
+            stats,
+            request,
+            snapshot,
+        };
+        packer.advance_phase();
+        packer
+    }
+
+    /// The next page to read, or `None` when the packer has seen enough.
+    pub fn next_page(&self) -> Option<PageRequest> {
+        let floor = self.floor();
+        if self.phase == Phase::Done || self.exhausted || self.cursor <= floor.plus(1) {
+            return None;
+        }
+        let mut limit = PAGE_SIZES[self.pages_read.min(PAGE_SIZES.len() - 1)];
+        if let (Phase::Optional, Some(max)) = (self.phase, self.request.budget.max_messages) {
+            let left = max.saturating_sub(self.stats.messages_included) as usize;
+            limit = limit.min(left + 16);
+        }
+        Some(PageRequest {
+            before: self.cursor,
+            floor,
+            limit,
+        })
+    }
+
+    /// Feeds the page answering the last [`PageRequest`] (newest first).
+    pub fn feed(&mut self, page: Vec<StoredMessage>, requested: PageRequest) {
+        self.pages_read += 1;
+        if page.len() < requested.limit {
+            self.exhausted = true;
+        }
+        for message in page {
+            if self.phase == Phase::Done {
+                return;
+            }
+            if message.sequence <= self.floor() {
+                // The phase moved the floor up past the rest of this page.
+                self.exhausted = true;
+                break;
+            }
+            self.cursor = message.sequence;
+            self.stats.messages_considered += 1;
+            self.take(message);
+        }
+        if self.exhausted || self.cursor <= self.floor().plus(1) {
+            self.close_dangling_unit();
+        }
+    }
+
+    fn floor(&self) -> Sequence {
+        match self.phase {
+            Phase::Mandatory => Sequence::ZERO,
+            Phase::Optional | Phase::Done => self.optional_floor,
+        }
+    }
+
+    /// Adds one message (older than every message taken so far) to the unit being built.
+    fn take(&mut self, message: StoredMessage) {
+        let m = &message.message;
+        if m.role == Role::Tool {
+            let call_id = m.tool_call_id.clone().unwrap_or_default();
+            match message.call_sequence {
+                // The call is beyond the walk (under the summary): the result cannot be sent alone.
+                Some(call) if call > self.floor() => {
+                    self.open.insert(call_id, call);
+                }
+                _ => {
+                    self.stats.incomplete_tool_groups += 1;
+                    return;
+                }
+            }
+        }
+        let mut incomplete = false;
+        for call in &m.tool_calls {
+            let answered_in_unit = self.open.remove(&call.id).is_some();
+            let answered_by_pending = self.pending_calls.remove(&call.id).is_some();
+            incomplete |= !answered_in_unit && !answered_by_pending;
+        }
+        let is_call = !m.tool_calls.is_empty();
+        self.unit.push(message);
+        if is_call && incomplete {
+            self.stats.incomplete_tool_groups += 1;
+            self.drop_incomplete_group();
+        }
+        if self.open.is_empty() {
+            self.close_unit();
+        }
+    }
+
+    /// Removes the newest-taken call message and its results from the unit.
+    fn drop_incomplete_group(&mut self) {
+        let Some(call_message) = self.unit.pop() else {
+            return;
+        };
+        let ids: HashSet<&str> = call_message
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
+        self.unit.retain(|m| {
+            !m.message
+                .tool_call_id
+                .as_deref()
+                .is_some_and(|id| ids.contains(id))
+        });
+    }
+
+    /// At the end of the walk: results whose call never came are incomplete groups.
+    fn close_dangling_unit(&mut self) {
+        if !self.open.is_empty() {
+            self.stats.incomplete_tool_groups += self.open.len() as u32;
+            let open: HashSet<String> = self.open.drain().map(|(id, _)| id).collect();
+            self.unit.retain(|m| {
+                !m.message
+                    .tool_call_id
+                    .as_ref()
+                    .is_some_and(|id| open.contains(id))
+            });
+        }
+        self.close_unit();
+    }
+
+    /// Decides the unit just completed: include it whole, or stop the walk.
+    fn close_unit(&mut self) {
+        if self.unit.is_empty() {
+            return;
+        }
+        let unit: Vec<ContextMessage> = std::mem::take(&mut self.unit)
+            .into_iter()
+            .map(|m| self.shape(m))
+            .collect();
+        let cost: usize = unit
+            .iter()
+            .filter(|m| !self.is_pinned(m))
+            .map(|m| m.tokens as usize)
+            .sum();
+        let users = unit.iter().filter(|m| m.message.role == Role::User).count() as u32;
+        let messages = unit.len() as u32;
+        if self.phase == Phase::Optional {
+            let over_turns = self
+                .request
+                .budget
+                .max_turns
+                .is_some_and(|max| self.turns + users > max);
+            let over_messages = self
+                .request
+                .budget
+                .max_messages
+                .is_some_and(|max| self.stats.messages_included + messages > max);
+            if over_turns || over_messages || self.used + cost + self.notice_reserve > self.available {
+                let groups = unit.iter().filter(|m| !m.message.tool_calls.is_empty()).count() as u32;
+                self.stats.tool_groups_dropped += groups;
+                self.phase = Phase::Done;
+                return;
+            }
+        }
+        self.used += cost;
+        self.turns += users;
+        self.stats.history_tokens += saturate(cost);
+        self.stats.messages_included += unit.iter().filter(|m| !self.is_pinned(m)).count() as u32;
+        self.window.extend(unit);
+        self.advance_phase();
+    }
+
+    fn is_pinned(&self, message: &ContextMessage) -> bool {
+        message.sequence.is_some_and(|s| self.pinned.contains(&s))
+    }
+
+    /// Moves from the mandatory part to the sections and optional history once the current turn
+    /// and every call answered by pending results are in.
+    fn advance_phase(&mut self) {
+        let reached = |until: Sequence| self.exhausted || (self.cursor <= until && self.unit.is_empty());
+        if self.phase != Phase::Mandatory || !self.mandatory_until.is_none_or(reached) {
+            return;
+        }
+        self.phase = Phase::Optional;
+        if self.used > self.available {
+            self.stats.over_budget = true;
+            self.phase = Phase::Done;
+            return;
+        }
+        let summary = self
+            .snapshot
+            .summary
+            .clone()
+            .filter(|_| self.request.include_summary);
+        if let Some(summary) = summary {
+            let text = summary_text(&summary.text, summary.through_sequence);
+            if !self.add_section(Source::Summary, text) {
+                self.phase = Phase::Done;
+                return;
+            }
+            self.stats.summary_through_sequence = summary.through_sequence.get();
+            self.optional_floor = summary.through_sequence;
+        }
+        let memory = self
+            .snapshot
+            .memory
+            .clone()
+            .filter(|_| self.request.include_memory);
+        if let Some(memory) = memory
+            && !self.add_section(Source::WorkingMemory, memory)
+        {
+            self.phase = Phase::Done;
+        }
+    }
+
+    fn add_section(&mut self, source: Source, text: String) -> bool {
+        let tokens = text_message_cost("system", &text, self.tokenizer);
+        if self.used + tokens > self.available {
+            return false;
+        }
+        self.used += tokens;
+        match source {
+            Source::Summary => self.stats.summary_tokens = saturate(tokens),
+            _ => self.stats.working_memory_tokens = saturate(tokens),
+        }
+        self.sections.push(ContextMessage {
+            source,
+            sequence: None,
+            tokens: saturate(tokens),
+            message: Message::text(Role::System, text),
+        });
+        true
+    }
+
+    /// The message as it goes into the pack: oversize tool output cut to head + tail.
+    fn shape(&mut self, stored: StoredMessage) -> ContextMessage {
+        let tokenizer = self.tokenizer;
+        let StoredMessage {
+            sequence,
+            tokens,
+            mut message,
+            ..
+        } = stored;
+        let mut cost = tokens.get(tokenizer) as usize;
+        if let Some(limit) = self.request.tool_output_max_tokens.map(|l| l as usize)
+            && message.role == Role::Tool
+            && cost > limit
+        {
+            let (head, tail) = tokenizer.head_and_tail(&message.content, limit / 2, limit);
+            if !tail.is_empty() {
+                let omitted = tokenizer.count(&message.content).saturating_sub(limit);
+                message.content = format!(
+                    "{head}\n[... {omitted} tokens of this tool output omitted; \
+                     ListMessages returns it in full at sequence {sequence} ...]\n{tail}"
+                );
+                cost = message_cost_with_text(&message, &context_text(&message), tokenizer);
+                self.stats.truncated = true;
+            }
+        }
+        ContextMessage {
+            source: Source::History,
+            sequence: Some(sequence),
+            tokens: saturate(cost),
+            message,
+        }
+    }
+
+    /// Finishes the pack.
+    pub fn finish(mut self) -> ContextPack {
+        if self.phase != Phase::Done && !self.unit.is_empty() {
+            self.close_dangling_unit();
+        }
+        let tokenizer = self.tokenizer;
+        self.window.reverse();
+        let oldest = self
+            .window
+            .first()
+            .and_then(|m| m.sequence)
+            .unwrap_or(self.snapshot.last_sequence.plus(1));
+        self.stats.oldest_included_sequence = self
+            .window
+            .first()
+            .and_then(|m| m.sequence)
+            .map_or(0, Sequence::get);
+        let in_window: HashSet<Sequence> = self.window.iter().filter_map(|m| m.sequence).collect();
+        let older_pinned: Vec<StoredMessage> = self
+            .snapshot
+            .pinned
+            .iter()
+            .filter(|m| !in_window.contains(&m.sequence))
+            .cloned()
+            .collect();
+        // Log positions strictly between `floor` and the window, pinned ones (shown) aside.
+        let missing_after = |floor: u64| {
+            let pinned = older_pinned
+                .iter()
+                .filter(|m| m.sequence.get() > floor && m.sequence < oldest)
+                .count();
+            oldest
+                .get()
+                .saturating_sub(floor + 1)
+                .saturating_sub(pinned as u64)
+        };
+        let included_floor = self.stats.summary_through_sequence;
+        self.stats.messages_dropped = saturate(missing_after(included_floor) as usize);
+        let watermark = self
+            .snapshot
+            .summary
+            .as_ref()
+            .map_or(0, |s| s.through_sequence.get());
+        let needs_summary = missing_after(watermark) > 0;
+        let floor = Sequence::from_stored(included_floor as i64);
+
+        let mut messages = Vec::new();
+        if !self.request.system_prompt.is_empty() {
+            let text = std::mem::take(&mut self.request.system_prompt);
+            messages.push(ContextMessage {
+                source: Source::SystemPrompt,
+                sequence: None,
+                tokens: self.stats.system_prompt_tokens,
+                message: Message::text(Role::System, text),
+            });
+        }
+        messages.extend(older_pinned.into_iter().map(|m| self.shape(m)));
+        messages.append(&mut self.sections);
+        if self.stats.messages_dropped > 0 {
+            let (first, last) = (floor.get() + 1, oldest.get() - 1);
+            let text = notice_text(self.stats.messages_dropped as u64, first, last);
+            let tokens = text_message_cost("system", &text, tokenizer);
+            if self.used + tokens <= self.available {
+                self.used += tokens;
+                self.stats.truncation_notice_tokens = saturate(tokens);
+                messages.push(ContextMessage {
+                    source: Source::TruncationNotice,
+                    sequence: None,
+                    tokens: saturate(tokens),
+                    message: Message::text(Role::System, text),
+                });
+            }
+        }
+        messages.append(&mut self.window);
+        for message in std::mem::take(&mut self.request.pending) {
+            let tokens = saturate(message_cost_with_text(
+                &message,
+                &context_text(&message),
+                tokenizer,
+            ));
+            messages.push(ContextMessage {
+                source: Source::Pending,
+                sequence: None,
+                tokens,
+                message,
+            });
+        }
+        self.stats.total_tokens = saturate(self.used);
+        self.stats.over_budget |= self.used > self.available;
+        ContextPack {
+            messages,
+            stats: self.stats,
+            needs_summary,
+            previous_response_id: self.snapshot.last_response_id.take(),
+        }
+    }
+}
+
+fn summary_text(text: &str, through: Sequence) -> String {
+    format!("Summary of the conversation so far (messages 1 to {through}):\n{text}")
+}
+
+fn notice_text(count: u64, first: u64, last: u64) -> String {
+    format!(
+        "[{count} earlier messages of this conversation (sequences {first} to {last}) are not included here.]"
+    )
+}
+
+fn notice_cost(count: u64, first: u64, last: u64, tokenizer: Tokenizer) -> usize {
+    text_message_cost("system", &notice_text(count, first, last), tokenizer)
+}
