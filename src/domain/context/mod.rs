@@ -5,6 +5,8 @@
 pub mod cost;
 mod pack;
 pub mod render;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 

@@ -77,6 +77,8 @@ pub struct ContextPacker {
     window: Vec<ContextMessage>,
     sections: Vec<ContextMessage>,
     turns: u32,
+    /// History messages included by the walk, pinned ones aside (what `max_messages` caps).
+    window_messages: u32,
     stats: ContextStats,
 }
 
@@ -131,6 +133,7 @@ impl ContextPacker {
             window: Vec::new(),
             sections: Vec::new(),
             turns: 0,
+            window_messages: 0,
             stats,
             request,
             snapshot,
@@ -147,7 +150,7 @@ impl ContextPacker {
         }
         let mut limit = PAGE_SIZES[self.pages_read.min(PAGE_SIZES.len() - 1)];
         if let (Phase::Optional, Some(max)) = (self.phase, self.request.budget.max_messages) {
-            let left = max.saturating_sub(self.stats.messages_included) as usize;
+            let left = max.saturating_sub(self.window_messages) as usize;
             limit = limit.min(left + 16);
         }
         Some(PageRequest {
@@ -160,24 +163,24 @@ impl ContextPacker {
     /// Feeds the page answering the last [`PageRequest`] (newest first).
     pub fn feed(&mut self, page: Vec<StoredMessage>, requested: PageRequest) {
         self.pages_read += 1;
-        if page.len() < requested.limit {
-            self.exhausted = true;
-        }
+        let mut reached_floor = page.len() < requested.limit;
         for message in page {
             if self.phase == Phase::Done {
                 return;
             }
             if message.sequence <= self.floor() {
-                // The phase moved the floor up past the rest of this page.
-                self.exhausted = true;
+                // A phase change moved the floor up past the rest of this page.
+                reached_floor = true;
                 break;
             }
             self.cursor = message.sequence;
             self.stats.messages_considered += 1;
             self.take(message);
         }
-        if self.exhausted || self.cursor <= self.floor().plus(1) {
+        if self.phase != Phase::Done && (reached_floor || self.cursor <= self.floor().plus(1)) {
+            self.exhausted = true;
             self.close_dangling_unit();
+            self.advance_phase();
         }
     }
 
@@ -281,7 +284,7 @@ impl ContextPacker {
                 .request
                 .budget
                 .max_messages
-                .is_some_and(|max| self.stats.messages_included + messages > max);
+                .is_some_and(|max| self.window_messages + messages > max);
             if over_turns || over_messages || self.used + cost + self.notice_reserve > self.available {
                 let groups = unit.iter().filter(|m| !m.message.tool_calls.is_empty()).count() as u32;
                 self.stats.tool_groups_dropped += groups;
@@ -292,7 +295,7 @@ impl ContextPacker {
         self.used += cost;
         self.turns += users;
         self.stats.history_tokens += saturate(cost);
-        self.stats.messages_included += unit.iter().filter(|m| !self.is_pinned(m)).count() as u32;
+        self.window_messages += unit.iter().filter(|m| !self.is_pinned(m)).count() as u32;
         self.window.extend(unit);
         self.advance_phase();
     }
@@ -342,7 +345,7 @@ impl ContextPacker {
 
     fn add_section(&mut self, source: Source, text: String) -> bool {
         let tokens = text_message_cost("system", &text, self.tokenizer);
-        if self.used + tokens > self.available {
+        if self.used + tokens + self.notice_reserve > self.available {
             return false;
         }
         self.used += tokens;
@@ -453,19 +456,20 @@ impl ContextPacker {
         if self.stats.messages_dropped > 0 {
             let (first, last) = (floor.get() + 1, oldest.get() - 1);
             let text = notice_text(self.stats.messages_dropped as u64, first, last);
+            // Always sent when history is missing: room for it is kept whenever optional
+            // parts are added, so it only overflows when the mandatory parts already do.
             let tokens = text_message_cost("system", &text, tokenizer);
-            if self.used + tokens <= self.available {
-                self.used += tokens;
-                self.stats.truncation_notice_tokens = saturate(tokens);
-                messages.push(ContextMessage {
-                    source: Source::TruncationNotice,
-                    sequence: None,
-                    tokens: saturate(tokens),
-                    message: Message::text(Role::System, text),
-                });
-            }
+            self.used += tokens;
+            self.stats.truncation_notice_tokens = saturate(tokens);
+            messages.push(ContextMessage {
+                source: Source::TruncationNotice,
+                sequence: None,
+                tokens: saturate(tokens),
+                message: Message::text(Role::System, text),
+            });
         }
         messages.append(&mut self.window);
+        self.stats.messages_included = messages.iter().filter(|m| m.source == Source::History).count() as u32;
         for message in std::mem::take(&mut self.request.pending) {
             let tokens = saturate(message_cost_with_text(
                 &message,
