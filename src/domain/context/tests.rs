@@ -8,6 +8,7 @@ use std::{
 };
 
 use proptest::prelude::*;
+use serde_json::Value;
 
 use super::{
     ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, Source, SummarySection, TokenBudget,
@@ -18,7 +19,7 @@ use super::{
 use crate::{
     domain::{
         ids::{ConversationId, Sequence},
-        message::{LlmError, Message, Role, StoredMessage, ToolCall},
+        message::{Attachment, AttachmentSource, LlmError, Message, Role, StoredMessage, ToolCall},
     },
     tokenize::{REPLY_PRIMING, Tokenizer},
 };
@@ -30,6 +31,7 @@ enum Event {
         text: String,
         pinned: bool,
         excluded: bool,
+        attach: bool,
     },
     Assistant {
         text: String,
@@ -58,9 +60,14 @@ fn text() -> impl Strategy<Value = String> {
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
-        4 => (text(), prop::bool::weighted(0.1), prop::bool::weighted(0.15)).prop_map(|(text, pin, excluded)| {
-            Event::User { text: if text.is_empty() { "hi".into() } else { text }, pinned: pin && !excluded, excluded }
-        }),
+        4 => (text(), prop::bool::weighted(0.1), prop::bool::weighted(0.15), prop::bool::weighted(0.1)).prop_map(
+            |(text, pin, excluded, attach)| Event::User {
+                text: if text.is_empty() && !attach { "hi".into() } else { text },
+                pinned: pin && !excluded,
+                excluded,
+                attach,
+            }
+        ),
         3 => (text(), prop::bool::weighted(0.1), prop::bool::weighted(0.1)).prop_map(|(text, pinned, failed)| {
             Event::Assistant { text: if text.is_empty() && !failed { "ok".into() } else { text }, pinned, failed }
         }),
@@ -79,18 +86,26 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
     let mut messages: Vec<(Message, Option<Sequence>)> = Vec::new();
     for event in events {
         match event.clone() {
-            Event::User {
-                text,
-                pinned,
-                excluded,
-            } => messages.push((
-                Message {
-                    pinned,
-                    exclude_from_context: excluded,
-                    ..plain(Role::User, text)
-                },
-                None,
-            )),
+            Event::User { text, pinned, excluded, attach } => {
+                let attachments = if attach {
+                    vec![
+                        Attachment {
+                            mime_type: "image/png".into(),
+                            filename: "chart.png".into(),
+                            source: AttachmentSource::Data(vec![137, 80, 78, 71]),
+                        },
+                        Attachment {
+                            mime_type: "application/pdf".into(),
+                            filename: "spec.pdf".into(),
+                            source: AttachmentSource::Uri("https://example.com/spec.pdf".into()),
+                        },
+                    ]
+                } else {
+                    vec![]
+                };
+                let user = Message { pinned, exclude_from_context: excluded, attachments, ..plain(Role::User, text) };
+                messages.push((user, None))
+            }
             Event::Assistant { text, pinned, failed } => {
                 let error = failed.then(|| LlmError {
                     code: "timeout".into(),
@@ -317,10 +332,8 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
 
     // 2. Newest user message (or the pending one), pending and pinned messages are included.
     let snap = snapshot(case);
-    if case.pending_user.is_none() {
-        if let Some(user) = snap.last_user_sequence {
-            prop_assert!(included.contains(&user), "newest user message {user} missing");
-        }
+    if let (None, Some(user)) = (&case.pending_user, snap.last_user_sequence) {
+        prop_assert!(included.contains(&user), "newest user message {user} missing");
     }
     let pending = pack
         .messages
@@ -388,6 +401,128 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
     Ok(())
 }
 
+/// Checks a rendered OpenAI pack against the Chat Completions message format: roles, content
+/// types, tool call shape, and that every `tool_calls` entry is answered by the `tool` messages
+/// that immediately follow it, exactly once each, and no `tool` message stands alone.
+fn check_openai_format(rendered: &str) -> Result<(), String> {
+    let messages: Vec<Value> = serde_json::from_str(rendered).map_err(|e| e.to_string())?;
+    let mut awaiting: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let obj = m.as_object().ok_or(format!("message {i} is not an object"))?;
+        let role = obj.get("role").and_then(Value::as_str).ok_or(format!("message {i} has no role"))?;
+        for key in obj.keys() {
+            let allowed: &[&str] = match role {
+                "system" | "user" => &["role", "content", "name"],
+                "assistant" => &["role", "content", "name", "tool_calls"],
+                "tool" => &["role", "content", "tool_call_id"],
+                other => return Err(format!("message {i}: unknown role {other}")),
+            };
+            if !allowed.contains(&key.as_str()) {
+                return Err(format!("message {i}: field {key} not allowed on {role}"));
+            }
+        }
+        if role == "tool" {
+            let id = obj.get("tool_call_id").and_then(Value::as_str).ok_or(format!("tool {i} without id"))?;
+            let at = awaiting.iter().position(|a| a == id).ok_or(format!("tool {i} answers no pending call"))?;
+            awaiting.remove(at);
+            obj.get("content").and_then(Value::as_str).ok_or(format!("tool {i} content is not a string"))?;
+            continue;
+        }
+        if !awaiting.is_empty() {
+            return Err(format!("message {i}: calls {awaiting:?} were not answered before it"));
+        }
+        match (role, obj.get("content")) {
+            ("assistant", Some(Value::Null)) if obj.contains_key("tool_calls") => {}
+            (_, Some(Value::String(_))) => {}
+            ("user", Some(Value::Array(parts))) => {
+                for part in parts {
+                    let kind = part["type"].as_str().unwrap_or_default();
+                    let ok = match kind {
+                        "text" => part["text"].is_string(),
+                        "image_url" => part["image_url"]["url"].is_string(),
+                        "file" => part["file"]["file_data"].is_string(),
+                        _ => false,
+                    };
+                    if !ok {
+                        return Err(format!("message {i}: bad content part {part}"));
+                    }
+                }
+            }
+            (_, content) => return Err(format!("message {i}: bad content {content:?}")),
+        }
+        if let Some(calls) = obj.get("tool_calls") {
+            let calls = calls.as_array().filter(|c| !c.is_empty()).ok_or(format!("message {i}: empty tool_calls"))?;
+            for call in calls {
+                let ok = call["id"].is_string()
+                    && call["type"] == "function"
+                    && call["function"]["name"].is_string()
+                    && call["function"]["arguments"].is_string();
+                if !ok {
+                    return Err(format!("message {i}: bad tool call {call}"));
+                }
+                awaiting.push(call["id"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    if awaiting.is_empty() { Ok(()) } else { Err(format!("calls {awaiting:?} never answered")) }
+}
+
+/// Checks a rendered Anthropic pack: optional string `system`, strictly alternating roles,
+/// non-empty content blocks, and every `tool_use` answered by a `tool_result` opening the next
+/// (user) message.
+fn check_anthropic_format(rendered: &str) -> Result<(), String> {
+    let pack: Value = serde_json::from_str(rendered).map_err(|e| e.to_string())?;
+    if let Some(system) = pack.get("system") {
+        system.as_str().filter(|s| !s.is_empty()).ok_or("system must be a non-empty string")?;
+    }
+    let messages = pack["messages"].as_array().ok_or("messages must be an array")?;
+    let mut previous_role = "";
+    let mut awaiting: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m["role"].as_str().ok_or(format!("message {i} has no role"))?;
+        if role == previous_role || !matches!(role, "user" | "assistant") {
+            return Err(format!("message {i}: role {role} after {previous_role}"));
+        }
+        previous_role = role;
+        let blocks = m["content"].as_array().filter(|b| !b.is_empty()).ok_or(format!("message {i}: no content"))?;
+        let mut results_open = true;
+        for block in blocks {
+            match block["type"].as_str().unwrap_or_default() {
+                "tool_result" => {
+                    let id = block["tool_use_id"].as_str().unwrap_or_default();
+                    let at = awaiting.iter().position(|a| a == id);
+                    match (results_open && role == "user", at) {
+                        (true, Some(at)) => drop(awaiting.remove(at)),
+                        _ => return Err(format!("message {i}: misplaced tool_result {id}")),
+                    }
+                }
+                "text" => {
+                    results_open = false;
+                    if block["text"].as_str().is_none_or(str::is_empty) {
+                        return Err(format!("message {i}: empty text block"));
+                    }
+                }
+                "tool_use" if role == "assistant" => {
+                    if !block["input"].is_object() || !block["id"].is_string() || !block["name"].is_string() {
+                        return Err(format!("message {i}: bad tool_use {block}"));
+                    }
+                }
+                "image" | "document" if role == "user" => results_open = false,
+                other => return Err(format!("message {i}: block type {other} on {role}")),
+            }
+        }
+        if !awaiting.is_empty() {
+            return Err(format!("message {i}: tool_use {awaiting:?} not answered by the next message"));
+        }
+        awaiting = blocks
+            .iter()
+            .filter(|b| b["type"] == "tool_use")
+            .map(|b| b["id"].as_str().unwrap_or_default().to_owned())
+            .collect();
+    }
+    if awaiting.is_empty() { Ok(()) } else { Err(format!("tool_use {awaiting:?} never answered")) }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
@@ -395,6 +530,20 @@ proptest! {
     fn packs_keep_every_invariant(case in case()) {
         let pack = pack(&case, case.max_tokens, Format::OpenAiChat);
         check_invariants(&case, &pack)?;
+    }
+
+    #[test]
+    fn openai_packs_follow_the_chat_completions_format(case in case()) {
+        let pack = pack(&case, case.max_tokens, Format::OpenAiChat);
+        let rendered = render(&pack.messages, Format::OpenAiChat);
+        prop_assert!(check_openai_format(&rendered).is_ok(), "{:?}\n{rendered}", check_openai_format(&rendered));
+    }
+
+    #[test]
+    fn anthropic_packs_alternate_roles_and_pair_tool_use_with_results(case in case()) {
+        let pack = pack(&case, case.max_tokens, Format::AnthropicMessages);
+        let rendered = render(&pack.messages, Format::AnthropicMessages);
+        prop_assert!(check_anthropic_format(&rendered).is_ok(), "{:?}\n{rendered}", check_anthropic_format(&rendered));
     }
 
     #[test]
@@ -417,4 +566,53 @@ proptest! {
             case.max_tokens, small.stats.messages_included, case.max_tokens + extra, big.stats.messages_included
         );
     }
+}
+
+#[test]
+fn the_format_checkers_reject_broken_packs() {
+    let orphan = r#"[{"role":"tool","tool_call_id":"x","content":"y"}]"#;
+    assert!(check_openai_format(orphan).is_err());
+    let unanswered = r#"[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function",
+        "function":{"name":"f","arguments":"{}"}}]},{"role":"user","content":"hi"}]"#;
+    assert!(check_openai_format(unanswered).is_err());
+    let same_role = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},
+        {"role":"user","content":[{"type":"text","text":"b"}]}]}"#;
+    assert!(check_anthropic_format(same_role).is_err());
+    let late_result = r#"{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]},
+        {"role":"user","content":[{"type":"text","text":"b"},{"type":"tool_result","tool_use_id":"a","content":"x"}]}]}"#;
+    assert!(check_anthropic_format(late_result).is_err());
+}
+
+#[test]
+fn pending_tool_results_keep_their_stored_call_in_the_pack() {
+    let events = [
+        Event::User { text: "look it up".into(), pinned: false, excluded: false, attach: false },
+        Event::Tools { calls: 1, answered: vec![false; 3], output: String::new(), huge: false },
+    ];
+    let log = build_log(&events);
+    let case = Case {
+        log,
+        max_tokens: 10_000,
+        reserve: 0,
+        max_messages: 0,
+        max_turns: 0,
+        tool_output_max_tokens: 0,
+        summary_through: None,
+        pending_user: None,
+        tokenizer: Tokenizer::Approx,
+    };
+    let mut request = request(&case, 10_000, Format::OpenAiChat);
+    request.pending = vec![Message { tool_call_id: Some("call-2-0".into()), ..plain(Role::Tool, "42".into()) }];
+    let mut snapshot = snapshot(&case);
+    snapshot.pending_calls = HashMap::from([("call-2-0".to_string(), Sequence::parse(2).unwrap())]);
+    let mut packer = ContextPacker::new(request, snapshot);
+    while let Some(page) = packer.next_page() {
+        let rows = case.log.iter().rev().filter(|m| m.sequence < page.before).cloned().collect();
+        packer.feed(rows, page);
+    }
+    let pack = packer.finish();
+    let rendered = render(&pack.messages, Format::OpenAiChat);
+    assert!(check_openai_format(&rendered).is_ok(), "{rendered}");
+    assert_eq!(pack.stats.incomplete_tool_groups, 0);
+    assert!(pack.messages.iter().any(|m| m.sequence == Some(Sequence::parse(2).unwrap())));
 }
