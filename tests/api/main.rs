@@ -4,7 +4,9 @@
 mod helpers;
 
 mod append;
+mod context;
 mod log;
 mod server;
 mod tenancy;
+mod tokenize;
 mod validation;

@@ -177,6 +177,16 @@ fn cases() -> Vec<(&'static str, proto::AppendMessageRequest, &'static str)> {
             "messages[0].metadata",
         ),
         (
+            "pinned tool call",
+            one(proto::Message { pinned: true, ..assistant_calling(&["p1"]) }),
+            "messages[0].pinned",
+        ),
+        (
+            "tool result excluded from context",
+            one(proto::Message { exclude_from_context: true, ..tool_result("open-1", "x") }),
+            "messages[0].exclude_from_context",
+        ),
+        (
             "idempotency key over 256 bytes",
             proto::AppendMessageRequest {
                 idempotency_key: "k".repeat(257),

@@ -86,7 +86,12 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
     let mut messages: Vec<(Message, Option<Sequence>)> = Vec::new();
     for event in events {
         match event.clone() {
-            Event::User { text, pinned, excluded, attach } => {
+            Event::User {
+                text,
+                pinned,
+                excluded,
+                attach,
+            } => {
                 let attachments = if attach {
                     vec![
                         Attachment {
@@ -103,7 +108,12 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                 } else {
                     vec![]
                 };
-                let user = Message { pinned, exclude_from_context: excluded, attachments, ..plain(Role::User, text) };
+                let user = Message {
+                    pinned,
+                    exclude_from_context: excluded,
+                    attachments,
+                    ..plain(Role::User, text)
+                };
                 messages.push((user, None))
             }
             Event::Assistant { text, pinned, failed } => {
@@ -409,7 +419,10 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
     let mut awaiting: Vec<String> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         let obj = m.as_object().ok_or(format!("message {i} is not an object"))?;
-        let role = obj.get("role").and_then(Value::as_str).ok_or(format!("message {i} has no role"))?;
+        let role = obj
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or(format!("message {i} has no role"))?;
         for key in obj.keys() {
             let allowed: &[&str] = match role {
                 "system" | "user" => &["role", "content", "name"],
@@ -422,14 +435,24 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
             }
         }
         if role == "tool" {
-            let id = obj.get("tool_call_id").and_then(Value::as_str).ok_or(format!("tool {i} without id"))?;
-            let at = awaiting.iter().position(|a| a == id).ok_or(format!("tool {i} answers no pending call"))?;
+            let id = obj
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .ok_or(format!("tool {i} without id"))?;
+            let at = awaiting
+                .iter()
+                .position(|a| a == id)
+                .ok_or(format!("tool {i} answers no pending call"))?;
             awaiting.remove(at);
-            obj.get("content").and_then(Value::as_str).ok_or(format!("tool {i} content is not a string"))?;
+            obj.get("content")
+                .and_then(Value::as_str)
+                .ok_or(format!("tool {i} content is not a string"))?;
             continue;
         }
         if !awaiting.is_empty() {
-            return Err(format!("message {i}: calls {awaiting:?} were not answered before it"));
+            return Err(format!(
+                "message {i}: calls {awaiting:?} were not answered before it"
+            ));
         }
         match (role, obj.get("content")) {
             ("assistant", Some(Value::Null)) if obj.contains_key("tool_calls") => {}
@@ -451,7 +474,10 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
             (_, content) => return Err(format!("message {i}: bad content {content:?}")),
         }
         if let Some(calls) = obj.get("tool_calls") {
-            let calls = calls.as_array().filter(|c| !c.is_empty()).ok_or(format!("message {i}: empty tool_calls"))?;
+            let calls = calls
+                .as_array()
+                .filter(|c| !c.is_empty())
+                .ok_or(format!("message {i}: empty tool_calls"))?;
             for call in calls {
                 let ok = call["id"].is_string()
                     && call["type"] == "function"
@@ -464,7 +490,11 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
             }
         }
     }
-    if awaiting.is_empty() { Ok(()) } else { Err(format!("calls {awaiting:?} never answered")) }
+    if awaiting.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("calls {awaiting:?} never answered"))
+    }
 }
 
 /// Checks a rendered Anthropic pack: optional string `system`, strictly alternating roles,
@@ -473,7 +503,10 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
 fn check_anthropic_format(rendered: &str) -> Result<(), String> {
     let pack: Value = serde_json::from_str(rendered).map_err(|e| e.to_string())?;
     if let Some(system) = pack.get("system") {
-        system.as_str().filter(|s| !s.is_empty()).ok_or("system must be a non-empty string")?;
+        system
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .ok_or("system must be a non-empty string")?;
     }
     let messages = pack["messages"].as_array().ok_or("messages must be an array")?;
     let mut previous_role = "";
@@ -484,7 +517,10 @@ fn check_anthropic_format(rendered: &str) -> Result<(), String> {
             return Err(format!("message {i}: role {role} after {previous_role}"));
         }
         previous_role = role;
-        let blocks = m["content"].as_array().filter(|b| !b.is_empty()).ok_or(format!("message {i}: no content"))?;
+        let blocks = m["content"]
+            .as_array()
+            .filter(|b| !b.is_empty())
+            .ok_or(format!("message {i}: no content"))?;
         let mut results_open = true;
         for block in blocks {
             match block["type"].as_str().unwrap_or_default() {
@@ -512,7 +548,9 @@ fn check_anthropic_format(rendered: &str) -> Result<(), String> {
             }
         }
         if !awaiting.is_empty() {
-            return Err(format!("message {i}: tool_use {awaiting:?} not answered by the next message"));
+            return Err(format!(
+                "message {i}: tool_use {awaiting:?} not answered by the next message"
+            ));
         }
         awaiting = blocks
             .iter()
@@ -520,7 +558,11 @@ fn check_anthropic_format(rendered: &str) -> Result<(), String> {
             .map(|b| b["id"].as_str().unwrap_or_default().to_owned())
             .collect();
     }
-    if awaiting.is_empty() { Ok(()) } else { Err(format!("tool_use {awaiting:?} never answered")) }
+    if awaiting.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("tool_use {awaiting:?} never answered"))
+    }
 }
 
 proptest! {
@@ -586,8 +628,18 @@ fn the_format_checkers_reject_broken_packs() {
 #[test]
 fn pending_tool_results_keep_their_stored_call_in_the_pack() {
     let events = [
-        Event::User { text: "look it up".into(), pinned: false, excluded: false, attach: false },
-        Event::Tools { calls: 1, answered: vec![false; 3], output: String::new(), huge: false },
+        Event::User {
+            text: "look it up".into(),
+            pinned: false,
+            excluded: false,
+            attach: false,
+        },
+        Event::Tools {
+            calls: 1,
+            answered: vec![false; 3],
+            output: String::new(),
+            huge: false,
+        },
     ];
     let log = build_log(&events);
     let case = Case {
@@ -602,17 +654,30 @@ fn pending_tool_results_keep_their_stored_call_in_the_pack() {
         tokenizer: Tokenizer::Approx,
     };
     let mut request = request(&case, 10_000, Format::OpenAiChat);
-    request.pending = vec![Message { tool_call_id: Some("call-2-0".into()), ..plain(Role::Tool, "42".into()) }];
+    request.pending = vec![Message {
+        tool_call_id: Some("call-2-0".into()),
+        ..plain(Role::Tool, "42".into())
+    }];
     let mut snapshot = snapshot(&case);
     snapshot.pending_calls = HashMap::from([("call-2-0".to_string(), Sequence::parse(2).unwrap())]);
     let mut packer = ContextPacker::new(request, snapshot);
     while let Some(page) = packer.next_page() {
-        let rows = case.log.iter().rev().filter(|m| m.sequence < page.before).cloned().collect();
+        let rows = case
+            .log
+            .iter()
+            .rev()
+            .filter(|m| m.sequence < page.before)
+            .cloned()
+            .collect();
         packer.feed(rows, page);
     }
     let pack = packer.finish();
     let rendered = render(&pack.messages, Format::OpenAiChat);
     assert!(check_openai_format(&rendered).is_ok(), "{rendered}");
     assert_eq!(pack.stats.incomplete_tool_groups, 0);
-    assert!(pack.messages.iter().any(|m| m.sequence == Some(Sequence::parse(2).unwrap())));
+    assert!(
+        pack.messages
+            .iter()
+            .any(|m| m.sequence == Some(Sequence::parse(2).unwrap()))
+    );
 }
