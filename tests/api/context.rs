@@ -140,7 +140,7 @@ async fn a_20k_message_conversation_packs_its_newest_history_within_budget(kind:
         app.append_ok("long", messages).await;
     }
     let response = build(&app, request("long", 2_000)).await;
-    let stats = response.stats.clone().unwrap();
+    let stats = response.stats.unwrap();
     assert_eq!(stats.log_last_sequence, 20_000);
     assert!(!stats.over_budget && stats.total_tokens <= 2_000, "{stats:?}");
     assert!(stats.messages_included > 20, "{stats:?}");

@@ -178,12 +178,18 @@ fn cases() -> Vec<(&'static str, proto::AppendMessageRequest, &'static str)> {
         ),
         (
             "pinned tool call",
-            one(proto::Message { pinned: true, ..assistant_calling(&["p1"]) }),
+            one(proto::Message {
+                pinned: true,
+                ..assistant_calling(&["p1"])
+            }),
             "messages[0].pinned",
         ),
         (
             "tool result excluded from context",
-            one(proto::Message { exclude_from_context: true, ..tool_result("open-1", "x") }),
+            one(proto::Message {
+                exclude_from_context: true,
+                ..tool_result("open-1", "x")
+            }),
             "messages[0].exclude_from_context",
         ),
         (
