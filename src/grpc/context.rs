@@ -6,7 +6,7 @@ use super::{ApiError, ContextApi, convert};
 use crate::{
     domain::{
         Role, TenantId, Violations,
-        context::{ContextPacker, ContextRequest, ContextSnapshot, render::render},
+        context::{ContextPacker, ContextRequest, ContextSnapshot, initial_page_limit, render::render},
     },
     proto,
 };
@@ -21,13 +21,18 @@ impl ContextApi {
         let request = convert::context_request(request, &self.settings)?;
         let conversation = request.conversation_id.clone();
         tracing::Span::current().record("conversation_id", tracing::field::display(&conversation));
-        let mut snapshot = self.store.context_snapshot(&tenant, &conversation).await?;
+        let first_page = initial_page_limit(&request);
+        let (mut snapshot, newest) = self
+            .store
+            .open_context(&tenant, &conversation, first_page)
+            .await?;
         self.resolve_pending_results(&tenant, &request, &mut snapshot)
             .await?;
 
         let format = request.format;
         let mut packer = ContextPacker::new(request, snapshot);
-        let mut pages = 0;
+        packer.feed_first(newest, first_page);
+        let mut pages = 1;
         while let Some(page) = packer.next_page() {
             let messages = self.store.tail(&tenant, &conversation, page).await?;
             packer.feed(messages, page);

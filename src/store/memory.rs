@@ -185,22 +185,30 @@ impl Store for MemoryStore {
         Ok(removed.messages.len() as u64)
     }
 
-    async fn context_snapshot(
+    async fn open_context(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-    ) -> Result<ContextSnapshot, StoreError> {
+        first_page: usize,
+    ) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError> {
         let conversations = self.lock();
         let c = conversations
             .get(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
-        Ok(ContextSnapshot {
+        let newest = c
+            .messages
+            .iter()
+            .rev()
+            .filter(|m| !m.message.exclude_from_context)
+            .take(first_page);
+        let snapshot = ContextSnapshot {
             last_sequence: c.last_sequence(),
             last_user_sequence: c.last_user_sequence,
             last_response_id: c.last_response_id.clone(),
             pinned: c.pinned.iter().filter_map(|s| c.at(*s).cloned()).collect(),
             ..ContextSnapshot::default()
-        })
+        };
+        Ok((snapshot, newest.cloned().collect()))
     }
 
     async fn tail(

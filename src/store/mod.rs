@@ -102,13 +102,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         conversation: &ConversationId,
     ) -> Result<u64, StoreError>;
 
-    /// Reads what context assembly needs before walking the log: last sequence, newest user
-    /// message, newest response id, pinned messages (and, later, summary and memory).
-    async fn context_snapshot(
+    /// Reads what context assembly needs before walking the log (last sequence, newest user
+    /// message, newest response id, pinned messages) together with the first page of the tail:
+    /// the newest `first_page` non-excluded messages, newest first.
+    async fn open_context(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-    ) -> Result<ContextSnapshot, StoreError>;
+        first_page: usize,
+    ) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError>;
 
     /// Reads a page of the log's tail, newest first, leaving out excluded (UI-only) messages.
     async fn tail(

@@ -292,11 +292,12 @@ impl Store for PostgresStore {
     }
 
     #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
-    async fn context_snapshot(
+    async fn open_context(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-    ) -> Result<ContextSnapshot, StoreError> {
+        first_page: usize,
+    ) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError> {
         let (t, c) = (tenant.as_str(), conversation.as_str());
         let client = self.pool.get().await.map_err(pool_error)?;
         let state = client
@@ -312,20 +313,42 @@ impl Store for PostgresStore {
              ORDER BY sequence"
         );
         let pinned = client.prepare_cached(&pinned_query).await.map_err(classify)?;
+        let newest_query = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages
+             WHERE tenant_id = $1 AND conversation_id = $2 AND NOT exclude_from_context
+             ORDER BY sequence DESC LIMIT $3"
+        );
+        let newest = client.prepare_cached(&newest_query).await.map_err(classify)?;
+        let limit = first_page as i64;
+        let newest_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = &[&t, &c, &limit];
         let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = &[&t, &c];
-        // Both queries go out on one connection without waiting for each other.
-        let (state, pinned) =
-            tokio::try_join!(client.query_opt(&state, params), client.query(&pinned, params))
-                .map_err(classify)?;
+        // The three queries go out together on one connection: one network round trip. The
+        // server runs them in order, so the pages never miss a message the state counts;
+        // anything newer than the state is dropped here or by the packer.
+        let (state, pinned, newest) = tokio::try_join!(
+            client.query_opt(&state, params),
+            client.query(&pinned, params),
+            client.query(&newest, newest_params),
+        )
+        .map_err(classify)?;
         let state = state.ok_or(StoreError::NotFound)?;
+        let last_sequence = Sequence::from_stored(state.get(0));
         let last_user: Option<i64> = state.get(1);
-        Ok(ContextSnapshot {
-            last_sequence: Sequence::from_stored(state.get(0)),
+        let pinned: Vec<StoredMessage> = pinned.iter().map(stored_message).collect::<Result<_, _>>()?;
+        let snapshot = ContextSnapshot {
+            last_sequence,
             last_user_sequence: last_user.map(Sequence::from_stored),
             last_response_id: state.get(2),
-            pinned: pinned.iter().map(stored_message).collect::<Result<_, _>>()?,
+            pinned: pinned
+                .into_iter()
+                .filter(|m| m.sequence <= last_sequence)
+                .collect(),
             ..ContextSnapshot::default()
-        })
+        };
+        Ok((
+            snapshot,
+            newest.iter().map(stored_message).collect::<Result<_, _>>()?,
+        ))
     }
 
     #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, before = page.before.get(), limit = page.limit))]

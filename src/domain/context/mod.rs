@@ -11,7 +11,7 @@ mod tests;
 use std::collections::HashMap;
 
 pub use cost::TokenCounts;
-pub use pack::{ContextPacker, PageRequest};
+pub use pack::{ContextPacker, PageRequest, initial_page_limit};
 
 use super::{
     ids::{ConversationId, Sequence},

@@ -25,8 +25,18 @@ use crate::{
     tokenize::{REPLY_PRIMING, Tokenizer},
 };
 
-/// Page sizes of successive tail reads: small first (most packs need few messages), then larger.
-const PAGE_SIZES: [usize; 3] = [64, 256, 1000];
+/// Largest page of one tail read.
+const MAX_PAGE: usize = 1000;
+/// Typical tokens per message, used to size the first page so that one read usually suffices.
+const TYPICAL_MESSAGE_TOKENS: usize = 24;
+
+/// Size of the first tail read for `request`: enough messages of typical size to fill the
+/// budget, so most packs need one read (which the stores run alongside the snapshot query).
+pub fn initial_page_limit(request: &ContextRequest) -> usize {
+    let by_budget = request.budget.available() / TYPICAL_MESSAGE_TOKENS;
+    let by_count = request.budget.max_messages.map_or(MAX_PAGE, |m| m as usize + 16);
+    by_budget.min(by_count).clamp(32, MAX_PAGE)
+}
 
 /// Which messages a [`ContextPacker`] wants next: sequences in `(floor, before)`, newest first,
 /// at most `limit`, excluded (UI-only) messages left out.
@@ -148,7 +158,10 @@ impl ContextPacker {
         if self.phase == Phase::Done || self.exhausted || self.cursor <= floor.plus(1) {
             return None;
         }
-        let mut limit = PAGE_SIZES[self.pages_read.min(PAGE_SIZES.len() - 1)];
+        // Each further read is four times larger: the first one was sized for typical
+        // messages, so needing more means they are smaller than typical.
+        let first = initial_page_limit(&self.request);
+        let mut limit = (first << (2 * self.pages_read.min(4))).min(MAX_PAGE);
         if let (Phase::Optional, Some(max)) = (self.phase, self.request.budget.max_messages) {
             let left = max.saturating_sub(self.window_messages) as usize;
             limit = limit.min(left + 16);
@@ -158,6 +171,19 @@ impl ContextPacker {
             floor,
             limit,
         })
+    }
+
+    /// Feeds the first page, read together with the snapshot: the newest `limit` non-excluded
+    /// messages at that moment. Messages appended after the snapshot are ignored.
+    pub fn feed_first(&mut self, mut page: Vec<StoredMessage>, limit: usize) {
+        let last = self.snapshot.last_sequence;
+        let newer = page.iter().take_while(|m| m.sequence > last).count();
+        page.drain(..newer);
+        let Some(mut requested) = self.next_page() else {
+            return;
+        };
+        requested.limit = limit - newer;
+        self.feed(page, requested);
     }
 
     /// Feeds the page answering the last [`PageRequest`] (newest first).

@@ -14,6 +14,7 @@ use super::{
     ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, Source, SummarySection, TokenBudget,
     TokenCounts,
     cost::{context_text, message_cost_with_text},
+    initial_page_limit,
     render::render,
 };
 use crate::{
@@ -276,7 +277,18 @@ fn snapshot(case: &Case) -> ContextSnapshot {
 
 /// Runs the packer the way the service does, serving pages from the in-memory log.
 fn pack(case: &Case, max_tokens: u32, format: Format) -> ContextPack {
-    let mut packer = ContextPacker::new(request(case, max_tokens, format), snapshot(case));
+    let request = request(case, max_tokens, format);
+    let first = initial_page_limit(&request);
+    let mut packer = ContextPacker::new(request, snapshot(case));
+    let newest = case
+        .log
+        .iter()
+        .rev()
+        .filter(|m| !m.message.exclude_from_context)
+        .take(first)
+        .cloned()
+        .collect();
+    packer.feed_first(newest, first);
     while let Some(page) = packer.next_page() {
         let rows: Vec<StoredMessage> = case
             .log
