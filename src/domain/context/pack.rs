@@ -136,7 +136,7 @@ impl ContextPacker {
             mandatory_until,
             pending_calls: snapshot.pending_calls.clone(),
             optional_floor: Sequence::ZERO,
-            notice_reserve: notice_cost(u64::MAX / 2, i64::MAX as u64, i64::MAX as u64, tokenizer),
+            notice_reserve: notice_reserve(snapshot.last_sequence, tokenizer),
             pinned: snapshot.pinned.iter().map(|m| m.sequence).collect(),
             unit: Vec::new(),
             open: HashMap::new(),
@@ -530,6 +530,9 @@ fn notice_text(count: u64, first: u64, last: u64) -> String {
     )
 }
 
-fn notice_cost(count: u64, first: u64, last: u64, tokenizer: Tokenizer) -> usize {
-    text_message_cost("system", &notice_text(count, first, last), tokenizer)
+/// Upper bound of the notice's cost: its numbers are at most `last`, and both OpenAI encodings
+/// (and the approximation) cost a number by its digit count alone.
+fn notice_reserve(last: Sequence, tokenizer: Tokenizer) -> usize {
+    let n = last.get();
+    text_message_cost("system", &notice_text(n, n, n), tokenizer)
 }
