@@ -66,6 +66,14 @@ reader=${addr_b:-$addr_a}
 out=$(g -d "{\"conversation_id\":\"$conv\"}" "$reader" ctxd.v1.ContextService/ListMessages)
 [ "$(grep -c '"sequence"' <<<"$out")" = 3 ] || fail "list did not return 3 messages: $out"
 
+out=$(g -d "{\"conversation_id\":\"$conv\",\"budget\":{\"max_tokens\":500},
+  \"pending_messages\":[{\"role\":\"ROLE_USER\",\"content\":\"And tomorrow?\"}]}" \
+  "$addr_a" ctxd.v1.ContextService/BuildContext)
+[ "$(grep -c 'CONTEXT_SOURCE_HISTORY' <<<"$out")" = 3 ] || fail "BuildContext did not pack the 3 messages: $out"
+grep -q '"rendered": ".*tool_calls' <<<"$out" || fail "BuildContext rendered no tool call: $out"
+out=$(g -d '{"text":"Hello, world!"}' "$addr_a" ctxd.v1.ContextService/CountTokens)
+grep -q '"tokens": 4' <<<"$out" || fail "CountTokens: $out"
+
 out=$(g -d "{\"conversation_id\":\"$conv\",\"messages\":[{\"role\":\"ROLE_TOOL\",\"tool_call_id\":\"call_1\",\"content\":\"dup\"}]}" \
   "$addr_a" ctxd.v1.ContextService/AppendMessage 2>&1 || true)
 grep -q 'InvalidArgument' <<<"$out" || fail "duplicate tool result was not rejected: $out"
