@@ -9,6 +9,7 @@ use crate::{
     domain::{AppendLimits, TenantId},
     grpc::ApiSettings,
     store::postgres::PostgresOptions,
+    summarize::OpenAiOptions,
     tokenize::Tokenizer,
 };
 
@@ -56,6 +57,17 @@ pub enum TokenizerName {
     /// UTF-8 bytes / 4.
     #[value(name = "approx")]
     Approx,
+}
+
+/// Which implementation runs a summarizer or extractor.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Engine {
+    /// The embedded one (`extractive` summarizer, `rules` extractor).
+    #[value(name = "embedded", alias = "extractive", alias = "rules")]
+    Embedded,
+    /// An OpenAI-compatible chat-completions endpoint.
+    #[value(name = "openai")]
+    OpenAi,
 }
 
 /// Every setting, with its flag, environment variable and default.
@@ -113,6 +125,42 @@ pub struct Config {
     #[arg(long, env = "CTXD_DEFAULT_TOKENIZER", value_enum, default_value_t = TokenizerName::O200kBase)]
     pub default_tokenizer: TokenizerName,
 
+    /// Summarizer of SUMMARIZE_MODE_SERVER: `extractive` (embedded, no network) or `openai`.
+    #[arg(long, env = "CTXD_SUMMARIZER", value_enum, default_value_t = Engine::Embedded)]
+    pub summarizer: Engine,
+
+    /// Working memory extractor: `rules` (embedded, no network) or `openai`.
+    #[arg(long, env = "CTXD_EXTRACTOR", value_enum, default_value_t = Engine::Embedded)]
+    pub extractor: Engine,
+
+    /// Default `max_summary_tokens` of Summarize.
+    #[arg(long, env = "CTXD_SUMMARY_MAX_TOKENS", default_value_t = 1_000)]
+    pub summary_max_tokens: usize,
+
+    /// Base URL of the OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LiteLLM), up to `/v1`.
+    #[arg(
+        long,
+        env = "CTXD_OPENAI_BASE_URL",
+        default_value = "https://api.openai.com/v1"
+    )]
+    pub openai_base_url: String,
+
+    /// Model of the OpenAI-compatible endpoint.
+    #[arg(long, env = "CTXD_OPENAI_MODEL", default_value = "gpt-4o-mini")]
+    pub openai_model: String,
+
+    /// API key of the OpenAI-compatible endpoint (sent as a bearer token), if it needs one.
+    #[arg(long, env = "CTXD_OPENAI_API_KEY", hide_env_values = true)]
+    pub openai_api_key: Option<String>,
+
+    /// Seconds one call to the endpoint may take.
+    #[arg(long, env = "CTXD_OPENAI_TIMEOUT_SECS", default_value_t = 60)]
+    pub openai_timeout_secs: u64,
+
+    /// Retries of a failed call (timeouts, 429 and 5xx), with exponential backoff.
+    #[arg(long, env = "CTXD_OPENAI_MAX_RETRIES", default_value_t = 2)]
+    pub openai_max_retries: u32,
+
     /// Log format.
     #[arg(long, env = "CTXD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -141,6 +189,21 @@ pub struct Settings {
     pub max_request_bytes: usize,
     /// Drain period on shutdown.
     pub shutdown_grace: Duration,
+    /// Summarizer and extractor.
+    pub ai: AiConfig,
+}
+
+/// Validated summarizer and extractor settings.
+#[derive(Debug, Clone)]
+pub struct AiConfig {
+    /// Summarizer engine.
+    pub summarizer: Engine,
+    /// Extractor engine.
+    pub extractor: Engine,
+    /// Default summary size.
+    pub max_summary_tokens: usize,
+    /// The endpoint, used by whichever engine is `openai`.
+    pub openai: OpenAiOptions,
 }
 
 impl Config {
@@ -174,11 +237,27 @@ impl Config {
         positive("CTXD_MAX_CONTENT_BYTES", self.max_content_bytes);
         positive("CTXD_MAX_ATTACHMENT_BYTES", self.max_attachment_bytes);
         positive("CTXD_MAX_REQUEST_BYTES", self.max_request_bytes);
+        positive("CTXD_SUMMARY_MAX_TOKENS", self.summary_max_tokens);
         if self.max_content_bytes > self.max_request_bytes {
             problems.push("CTXD_MAX_CONTENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
         }
         if self.max_attachment_bytes > self.max_request_bytes {
             problems.push("CTXD_MAX_ATTACHMENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
+        }
+        let uses_openai = self.summarizer == Engine::OpenAi || self.extractor == Engine::OpenAi;
+        if uses_openai {
+            let url = &self.openai_base_url;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                problems.push(format!(
+                    "CTXD_OPENAI_BASE_URL must be an http(s) URL, got {url:?}"
+                ));
+            }
+            if self.openai_model.trim().is_empty() {
+                problems.push("CTXD_OPENAI_MODEL is required with the openai summarizer or extractor".into());
+            }
+            if self.openai_timeout_secs == 0 {
+                problems.push("CTXD_OPENAI_TIMEOUT_SECS must be greater than 0".into());
+            }
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
             problems.push(format!("CTXD_LOG is not a valid filter: {e}"));
@@ -207,6 +286,18 @@ impl Config {
             },
             max_request_bytes: self.max_request_bytes,
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+            ai: AiConfig {
+                summarizer: self.summarizer,
+                extractor: self.extractor,
+                max_summary_tokens: self.summary_max_tokens,
+                openai: OpenAiOptions {
+                    base_url: self.openai_base_url.clone(),
+                    model: self.openai_model.clone(),
+                    api_key: self.openai_api_key.clone().filter(|k| !k.is_empty()),
+                    timeout: Duration::from_secs(self.openai_timeout_secs),
+                    max_retries: self.openai_max_retries,
+                },
+            },
         })
     }
 }

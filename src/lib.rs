@@ -9,6 +9,7 @@ pub mod grpc;
 pub mod proto;
 pub mod startup;
 pub mod store;
+pub mod summarize;
 pub mod telemetry;
 pub mod tokenize;
 

@@ -12,10 +12,11 @@ use tonic::{
 use tonic_health::{ServingStatus, server::HealthReporter};
 
 use crate::{
-    config::Settings,
-    grpc::{ContextApi, TenantInterceptor},
+    config::{AiConfig, Engine, Settings},
+    grpc::{AiSettings, ContextApi, TenantInterceptor},
     proto::{self, context_service_server::ContextServiceServer},
     store::{MemoryStore, PostgresStore, Store, StoreError},
+    summarize::{Extractor, OpenAiClient, OpenAiError, Summarizer},
 };
 
 /// Service name reported by the health service.
@@ -41,6 +42,12 @@ pub enum StartupError {
     /// The gRPC server failed.
     #[error("gRPC server failed")]
     Serve(#[from] tonic::transport::Error),
+    /// The summarizer endpoint client could not be built.
+    #[error("summarizer set-up failed: {message}")]
+    Summarizer {
+        /// Why.
+        message: String,
+    },
     /// Reflection could not be built from the descriptor sets.
     #[error("reflection set-up failed")]
     Reflection(#[from] tonic_reflection::server::Error),
@@ -114,7 +121,10 @@ impl App {
 
         let reflection_v1 = reflection().build_v1()?;
         let reflection_v1alpha = reflection().build_v1alpha()?;
-        let api = ContextServiceServer::new(ContextApi::new(store, settings.api))
+        let ai = ai_settings(&settings.ai).map_err(|e| StartupError::Summarizer {
+            message: e.to_string(),
+        })?;
+        let api = ContextServiceServer::new(ContextApi::new(store, settings.api, ai))
             .max_decoding_message_size(settings.max_request_bytes);
         let api = InterceptedService::new(
             api,
@@ -162,6 +172,29 @@ impl App {
             }
         }
     }
+}
+
+/// Builds the configured summarizer and extractor (one shared endpoint client).
+fn ai_settings(config: &AiConfig) -> Result<AiSettings, OpenAiError> {
+    let uses_openai = config.summarizer == Engine::OpenAi || config.extractor == Engine::OpenAi;
+    let client = match uses_openai {
+        true => Some(Arc::new(OpenAiClient::new(config.openai.clone())?)),
+        false => None,
+    };
+    let summarizer = match (&client, config.summarizer) {
+        (Some(c), Engine::OpenAi) => Summarizer::OpenAi(c.clone()),
+        _ => Summarizer::Extractive,
+    };
+    let extractor = match (&client, config.extractor) {
+        (Some(c), Engine::OpenAi) => Extractor::OpenAi(c.clone()),
+        _ => Extractor::Rules,
+    };
+    tracing::info!(summarizer = summarizer.name(), extractor = ?config.extractor, "summarization configured");
+    Ok(AiSettings {
+        summarizer,
+        extractor,
+        max_summary_tokens: config.max_summary_tokens,
+    })
 }
 
 /// tonic answers a request over the decoding limit with OUT_OF_RANGE; the contract (DESIGN.md

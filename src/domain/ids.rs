@@ -78,7 +78,10 @@ impl fmt::Display for TenantId {
 
 /// Position of a message in its conversation. Sequences start at 1 and are gapless; 0 means
 /// "none" (an empty conversation, or "from the start").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Sequence(u64);
 
 impl Sequence {

@@ -4,7 +4,9 @@
 pub mod append;
 pub mod context;
 pub mod ids;
+pub mod memory;
 pub mod message;
+pub mod summary;
 pub mod tool_protocol;
 pub mod violation;
 

@@ -12,6 +12,8 @@ use crate::{
             ContextMessage, ContextPack, ContextRequest, ContextStats, Format, Source, TokenBudget,
             TokenCounts,
         },
+        memory::{Category, GlossaryEntry, WorkingMemory},
+        summary::Summary,
     },
     proto,
     tokenize::Tokenizer,
@@ -465,4 +467,158 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         truncated,
         over_budget,
     }
+}
+
+/// The wire form of a summary, its tokens counted with `tokenizer`.
+pub(crate) fn summary(summary: &Summary, tokenizer: Tokenizer) -> proto::Summary {
+    proto::Summary {
+        text: summary.text.clone(),
+        through_sequence: summary.through_sequence.get(),
+        tokens: u32::try_from(tokenizer.count(&summary.text)).unwrap_or(u32::MAX),
+        summarizer: summary.summarizer.clone(),
+        version: summary.version,
+        updated_at: Some(summary.updated_at.into()),
+    }
+}
+
+/// A plain role + content message (prepared LLM requests).
+pub(crate) fn plain_message(message: Message) -> proto::Message {
+    proto::Message {
+        role: role_to_proto(message.role) as i32,
+        content: message.content,
+        ..Default::default()
+    }
+}
+
+fn sequences_to_proto(sequences: &[Sequence]) -> Vec<u64> {
+    sequences.iter().map(|s| s.get()).collect()
+}
+
+/// The wire form of a working memory.
+pub(crate) fn memory_to_proto(memory: &WorkingMemory) -> proto::WorkingMemory {
+    let items = |category: Category| {
+        memory
+            .items(category)
+            .iter()
+            .map(|i| proto::MemoryItem {
+                text: i.text.clone(),
+                source_sequences: sequences_to_proto(&i.source_sequences),
+                id: i.id.clone(),
+                superseded_by: i.superseded_by.clone().unwrap_or_default(),
+            })
+            .collect()
+    };
+    proto::WorkingMemory {
+        summary: memory.summary.clone(),
+        goals: items(Category::Goals),
+        requirements: items(Category::Requirements),
+        constraints: items(Category::Constraints),
+        decisions: items(Category::Decisions),
+        assumptions: items(Category::Assumptions),
+        open_questions: items(Category::OpenQuestions),
+        stakeholders: items(Category::Stakeholders),
+        glossary: memory
+            .glossary
+            .iter()
+            .map(|e| proto::GlossaryEntry {
+                term: e.term.clone(),
+                definition: e.definition.clone(),
+                source_sequences: sequences_to_proto(&e.source_sequences),
+            })
+            .collect(),
+        through_sequence: memory.through_sequence.get(),
+        version: memory.version,
+        updated_at: memory.updated_at.map(Into::into),
+    }
+}
+
+/// Parses a caller's working memory update; violations are recorded under `memory.*`.
+pub(crate) fn memory_from_proto(
+    raw: proto::WorkingMemory,
+    limits: &AppendLimits,
+    v: &mut Violations,
+) -> WorkingMemory {
+    let proto::WorkingMemory {
+        summary,
+        goals,
+        requirements,
+        constraints,
+        decisions,
+        assumptions,
+        open_questions,
+        stakeholders,
+        glossary,
+        through_sequence,
+        // Server-set.
+        version: _,
+        updated_at: _,
+    } = raw;
+    let mut sequences = |field: String, raw: Vec<u64>| -> Vec<Sequence> {
+        raw.into_iter()
+            .filter_map(|s| Sequence::parse(s).map_err(|e| v.add(field.clone(), e)).ok())
+            .collect()
+    };
+    let mut memory = WorkingMemory::default();
+    let lists = [
+        (Category::Goals, goals),
+        (Category::Requirements, requirements),
+        (Category::Constraints, constraints),
+        (Category::Decisions, decisions),
+        (Category::Assumptions, assumptions),
+        (Category::OpenQuestions, open_questions),
+        (Category::Stakeholders, stakeholders),
+    ];
+    let mut too_long = Vec::new();
+    for (category, items) in lists {
+        for (i, item) in items.into_iter().enumerate() {
+            let proto::MemoryItem {
+                text,
+                source_sequences,
+                id,
+                superseded_by,
+            } = item;
+            let path = format!("memory.{}[{i}]", category.name());
+            if text.trim().is_empty() || text.len() > limits.max_content_bytes {
+                too_long.push((
+                    format!("{path}.text"),
+                    format!("must be 1 to {} bytes", limits.max_content_bytes),
+                ));
+            }
+            let sources = sequences(format!("{path}.source_sequences"), source_sequences);
+            memory.push_item(
+                category,
+                id,
+                text,
+                sources,
+                Some(superseded_by).filter(|s| !s.is_empty()),
+            );
+        }
+    }
+    for (i, entry) in glossary.into_iter().enumerate() {
+        let proto::GlossaryEntry {
+            term,
+            definition,
+            source_sequences,
+        } = entry;
+        if term.trim().is_empty() || definition.trim().is_empty() {
+            too_long.push((
+                format!("memory.glossary[{i}]"),
+                "term and definition are required".into(),
+            ));
+        }
+        let sources = sequences(format!("memory.glossary[{i}].source_sequences"), source_sequences);
+        memory.glossary.push(GlossaryEntry {
+            term,
+            definition,
+            source_sequences: sources,
+        });
+    }
+    for (field, description) in too_long {
+        v.add(field, description);
+    }
+    memory.summary = summary;
+    memory.through_sequence = Sequence::parse(through_sequence)
+        .map_err(|e| v.add("memory.through_sequence", e))
+        .unwrap_or_default();
+    memory
 }

@@ -9,13 +9,16 @@ use crate::{
     domain::AppendLimits,
     proto::{self, context_service_server::ContextService},
     store::Store,
+    summarize::{Extractor, Summarizer},
     tokenize::Tokenizer,
 };
 
 mod context;
 pub mod convert;
+mod memory;
 mod messages;
 pub mod status;
+mod summary;
 pub mod tenant;
 
 pub use status::ApiError;
@@ -39,17 +42,39 @@ impl Default for ApiSettings {
     }
 }
 
+/// The summarizer and extractor the service runs, and the default summary size.
+#[derive(Debug, Clone)]
+pub struct AiSettings {
+    /// Runs SUMMARIZE_MODE_SERVER.
+    pub summarizer: Summarizer,
+    /// Refreshes working memory.
+    pub extractor: Extractor,
+    /// `max_summary_tokens` when a request leaves it at 0.
+    pub max_summary_tokens: usize,
+}
+
+impl Default for AiSettings {
+    fn default() -> Self {
+        Self {
+            summarizer: Summarizer::Extractive,
+            extractor: Extractor::Rules,
+            max_summary_tokens: 1_000,
+        }
+    }
+}
+
 /// The `ContextService` implementation: parses requests, calls the store, shapes answers.
 #[derive(Debug, Clone)]
 pub struct ContextApi {
     store: Arc<dyn Store>,
     settings: ApiSettings,
+    ai: AiSettings,
 }
 
 impl ContextApi {
     /// A service over `store`.
-    pub fn new(store: Arc<dyn Store>, settings: ApiSettings) -> Self {
-        Self { store, settings }
+    pub fn new(store: Arc<dyn Store>, settings: ApiSettings, ai: AiSettings) -> Self {
+        Self { store, settings, ai }
     }
 }
 
@@ -93,27 +118,26 @@ impl ContextService for ContextApi {
 
     async fn summarize(
         &self,
-        _request: Request<proto::SummarizeRequest>,
+        request: Request<proto::SummarizeRequest>,
     ) -> RpcResult<proto::SummarizeResponse> {
-        respond(Err(ApiError::Unimplemented { rpc: "Summarize" }))
+        let tenant = tenant::tenant_of(&request)?;
+        respond(ContextApi::summarize(self, tenant, request.into_inner()).await)
     }
 
     async fn get_working_memory(
         &self,
-        _request: Request<proto::GetWorkingMemoryRequest>,
+        request: Request<proto::GetWorkingMemoryRequest>,
     ) -> RpcResult<proto::GetWorkingMemoryResponse> {
-        respond(Err(ApiError::Unimplemented {
-            rpc: "GetWorkingMemory",
-        }))
+        let tenant = tenant::tenant_of(&request)?;
+        respond(self.get_memory(tenant, request.into_inner()).await)
     }
 
     async fn update_working_memory(
         &self,
-        _request: Request<proto::UpdateWorkingMemoryRequest>,
+        request: Request<proto::UpdateWorkingMemoryRequest>,
     ) -> RpcResult<proto::UpdateWorkingMemoryResponse> {
-        respond(Err(ApiError::Unimplemented {
-            rpc: "UpdateWorkingMemory",
-        }))
+        let tenant = tenant::tenant_of(&request)?;
+        respond(self.update_memory(tenant, request.into_inner()).await)
     }
 
     async fn list_messages(

@@ -28,11 +28,11 @@ pub enum ApiError {
         /// What went wrong, for logs.
         message: String,
     },
-    /// The RPC is part of the contract but not served by this version yet.
-    #[error("{rpc} is not implemented yet")]
-    Unimplemented {
-        /// Name of the RPC.
-        rpc: &'static str,
+    /// A dependency (the summarizer endpoint) failed; the stored state is unchanged.
+    #[error("unavailable: {message}")]
+    Unavailable {
+        /// What failed, for the caller and logs.
+        message: String,
     },
 }
 
@@ -50,7 +50,10 @@ impl From<ApiError> for Status {
                 tracing::error!(%message, "internal error");
                 Status::internal("internal error")
             }
-            ApiError::Unimplemented { rpc } => Status::unimplemented(format!("{rpc} is not implemented yet")),
+            ApiError::Unavailable { message } => {
+                tracing::error!(%message, "dependency unavailable");
+                Status::unavailable(format!("{message}; nothing was changed, retry later"))
+            }
             ApiError::Store(store) => match store {
                 StoreError::Invalid { violations } => invalid_argument(&violations),
                 StoreError::NotFound => Status::not_found("conversation not found"),
@@ -63,6 +66,24 @@ impl From<ApiError> for Status {
                         "SEQUENCE_MISMATCH",
                         ERROR_DOMAIN,
                         HashMap::from([("current_last_sequence".to_string(), current.to_string())]),
+                    ),
+                ),
+                StoreError::SummaryMoved { current } => Status::with_error_details(
+                    Code::Aborted,
+                    format!("the summary watermark moved: it is now {current}"),
+                    ErrorDetails::with_error_info(
+                        "SUMMARY_MOVED",
+                        ERROR_DOMAIN,
+                        HashMap::from([("current_through_sequence".to_string(), current.to_string())]),
+                    ),
+                ),
+                StoreError::MemoryVersionMismatch { current } => Status::with_error_details(
+                    Code::Aborted,
+                    format!("expected_version does not match: the working memory version is {current}"),
+                    ErrorDetails::with_error_info(
+                        "MEMORY_VERSION_MISMATCH",
+                        ERROR_DOMAIN,
+                        HashMap::from([("current_version".to_string(), current.to_string())]),
                     ),
                 ),
                 StoreError::IdempotencyKeyReused => Status::with_error_details(

@@ -10,12 +10,14 @@ use std::{
 
 use async_trait::async_trait;
 
-use super::{MessagePage, Store, StoreError, newest_facts};
+use super::{MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState, newest_facts};
 use crate::domain::{
     AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, KnownCall,
     Sequence, StoredMessage, TenantId,
-    context::{ContextSnapshot, PageRequest},
+    context::{ContextSnapshot, PageRequest, SummarySection},
     decide_append,
+    memory::WorkingMemory,
+    summary::Summary,
     tool_protocol::{check_tool_protocol, mentioned_call_ids},
 };
 
@@ -30,6 +32,9 @@ struct Conversation {
     pinned: Vec<Sequence>,
     last_user_sequence: Option<Sequence>,
     last_response_id: Option<String>,
+    /// Every summary version, oldest first.
+    summaries: Vec<Summary>,
+    memory: Option<WorkingMemory>,
 }
 
 impl Conversation {
@@ -206,7 +211,12 @@ impl Store for MemoryStore {
             last_user_sequence: c.last_user_sequence,
             last_response_id: c.last_response_id.clone(),
             pinned: c.pinned.iter().filter_map(|s| c.at(*s).cloned()).collect(),
-            ..ContextSnapshot::default()
+            summary: c.summaries.last().map(|s| SummarySection {
+                text: s.text.clone(),
+                through_sequence: s.through_sequence,
+            }),
+            memory: c.memory.as_ref().and_then(WorkingMemory::render),
+            pending_calls: HashMap::new(),
         };
         Ok((snapshot, newest.cloned().collect()))
     }
@@ -254,6 +264,99 @@ impl Store for MemoryStore {
                 _ => None,
             })
             .collect())
+    }
+
+    async fn summary_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<SummaryState, StoreError> {
+        let conversations = self.lock();
+        let c = conversations
+            .get(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        let summary = c.summaries.last().cloned();
+        let watermark = summary.as_ref().map_or(0, |s| s.through_sequence.get() as usize);
+        Ok(SummaryState {
+            summary,
+            messages: c.messages[watermark.min(c.messages.len())..].to_vec(),
+            last_sequence: c.last_sequence(),
+        })
+    }
+
+    async fn store_summary(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        base: Sequence,
+        summary: NewSummary,
+    ) -> Result<Summary, StoreError> {
+        let mut conversations = self.lock();
+        let c = conversations
+            .get_mut(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        let current = c.summaries.last().map_or(Sequence::ZERO, |s| s.through_sequence);
+        if current != base || summary.through_sequence <= base || summary.through_sequence > c.last_sequence()
+        {
+            return Err(StoreError::SummaryMoved { current });
+        }
+        let stored = Summary {
+            text: summary.text,
+            through_sequence: summary.through_sequence,
+            summarizer: summary.summarizer,
+            version: c.summaries.len() as u64 + 1,
+            updated_at: SystemTime::now(),
+        };
+        c.summaries.push(stored.clone());
+        Ok(stored)
+    }
+
+    async fn memory_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        with_messages: bool,
+    ) -> Result<MemoryState, StoreError> {
+        let conversations = self.lock();
+        let c = conversations
+            .get(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        let memory = c.memory.clone().unwrap_or_default();
+        let from = (memory.through_sequence.get() as usize).min(c.messages.len());
+        let messages = if with_messages {
+            c.messages[from..].to_vec()
+        } else {
+            Vec::new()
+        };
+        Ok(MemoryState {
+            memory,
+            messages,
+            last_sequence: c.last_sequence(),
+        })
+    }
+
+    async fn store_memory(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        expected_version: u64,
+        memory: &WorkingMemory,
+    ) -> Result<WorkingMemory, StoreError> {
+        let mut conversations = self.lock();
+        let c = conversations
+            .get_mut(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        let current = c.memory.as_ref().map_or(0, |m| m.version);
+        if current != expected_version {
+            return Err(StoreError::MemoryVersionMismatch { current });
+        }
+        let stored = WorkingMemory {
+            version: current + 1,
+            updated_at: Some(SystemTime::now()),
+            ..memory.clone()
+        };
+        c.memory = Some(stored.clone());
+        Ok(stored)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

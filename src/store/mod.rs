@@ -8,6 +8,8 @@ use async_trait::async_trait;
 use crate::domain::{
     AppendBatch, AppendOutcome, ConversationId, Message, Role, Sequence, StoredMessage, TenantId, Violations,
     context::{ContextSnapshot, PageRequest},
+    memory::WorkingMemory,
+    summary::Summary,
 };
 
 pub mod memory;
@@ -28,6 +30,18 @@ pub enum StoreError {
     SequenceMismatch {
         /// The current last sequence.
         current: Sequence,
+    },
+    /// The summary watermark is not the one the caller based its summary on.
+    #[error("the summary watermark is {current}")]
+    SummaryMoved {
+        /// The current watermark.
+        current: Sequence,
+    },
+    /// The working memory version is not the one the caller based its update on.
+    #[error("the working memory version is {current}")]
+    MemoryVersionMismatch {
+        /// The current version.
+        current: u64,
     },
     /// An idempotency key was reused for different messages.
     #[error("idempotency key was already used for a different payload")]
@@ -62,6 +76,48 @@ impl StoreError {
             source: message.into(),
         }
     }
+}
+
+/// What Summarize reads.
+#[derive(Debug, Clone)]
+pub struct SummaryState {
+    /// The current summary, if any.
+    pub summary: Option<Summary>,
+    /// Messages after the watermark, oldest first.
+    pub messages: Vec<StoredMessage>,
+    /// The log's last sequence.
+    pub last_sequence: Sequence,
+}
+
+impl SummaryState {
+    /// The current watermark (0 without a summary).
+    pub fn watermark(&self) -> Sequence {
+        self.summary
+            .as_ref()
+            .map_or(Sequence::ZERO, |s| s.through_sequence)
+    }
+}
+
+/// What the working memory RPCs read.
+#[derive(Debug, Clone)]
+pub struct MemoryState {
+    /// The stored memory (version 0 when none).
+    pub memory: WorkingMemory,
+    /// Messages after its watermark, oldest first (when asked for).
+    pub messages: Vec<StoredMessage>,
+    /// The log's last sequence.
+    pub last_sequence: Sequence,
+}
+
+/// A summary to store.
+#[derive(Debug, Clone)]
+pub struct NewSummary {
+    /// Its text.
+    pub text: String,
+    /// The watermark it reaches.
+    pub through_sequence: Sequence,
+    /// Who wrote it.
+    pub summarizer: String,
 }
 
 /// A page of messages.
@@ -127,6 +183,42 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         conversation: &ConversationId,
         ids: &[String],
     ) -> Result<HashMap<String, Sequence>, StoreError>;
+
+    /// The current summary, the messages after its watermark (oldest first, excluded ones
+    /// too) and the last sequence.
+    async fn summary_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<SummaryState, StoreError>;
+
+    /// Stores a new summary version if the watermark still equals `base` (compare-and-set in
+    /// one statement); the new watermark must be greater and within the log.
+    async fn store_summary(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        base: Sequence,
+        summary: NewSummary,
+    ) -> Result<Summary, StoreError>;
+
+    /// The working memory (version 0 when none was stored) and, with `with_messages`, the
+    /// messages after its watermark, oldest first.
+    async fn memory_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        with_messages: bool,
+    ) -> Result<MemoryState, StoreError>;
+
+    /// Stores `memory` as the next version if the stored version is still `expected_version`.
+    async fn store_memory(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        expected_version: u64,
+        memory: &WorkingMemory,
+    ) -> Result<WorkingMemory, StoreError>;
 
     /// Checks that the store can serve requests (used by health reporting).
     async fn ping(&self) -> Result<(), StoreError>;

@@ -11,13 +11,17 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use tokio_postgres::{NoTls, Row, types::Json};
 
-use super::{MessagePage, Store, StoreError, migrations, newest_facts};
+use super::{
+    MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState, migrations, newest_facts,
+};
 use crate::domain::{
     AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, KnownCall,
     PayloadHash, Role, Sequence, StoredMessage, TenantId, ToolEffects,
-    context::{ContextSnapshot, PageRequest, TokenCounts},
+    context::{ContextSnapshot, PageRequest, SummarySection, TokenCounts},
     decide_append,
+    memory::WorkingMemory,
     message::{Attachment, LlmError, Message, ToolCall},
+    summary::Summary,
     tool_protocol::{check_tool_protocol, mentioned_call_ids},
 };
 
@@ -283,7 +287,7 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(classify)?;
-        for table in ["tool_calls", "idempotency_keys"] {
+        for table in ["tool_calls", "idempotency_keys", "summaries", "working_memory"] {
             let statement = format!("DELETE FROM {table} WHERE tenant_id = $1 AND conversation_id = $2");
             tx.execute(&statement, &[&t, &c]).await.map_err(classify)?;
         }
@@ -302,8 +306,13 @@ impl Store for PostgresStore {
         let client = self.pool.get().await.map_err(pool_error)?;
         let state = client
             .prepare_cached(
-                "SELECT last_sequence, last_user_sequence, last_response_id FROM conversations
-                 WHERE tenant_id = $1 AND conversation_id = $2",
+                "SELECT c.last_sequence, c.last_user_sequence, c.last_response_id,
+                        s.text, s.through_sequence, m.document, m.through_sequence, m.version
+                 FROM conversations c
+                 LEFT JOIN summaries s ON s.tenant_id = c.tenant_id
+                      AND s.conversation_id = c.conversation_id AND s.version = c.summary_version
+                 LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
+                 WHERE c.tenant_id = $1 AND c.conversation_id = $2",
             )
             .await
             .map_err(classify)?;
@@ -335,6 +344,12 @@ impl Store for PostgresStore {
         let last_sequence = Sequence::from_stored(state.get(0));
         let last_user: Option<i64> = state.get(1);
         let pinned: Vec<StoredMessage> = pinned.iter().map(stored_message).collect::<Result<_, _>>()?;
+        let summary_text: Option<String> = state.get(3);
+        let summary = summary_text.map(|text| SummarySection {
+            text,
+            through_sequence: Sequence::from_stored(state.get(4)),
+        });
+        let memory = memory_from_row(&state, 5)?;
         let snapshot = ContextSnapshot {
             last_sequence,
             last_user_sequence: last_user.map(Sequence::from_stored),
@@ -343,7 +358,9 @@ impl Store for PostgresStore {
                 .into_iter()
                 .filter(|m| m.sequence <= last_sequence)
                 .collect(),
-            ..ContextSnapshot::default()
+            summary,
+            memory: memory.as_ref().and_then(WorkingMemory::render),
+            pending_calls: HashMap::new(),
         };
         Ok((
             snapshot,
@@ -402,6 +419,185 @@ impl Store for PostgresStore {
             .iter()
             .map(|r| (r.get::<_, String>(0), Sequence::from_stored(r.get(1))))
             .collect())
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
+    async fn summary_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<SummaryState, StoreError> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let state = client
+            .query_opt(
+                "SELECT c.last_sequence, s.text, s.through_sequence, s.summarizer, s.version, s.created_at
+                 FROM conversations c
+                 LEFT JOIN summaries s ON s.tenant_id = c.tenant_id
+                      AND s.conversation_id = c.conversation_id AND s.version = c.summary_version
+                 WHERE c.tenant_id = $1 AND c.conversation_id = $2",
+                &[&t, &c],
+            )
+            .await
+            .map_err(classify)?
+            .ok_or(StoreError::NotFound)?;
+        let text: Option<String> = state.get(1);
+        let summary = text.map(|text| Summary {
+            text,
+            through_sequence: Sequence::from_stored(state.get(2)),
+            summarizer: state.get(3),
+            version: state.get::<_, i64>(4).max(0) as u64,
+            updated_at: state.get(5),
+        });
+        let watermark = summary.as_ref().map_or(Sequence::ZERO, |s| s.through_sequence);
+        let messages = messages_after(&client, t, c, watermark).await?;
+        Ok(SummaryState {
+            summary,
+            messages,
+            last_sequence: Sequence::from_stored(state.get(0)),
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, base = base.get()))]
+    async fn store_summary(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        base: Sequence,
+        summary: NewSummary,
+    ) -> Result<Summary, StoreError> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let through = summary.through_sequence.as_i64();
+        // Compare-and-set of the watermark and the new version row, in one statement.
+        let row = client
+            .query_opt(
+                "WITH moved AS (
+                     UPDATE conversations
+                     SET summary_through_sequence = $4, summary_version = summary_version + 1
+                     WHERE tenant_id = $1 AND conversation_id = $2 AND summary_through_sequence = $3
+                       AND $4 > $3 AND $4 <= last_sequence
+                     RETURNING summary_version)
+                 INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence, summarizer)
+                 SELECT $1, $2, summary_version, $5, $4, $6 FROM moved
+                 RETURNING version, created_at",
+                &[&t, &c, &base.as_i64(), &through, &summary.text, &summary.summarizer],
+            )
+            .await
+            .map_err(classify)?;
+        match row {
+            Some(row) => Ok(Summary {
+                text: summary.text,
+                through_sequence: summary.through_sequence,
+                summarizer: summary.summarizer,
+                version: row.get::<_, i64>(0).max(0) as u64,
+                updated_at: row.get(1),
+            }),
+            None => {
+                let current = client
+                    .query_opt(
+                        "SELECT summary_through_sequence FROM conversations
+                         WHERE tenant_id = $1 AND conversation_id = $2",
+                        &[&t, &c],
+                    )
+                    .await
+                    .map_err(classify)?
+                    .ok_or(StoreError::NotFound)?;
+                Err(StoreError::SummaryMoved {
+                    current: Sequence::from_stored(current.get(0)),
+                })
+            }
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
+    async fn memory_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        with_messages: bool,
+    ) -> Result<MemoryState, StoreError> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let row = client
+            .query_opt(
+                "SELECT m.document, m.through_sequence, m.version, m.updated_at, c.last_sequence
+                 FROM conversations c
+                 LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
+                 WHERE c.tenant_id = $1 AND c.conversation_id = $2",
+                &[&t, &c],
+            )
+            .await
+            .map_err(classify)?
+            .ok_or(StoreError::NotFound)?;
+        let mut memory = memory_from_row(&row, 0)?.unwrap_or_default();
+        memory.updated_at = row.get(3);
+        let messages = match with_messages {
+            true => messages_after(&client, t, c, memory.through_sequence).await?,
+            false => Vec::new(),
+        };
+        Ok(MemoryState {
+            memory,
+            messages,
+            last_sequence: Sequence::from_stored(row.get(4)),
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, expected_version))]
+    async fn store_memory(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        expected_version: u64,
+        memory: &WorkingMemory,
+    ) -> Result<WorkingMemory, StoreError> {
+        let (t, c) = (tenant.as_str(), conversation.as_str());
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let (document, through) = (Json(memory), memory.through_sequence.as_i64());
+        let row = if expected_version == 0 {
+            client
+                .query_opt(
+                    "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
+                     SELECT $1, $2, $3, $4, 1 WHERE EXISTS (
+                         SELECT 1 FROM conversations WHERE tenant_id = $1 AND conversation_id = $2)
+                     ON CONFLICT (tenant_id, conversation_id) DO NOTHING
+                     RETURNING version, updated_at",
+                    &[&t, &c, &document, &through],
+                )
+                .await
+        } else {
+            client
+                .query_opt(
+                    "UPDATE working_memory
+                     SET document = $3, through_sequence = $4, version = version + 1, updated_at = now()
+                     WHERE tenant_id = $1 AND conversation_id = $2 AND version = $5
+                     RETURNING version, updated_at",
+                    &[&t, &c, &document, &through, &(expected_version as i64)],
+                )
+                .await
+        }
+        .map_err(classify)?;
+        if let Some(row) = row {
+            return Ok(WorkingMemory {
+                version: row.get::<_, i64>(0).max(0) as u64,
+                updated_at: row.get(1),
+                ..memory.clone()
+            });
+        }
+        let current = client
+            .query_opt(
+                "SELECT m.version FROM conversations c
+                 LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
+                 WHERE c.tenant_id = $1 AND c.conversation_id = $2",
+                &[&t, &c],
+            )
+            .await
+            .map_err(classify)?
+            .ok_or(StoreError::NotFound)?;
+        let current: Option<i64> = current.get(0);
+        Err(StoreError::MemoryVersionMismatch {
+            current: current.unwrap_or(0).max(0) as u64,
+        })
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -638,4 +834,36 @@ fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
             response_id: row.try_get("response_id").map_err(decode)?,
         },
     })
+}
+
+/// Every message after `after`, oldest first.
+async fn messages_after(
+    client: &deadpool_postgres::Client,
+    tenant: &str,
+    conversation: &str,
+    after: Sequence,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let query = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages
+         WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3 ORDER BY sequence"
+    );
+    let statement = client.prepare_cached(&query).await.map_err(classify)?;
+    let rows = client
+        .query(&statement, &[&tenant, &conversation, &after.as_i64()])
+        .await
+        .map_err(classify)?;
+    rows.iter().map(stored_message).collect()
+}
+
+/// A working memory from `document, through_sequence, version` columns starting at `first`.
+fn memory_from_row(row: &Row, first: usize) -> Result<Option<WorkingMemory>, StoreError> {
+    let decode = |e: tokio_postgres::Error| StoreError::Internal { source: Box::new(e) };
+    let document: Option<Json<WorkingMemory>> = row.try_get(first).map_err(decode)?;
+    let through: Option<i64> = row.try_get(first + 1).map_err(decode)?;
+    let version: Option<i64> = row.try_get(first + 2).map_err(decode)?;
+    Ok(document.map(|Json(mut memory)| {
+        memory.through_sequence = Sequence::from_stored(through.unwrap_or(0));
+        memory.version = version.unwrap_or(0).max(0) as u64;
+        memory
+    }))
 }

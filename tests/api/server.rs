@@ -32,17 +32,6 @@ async fn health_reports_serving_for_the_server_and_the_service() {
 }
 
 #[tokio::test]
-async fn rpcs_of_later_milestones_answer_unimplemented() {
-    let app = spawn_app(StoreKind::Memory).await;
-    let mut client = app.client.clone();
-    let status = client
-        .summarize(proto::SummarizeRequest::default())
-        .await
-        .unwrap_err();
-    assert_eq!(status.code(), Code::Unimplemented);
-}
-
-#[tokio::test]
 async fn an_oversize_request_is_resource_exhausted() {
     let app = crate::helpers::spawn_app_with(
         StoreKind::Memory,

@@ -25,6 +25,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "context",
         sql: include_str!("0002_context.sql"),
     },
+    Migration {
+        version: 3,
+        name: "summaries_memory",
+        sql: include_str!("0003_summaries_memory.sql"),
+    },
 ];
 
 /// Advisory lock key serializing migrations across processes ("ctxd" in ASCII).

@@ -1,0 +1,392 @@
+//! Rolling summaries: where the cut goes, what a summarizer is given, and the embedded
+//! extractive summarizer. Pure: the service reads the messages after the watermark and stores
+//! the result with a compare-and-set.
+
+use std::time::SystemTime;
+
+use serde_json::json;
+
+use super::{
+    context::cost::context_text,
+    ids::Sequence,
+    message::{Message, Role, StoredMessage},
+};
+use crate::tokenize::Tokenizer;
+
+/// A stored summary version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// The text.
+    pub text: String,
+    /// It covers sequences 1..=through_sequence.
+    pub through_sequence: Sequence,
+    /// Who wrote it: `extractive`, `openai`, `provided`.
+    pub summarizer: String,
+    /// Version number, from 1.
+    pub version: u64,
+    /// When this version was stored.
+    pub updated_at: SystemTime,
+}
+
+/// Where a new summary should end: the newest sequence such that at least `keep_recent_tokens`
+/// of history stay verbatim after it, snapped back so that no tool-call group (including one
+/// still waiting for results) is split. `messages` are the messages after the current
+/// watermark, oldest first. `None` when nothing can be folded in.
+pub fn summary_cut(
+    messages: &[StoredMessage],
+    keep_recent_tokens: usize,
+    tokenizer: Tokenizer,
+) -> Option<Sequence> {
+    // Keep the shortest suffix holding at least `keep_recent_tokens`.
+    let mut kept = 0usize;
+    let mut start = messages.len();
+    while start > 0 && kept < keep_recent_tokens {
+        start -= 1;
+        if !messages[start].message.exclude_from_context {
+            kept += messages[start].tokens.get(tokenizer) as usize;
+        }
+    }
+    if kept < keep_recent_tokens {
+        return None;
+    }
+    let boundaries = group_boundaries(messages);
+    (1..=start)
+        .rev()
+        .find(|&i| boundaries[i])
+        .map(|i| messages[i - 1].sequence)
+}
+
+/// True when a summary through `through` splits no tool-call group of `messages` (the
+/// messages after the current watermark, oldest first).
+pub fn is_boundary(messages: &[StoredMessage], through: Sequence) -> bool {
+    let count = messages.iter().take_while(|m| m.sequence <= through).count();
+    group_boundaries(messages)[count]
+}
+
+/// `result[i]` is true when cutting after `messages[..i]` splits no tool-call group. A call
+/// holds the cut open until its result is seen (forever if it never is); a result whose call
+/// lies under the watermark holds nothing open.
+fn group_boundaries(messages: &[StoredMessage]) -> Vec<bool> {
+    let mut pending = std::collections::HashSet::new();
+    let mut result = Vec::with_capacity(messages.len() + 1);
+    result.push(true);
+    for m in messages {
+        pending.extend(m.message.tool_calls.iter().map(|c| c.id.as_str()));
+        if let Some(id) = m.message.tool_call_id.as_deref() {
+            pending.remove(id);
+        }
+        result.push(pending.is_empty());
+    }
+    result
+}
+
+/// Instructions given to an LLM summarizer (the `openai` summarizer and PREPARE).
+pub fn instructions(max_summary_tokens: usize) -> String {
+    format!(
+        "You maintain the rolling summary of a conversation between a user and an AI assistant. \
+         Update the previous summary with the new messages and return only the new summary, with \
+         these sections: Goals, Decisions, Constraints, Progress, Open questions, Next steps. \
+         Keep facts, numbers, names, identifiers and decisions exactly as stated; drop pleasantries. \
+         Cite message numbers like [#12] for key facts. Stay under {max_summary_tokens} tokens."
+    )
+}
+
+/// The transcript of `messages` for a summarizer or extractor: one block per message, tagged
+/// with its sequence and role. UI-only (excluded) messages are left out.
+pub fn transcript(messages: &[StoredMessage]) -> String {
+    let mut out = String::new();
+    for m in messages.iter().filter(|m| !m.message.exclude_from_context) {
+        let msg = &m.message;
+        let role = match (msg.role, msg.name.is_empty()) {
+            (Role::Tool, _) => format!("tool result for {}", msg.tool_call_id.as_deref().unwrap_or("?")),
+            (role, true) => role.as_str().to_owned(),
+            (role, false) => format!("{} {}", role.as_str(), msg.name),
+        };
+        out.push_str(&format!("[#{} {role}] ", m.sequence));
+        out.push_str(&context_text(msg));
+        for call in &msg.tool_calls {
+            out.push_str(&format!(
+                "\n  called {}({}) as {}",
+                call.name, call.arguments, call.id
+            ));
+        }
+        for attachment in &msg.attachments {
+            out.push_str(&format!(
+                "\n  attached {} ({})",
+                attachment.filename, attachment.mime_type
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The chat request a summarizer LLM is given: instructions, then the previous summary and the
+/// new messages.
+pub fn summary_request(
+    previous: Option<&Summary>,
+    messages: &[StoredMessage],
+    max_summary_tokens: usize,
+) -> Vec<Message> {
+    let (from, to) = (
+        messages.first().map_or(0, |m| m.sequence.get()),
+        messages.last().map_or(0, |m| m.sequence.get()),
+    );
+    let previous_text = match previous {
+        Some(s) => format!(
+            "Previous summary (messages 1 to {}):\n{}",
+            s.through_sequence, s.text
+        ),
+        None => "Previous summary: none yet.".to_owned(),
+    };
+    let body = format!(
+        "{previous_text}\n\nNew messages ({from} to {to}):\n{}",
+        transcript(messages)
+    );
+    vec![
+        Message::text(Role::System, instructions(max_summary_tokens)),
+        Message::text(Role::User, body),
+    ]
+}
+
+/// Renders plain chat messages as an OpenAI chat `messages` JSON array.
+pub fn render_chat(messages: &[Message]) -> String {
+    let array: Vec<_> = messages
+        .iter()
+        .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+        .collect();
+    serde_json::Value::Array(array).to_string()
+}
+
+/// Words that mark a sentence as a decision, requirement or constraint worth keeping.
+const KEY_PHRASES: &[&str] = &[
+    "decide",
+    "decision",
+    "agreed",
+    "we will",
+    "we'll",
+    "let's go with",
+    "go with",
+    "chose",
+    "choose",
+    "must",
+    "should",
+    "need to",
+    "needs to",
+    "require",
+    "requirement",
+    "constraint",
+    "cannot",
+    "can't",
+    "never",
+    "always",
+    "deadline",
+    "budget",
+    "at most",
+    "at least",
+    "no more than",
+    "limit",
+    "important",
+];
+
+/// The embedded summarizer: deterministic, no network. Folds the new messages into the
+/// previous summary as tagged bullet lines: user requests, decisions, requirements and
+/// constraints, tool calls and their outcomes, failed calls, the gist of answers. When the
+/// result exceeds `max_summary_tokens`, the oldest lines go first.
+pub fn extractive_summary(
+    previous: Option<&Summary>,
+    messages: &[StoredMessage],
+    max_summary_tokens: usize,
+    tokenizer: Tokenizer,
+) -> String {
+    let mut lines: Vec<String> = previous
+        .map(|s| {
+            s.text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    for m in messages.iter().filter(|m| !m.message.exclude_from_context) {
+        lines.extend(summary_lines(m));
+    }
+    // Drop the oldest lines until the text fits.
+    let costs: Vec<usize> = lines.iter().map(|l| tokenizer.count(l) + 1).collect();
+    let mut total: usize = costs.iter().sum();
+    let mut first = 0;
+    while total > max_summary_tokens && first < lines.len() {
+        total -= costs[first];
+        first += 1;
+    }
+    lines[first..].join("\n")
+}
+
+fn summary_lines(stored: &StoredMessage) -> Vec<String> {
+    let m = &stored.message;
+    let tag = format!("- [#{}]", stored.sequence);
+    let text = collapse(&m.content);
+    let mut lines = Vec::new();
+    match m.role {
+        Role::User => {
+            lines.push(format!("{tag} User: {}", clip(&text, 300)));
+        }
+        Role::System => lines.push(format!("{tag} System: {}", clip(&text, 200))),
+        Role::Tool => {
+            let id = m.tool_call_id.as_deref().unwrap_or("?");
+            lines.push(format!("{tag} Result of {id}: {}", clip(&text, 200)));
+        }
+        Role::Assistant => {
+            let key: Vec<&str> = sentences(&text).filter(|s| is_key_sentence(s)).collect();
+            if !key.is_empty() {
+                lines.push(format!("{tag} Assistant noted: {}", clip(&key.join(" "), 400)));
+            } else if !text.is_empty() {
+                let first = sentences(&text).next().unwrap_or_default();
+                lines.push(format!("{tag} Assistant: {}", clip(first, 200)));
+            }
+            for call in &m.tool_calls {
+                lines.push(format!(
+                    "{tag} Called {}({}) as {}",
+                    call.name,
+                    clip(&call.arguments, 160),
+                    call.id
+                ));
+            }
+            if let Some(error) = &m.error {
+                lines.push(format!(
+                    "{tag} LLM call failed ({}): {}",
+                    error.code,
+                    clip(&error.message, 120)
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// Splits text into sentences (on `.`, `!`, `?` or newline followed by a space or the end).
+pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let trimmed = rest.trim_start();
+        if trimmed.is_empty() {
+            return None;
+        }
+        let bytes = trimmed.as_bytes();
+        let mut end = trimmed.len();
+        for (i, b) in bytes.iter().enumerate() {
+            let boundary =
+                matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace());
+            if boundary || *b == b'\n' {
+                end = i + 1;
+                break;
+            }
+        }
+        let (sentence, tail) = trimmed.split_at(end);
+        rest = tail;
+        Some(sentence.trim())
+    })
+    .filter(|s| !s.is_empty())
+}
+
+fn is_key_sentence(sentence: &str) -> bool {
+    let lower = sentence.to_lowercase();
+    KEY_PHRASES.iter().any(|p| lower.contains(p)) || sentence.chars().any(|c| c.is_ascii_digit())
+}
+
+fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Cuts `text` to at most `max` characters, marking the cut.
+pub fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+    use crate::domain::{context::TokenCounts, message::ToolCall};
+
+    fn stored(sequence: u64, message: Message, call_sequence: Option<u64>) -> StoredMessage {
+        StoredMessage {
+            sequence: Sequence::parse(sequence).unwrap(),
+            created_at: UNIX_EPOCH,
+            tokens: TokenCounts::of(&message),
+            call_sequence: call_sequence.map(|c| Sequence::parse(c).unwrap()),
+            message,
+        }
+    }
+
+    fn log() -> Vec<StoredMessage> {
+        let call = Message {
+            tool_calls: vec![ToolCall {
+                id: "c".into(),
+                name: "f".into(),
+                arguments: "{}".into(),
+            }],
+            ..Message::text(Role::Assistant, String::new())
+        };
+        let result = Message {
+            tool_call_id: Some("c".into()),
+            ..Message::text(Role::Tool, "done".into())
+        };
+        vec![
+            stored(1, Message::text(Role::User, "first question here".into()), None),
+            stored(2, call, None),
+            stored(3, result, Some(2)),
+            stored(4, Message::text(Role::User, "second question here".into()), None),
+        ]
+    }
+
+    #[test]
+    fn the_cut_never_splits_a_tool_group() {
+        let log = log();
+        // Keeping just the last message: cut after 3 (the group 2-3 is complete).
+        assert_eq!(
+            summary_cut(&log, 1, Tokenizer::Approx),
+            Some(Sequence::parse(3).unwrap())
+        );
+        // Keeping the last two would cut between call 2 and result 3: snapped back to 1.
+        let keep = (log[2].tokens.approx + log[3].tokens.approx) as usize;
+        assert_eq!(
+            summary_cut(&log, keep, Tokenizer::Approx),
+            Some(Sequence::parse(1).unwrap())
+        );
+        assert_eq!(summary_cut(&log, 100_000, Tokenizer::Approx), None);
+    }
+
+    #[test]
+    fn an_unanswered_call_holds_the_cut_before_it() {
+        let mut log = log();
+        log.truncate(2);
+        log.push(stored(3, Message::text(Role::User, "meanwhile".into()), None));
+        assert_eq!(
+            summary_cut(&log, 0, Tokenizer::Approx),
+            Some(Sequence::parse(1).unwrap())
+        );
+    }
+
+    #[test]
+    fn the_extractive_summary_keeps_the_newest_lines_within_its_budget() {
+        let log = log();
+        let full = extractive_summary(None, &log, 10_000, Tokenizer::Approx);
+        assert!(full.contains("[#1] User: first question here") && full.contains("Called f({}) as c"));
+        let short = extractive_summary(None, &log, 12, Tokenizer::Approx);
+        assert!(short.contains("[#4]") && !short.contains("[#1]"), "{short}");
+    }
+
+    #[test]
+    fn sentences_split_on_terminal_punctuation() {
+        let s: Vec<&str> = sentences("We decided on Postgres. Why? Because 3.5 is fine!\nNext").collect();
+        assert_eq!(
+            s,
+            ["We decided on Postgres.", "Why?", "Because 3.5 is fine!", "Next"]
+        );
+    }
+}

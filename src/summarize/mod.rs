@@ -1,0 +1,95 @@
+//! Summarizers and extractors: the embedded deterministic ones (`extractive`, `rules`) and the
+//! `openai` ones that call any OpenAI-compatible chat-completions endpoint.
+
+use std::sync::Arc;
+
+use crate::{
+    domain::{
+        memory::{WorkingMemory, extract_rules, extraction_request, extraction_schema, parse_extraction},
+        message::StoredMessage,
+        summary::{Summary, extractive_summary, summary_request},
+    },
+    tokenize::Tokenizer,
+};
+
+pub mod openai;
+
+pub use openai::{OpenAiClient, OpenAiError, OpenAiOptions};
+
+/// Which summarizer runs for SUMMARIZE_MODE_SERVER.
+#[derive(Debug, Clone)]
+pub enum Summarizer {
+    /// Deterministic, no network.
+    Extractive,
+    /// An OpenAI-compatible endpoint.
+    OpenAi(Arc<OpenAiClient>),
+}
+
+impl Summarizer {
+    /// The name stored with each summary.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Summarizer::Extractive => "extractive",
+            Summarizer::OpenAi(_) => "openai",
+        }
+    }
+
+    /// Folds `messages` (oldest first) into `previous`.
+    pub async fn summarize(
+        &self,
+        previous: Option<&Summary>,
+        messages: &[StoredMessage],
+        max_summary_tokens: usize,
+        tokenizer: Tokenizer,
+    ) -> Result<String, OpenAiError> {
+        match self {
+            Summarizer::Extractive => Ok(extractive_summary(
+                previous,
+                messages,
+                max_summary_tokens,
+                tokenizer,
+            )),
+            Summarizer::OpenAi(client) => {
+                let request = summary_request(previous, messages, max_summary_tokens);
+                client.chat(&request, None, max_summary_tokens).await
+            }
+        }
+    }
+}
+
+/// Which extractor refreshes working memory.
+#[derive(Debug, Clone)]
+pub enum Extractor {
+    /// Deterministic patterns, no network.
+    Rules,
+    /// An OpenAI-compatible endpoint with JSON-schema structured output.
+    OpenAi(Arc<OpenAiClient>),
+}
+
+impl Extractor {
+    /// Folds the facts of `messages` (oldest first) into `memory` and moves its watermark.
+    pub async fn extract(
+        &self,
+        memory: &mut WorkingMemory,
+        messages: &[StoredMessage],
+    ) -> Result<(), OpenAiError> {
+        match self {
+            Extractor::Rules => extract_rules(memory, messages),
+            Extractor::OpenAi(client) => {
+                let request = extraction_request(memory, messages);
+                let format = serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": "working_memory", "strict": true, "schema": extraction_schema()}
+                });
+                let answer = client.chat(&request, Some(format), 4_000).await?;
+                let extracted =
+                    parse_extraction(&answer).map_err(|e| OpenAiError::BadAnswer(e.to_string()))?;
+                memory.merge(extracted);
+                if let Some(last) = messages.last() {
+                    memory.through_sequence = memory.through_sequence.max(last.sequence);
+                }
+            }
+        }
+        Ok(())
+    }
+}
