@@ -187,6 +187,11 @@ const KEY_PHRASES: &[&str] = &[
     "no more than",
     "limit",
     "important",
+    "owner",
+    "sponsor",
+    "customer",
+    "client",
+    "stakeholder",
 ];
 
 /// The embedded summarizer: deterministic, no network. Folds the new messages into the
@@ -211,15 +216,29 @@ pub fn extractive_summary(
     for m in messages.iter().filter(|m| !m.message.exclude_from_context) {
         lines.extend(summary_lines(m));
     }
-    // Drop the oldest lines until the text fits.
+    // Over the budget, drop the oldest minor lines first (chit-chat, gists), then the oldest
+    // key lines (decisions, requirements, numbers, tool calls and outcomes).
     let costs: Vec<usize> = lines.iter().map(|l| tokenizer.count(l) + 1).collect();
     let mut total: usize = costs.iter().sum();
-    let mut first = 0;
-    while total > max_summary_tokens && first < lines.len() {
-        total -= costs[first];
-        first += 1;
+    let mut keep = vec![true; lines.len()];
+    for pass_key in [false, true] {
+        for (i, line) in lines.iter().enumerate() {
+            if total <= max_summary_tokens {
+                break;
+            }
+            if is_key_line(line) == pass_key {
+                keep[i] = false;
+                total -= costs[i];
+            }
+        }
     }
-    lines[first..].join("\n")
+    let kept: Vec<&str> = lines
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(l, _)| l.as_str())
+        .collect();
+    kept.join("\n")
 }
 
 fn summary_lines(stored: &StoredMessage) -> Vec<String> {
@@ -289,9 +308,28 @@ pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
     .filter(|s| !s.is_empty())
 }
 
+/// A summary line worth keeping longest: tool activity, failures, or a key sentence.
+fn is_key_line(line: &str) -> bool {
+    let body = line.split_once("] ").map_or(line, |(_, rest)| rest);
+    body.starts_with("Called ")
+        || body.starts_with("Result of ")
+        || body.starts_with("LLM call failed")
+        || is_key_sentence(body)
+}
+
+/// A sentence stating a decision, requirement, constraint or stakeholder (by phrase), a
+/// number in a real statement (four words or more), or a name (two capitalized words inside it).
 fn is_key_sentence(sentence: &str) -> bool {
     let lower = sentence.to_lowercase();
-    KEY_PHRASES.iter().any(|p| lower.contains(p)) || sentence.chars().any(|c| c.is_ascii_digit())
+    let words: Vec<&str> = sentence.split_whitespace().collect();
+    let capitalized = |w: &&str| w.chars().next().is_some_and(char::is_uppercase);
+    let names_someone = words
+        .windows(2)
+        .skip(1)
+        .any(|pair| capitalized(&pair[0]) && capitalized(&pair[1]));
+    KEY_PHRASES.iter().any(|p| lower.contains(p))
+        || (words.len() >= 4 && sentence.chars().any(|c| c.is_ascii_digit()))
+        || names_someone
 }
 
 fn collapse(text: &str) -> String {
@@ -373,12 +411,16 @@ mod tests {
     }
 
     #[test]
-    fn the_extractive_summary_keeps_the_newest_lines_within_its_budget() {
+    fn the_extractive_summary_keeps_key_lines_longest_within_its_budget() {
         let log = log();
         let full = extractive_summary(None, &log, 10_000, Tokenizer::Approx);
         assert!(full.contains("[#1] User: first question here") && full.contains("Called f({}) as c"));
         let short = extractive_summary(None, &log, 12, Tokenizer::Approx);
-        assert!(short.contains("[#4]") && !short.contains("[#1]"), "{short}");
+        assert!(
+            short.contains("[#3] Result of c") && !short.contains("[#1]"),
+            "{short}"
+        );
+        assert!(Tokenizer::Approx.count(&short) <= 12);
     }
 
     #[test]

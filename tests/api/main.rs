@@ -7,6 +7,8 @@ mod append;
 mod context;
 mod log;
 mod memory;
+mod openai;
+mod retention;
 mod server;
 mod summary;
 mod tenancy;

@@ -1,7 +1,6 @@
 //! The server around the service: health, reflection-visible contract, unimplemented RPCs,
 //! migrations on PostgreSQL.
 
-use ctxd::proto;
 use tonic::Code;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,

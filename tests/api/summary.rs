@@ -290,7 +290,7 @@ async fn concurrent_server_summaries_leave_one_consistent_result(kind: StoreKind
         "no gap after the race"
     );
     assert!(!pack.needs_summary);
-    assert!(versions.len() >= 1);
+    assert!(!versions.is_empty());
 }
 
 async fn needs_summary_agrees_with_what_summarize_folds_in(kind: StoreKind) {
