@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::{
     domain::{AppendLimits, TenantId},
-    grpc::ApiSettings,
+    grpc::{ApiSettings, AutoSummarize},
     store::postgres::PostgresOptions,
     summarize::OpenAiOptions,
     tokenize::Tokenizer,
@@ -137,6 +137,15 @@ pub struct Config {
     #[arg(long, env = "CTXD_SUMMARY_MAX_TOKENS", default_value_t = 1_000)]
     pub summary_max_tokens: usize,
 
+    /// Background summarization: fold a conversation's history in once its unsummarized part
+    /// passes this many tokens (0 = off). One replica at a time per conversation.
+    #[arg(long, env = "CTXD_AUTO_SUMMARIZE_TOKENS", default_value_t = 0)]
+    pub auto_summarize_tokens: usize,
+
+    /// Tokens background summarization leaves verbatim (0 = half of CTXD_AUTO_SUMMARIZE_TOKENS).
+    #[arg(long, env = "CTXD_AUTO_SUMMARIZE_KEEP_TOKENS", default_value_t = 0)]
+    pub auto_summarize_keep_tokens: usize,
+
     /// Base URL of the OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LiteLLM), up to `/v1`.
     #[arg(
         long,
@@ -202,6 +211,8 @@ pub struct AiConfig {
     pub extractor: Engine,
     /// Default summary size.
     pub max_summary_tokens: usize,
+    /// Background summarization, when enabled.
+    pub auto_summarize: Option<AutoSummarize>,
     /// The endpoint, used by whichever engine is `openai`.
     pub openai: OpenAiOptions,
 }
@@ -290,6 +301,13 @@ impl Config {
                 summarizer: self.summarizer,
                 extractor: self.extractor,
                 max_summary_tokens: self.summary_max_tokens,
+                auto_summarize: (self.auto_summarize_tokens > 0).then(|| AutoSummarize {
+                    threshold: self.auto_summarize_tokens,
+                    keep_recent_tokens: match self.auto_summarize_keep_tokens {
+                        0 => self.auto_summarize_tokens / 2,
+                        n => n,
+                    },
+                }),
                 openai: OpenAiOptions {
                     base_url: self.openai_base_url.clone(),
                     model: self.openai_model.clone(),

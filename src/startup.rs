@@ -194,6 +194,7 @@ fn ai_settings(config: &AiConfig) -> Result<AiSettings, OpenAiError> {
         summarizer,
         extractor,
         max_summary_tokens: config.max_summary_tokens,
+        auto_summarize: config.auto_summarize,
     })
 }
 

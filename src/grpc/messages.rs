@@ -34,6 +34,14 @@ impl ContextApi {
         span.record("conversation_id", tracing::field::display(&batch.conversation_id));
         span.record("messages", batch.messages.len());
         let outcome = self.store.append_messages(&tenant, &batch).await?;
+        if !outcome.replayed {
+            self.after_append(
+                &tenant,
+                &batch.conversation_id,
+                outcome.first_sequence,
+                outcome.last_sequence,
+            );
+        }
         tracing::info!(
             first_sequence = outcome.first_sequence.get(),
             last_sequence = outcome.last_sequence.get(),

@@ -51,6 +51,18 @@ pub struct AiSettings {
     pub extractor: Extractor,
     /// `max_summary_tokens` when a request leaves it at 0.
     pub max_summary_tokens: usize,
+    /// Background summarization, when enabled.
+    pub auto_summarize: Option<AutoSummarize>,
+}
+
+/// Background summarization: when a conversation's unsummarized history passes `threshold`
+/// tokens, one replica folds it in, keeping `keep_recent_tokens` verbatim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoSummarize {
+    /// Unsummarized tokens that trigger a summary.
+    pub threshold: usize,
+    /// Tokens left verbatim.
+    pub keep_recent_tokens: usize,
 }
 
 impl Default for AiSettings {
@@ -59,6 +71,7 @@ impl Default for AiSettings {
             summarizer: Summarizer::Extractive,
             extractor: Extractor::Rules,
             max_summary_tokens: 1_000,
+            auto_summarize: None,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Summarize: server-side, prepare-only and caller-provided rolling summaries.
 
-use super::{ApiError, ContextApi, convert};
+use super::{ApiError, AutoSummarize, ContextApi, convert};
 use crate::{
     domain::{
         ConversationId, Sequence, TenantId, Violations,
@@ -230,6 +230,108 @@ impl ContextApi {
                 max_summary_tokens,
             }),
             _ => Err(v.into()),
+        }
+    }
+}
+
+/// Background summarization is considered each time a conversation passes a multiple of this
+/// many messages, so the check's read stays rare.
+const AUTO_CHECK_EVERY: u64 = 16;
+
+impl ContextApi {
+    /// Starts a background summarization check when the append crossed a check point.
+    pub(super) fn after_append(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        first: Sequence,
+        last: Sequence,
+    ) {
+        let Some(auto) = self.ai.auto_summarize else {
+            return;
+        };
+        if (first.get() - 1) / AUTO_CHECK_EVERY == last.get() / AUTO_CHECK_EVERY {
+            return;
+        }
+        let (api, tenant, conversation) = (self.clone(), tenant.clone(), conversation.clone());
+        tokio::spawn(async move {
+            if let Err(error) = api.auto_summarize(&tenant, &conversation, auto).await {
+                tracing::warn!(%tenant, %conversation, %error, "background summarization failed");
+            }
+        });
+    }
+
+    /// Folds unsummarized history past the threshold, single-flight per conversation across
+    /// replicas (the store's lease); a concurrent manual summary wins the compare-and-set.
+    async fn auto_summarize(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        auto: AutoSummarize,
+    ) -> Result<(), ApiError> {
+        let Some(lease) = self.store.try_summarizer_lease(tenant, conversation).await? else {
+            return Ok(());
+        };
+        let result = self.auto_summarize_held(tenant, conversation, auto).await;
+        lease.release().await;
+        result
+    }
+
+    async fn auto_summarize_held(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        auto: AutoSummarize,
+    ) -> Result<(), ApiError> {
+        let tokenizer = self.settings.default_tokenizer;
+        let state = self.store.summary_state(tenant, conversation).await?;
+        let unsummarized: usize = state
+            .messages
+            .iter()
+            .filter(|m| !m.message.exclude_from_context)
+            .map(|m| m.tokens.get(tokenizer) as usize)
+            .sum();
+        if unsummarized <= auto.threshold {
+            return Ok(());
+        }
+        let Some(through) = summary_cut(&state.messages, auto.keep_recent_tokens, tokenizer) else {
+            return Ok(());
+        };
+        let folded: Vec<_> = state
+            .messages
+            .iter()
+            .take_while(|m| m.sequence <= through)
+            .cloned()
+            .collect();
+        let text = self
+            .ai
+            .summarizer
+            .summarize(
+                state.summary.as_ref(),
+                &folded,
+                self.ai.max_summary_tokens,
+                tokenizer,
+            )
+            .await
+            .map_err(|e| ApiError::Unavailable {
+                message: e.to_string(),
+            })?;
+        let summary = NewSummary {
+            text,
+            through_sequence: through,
+            summarizer: self.ai.summarizer.name().to_owned(),
+        };
+        match self
+            .store
+            .store_summary(tenant, conversation, state.watermark(), summary)
+            .await
+        {
+            Ok(stored) => {
+                tracing::info!(%tenant, %conversation, through = through.get(), version = stored.version, unsummarized, "background summary stored");
+                Ok(())
+            }
+            Err(StoreError::SummaryMoved { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 }

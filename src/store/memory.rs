@@ -3,14 +3,14 @@
 //! is a bounded in-memory step, never an await.
 
 use std::{
-    collections::HashMap,
-    sync::{Mutex, MutexGuard, PoisonError},
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::SystemTime,
 };
 
 use async_trait::async_trait;
 
-use super::{MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState, newest_facts};
+use super::{Lease, MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState, newest_facts};
 use crate::domain::{
     AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, KnownCall,
     Sequence, StoredMessage, TenantId,
@@ -53,6 +53,23 @@ impl Conversation {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     conversations: Mutex<HashMap<Key, Conversation>>,
+    leases: Arc<Mutex<HashSet<Key>>>,
+}
+
+/// A background-summarizer lease of the in-memory store: removed from the held set on drop.
+#[derive(Debug)]
+pub(crate) struct MemoryLease {
+    held: Arc<Mutex<HashSet<Key>>>,
+    key: Key,
+}
+
+impl Drop for MemoryLease {
+    fn drop(&mut self) {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.key);
+    }
 }
 
 impl MemoryStore {
@@ -357,6 +374,22 @@ impl Store for MemoryStore {
         };
         c.memory = Some(stored.clone());
         Ok(stored)
+    }
+
+    async fn try_summarizer_lease(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Lease>, StoreError> {
+        let key = key(tenant, conversation);
+        let mut held = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
+        if !held.insert(key.clone()) {
+            return Ok(None);
+        }
+        Ok(Some(Lease::memory(MemoryLease {
+            held: self.leases.clone(),
+            key,
+        })))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -220,6 +220,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         memory: &WorkingMemory,
     ) -> Result<WorkingMemory, StoreError>;
 
+    /// Tries to take the conversation's background-summarizer lease, held by at most one
+    /// process at a time (across replicas on Postgres). `None` when another holder has it.
+    async fn try_summarizer_lease(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Lease>, StoreError>;
+
     /// Checks that the store can serve requests (used by health reporting).
     async fn ping(&self) -> Result<(), StoreError>;
 }
@@ -238,4 +246,38 @@ pub(crate) fn newest_facts(messages: &[Message], last: Sequence) -> (Option<Sequ
         }
     }
     (user, response_id)
+}
+
+/// A held background-summarizer lease; released by [`Lease::release`] or, as a fallback, on drop.
+#[derive(Debug)]
+pub struct Lease {
+    inner: LeaseInner,
+}
+
+#[derive(Debug)]
+enum LeaseInner {
+    Memory(memory::MemoryLease),
+    Postgres(postgres::PostgresLease),
+}
+
+impl Lease {
+    pub(crate) fn memory(lease: memory::MemoryLease) -> Self {
+        Self {
+            inner: LeaseInner::Memory(lease),
+        }
+    }
+
+    pub(crate) fn postgres(lease: postgres::PostgresLease) -> Self {
+        Self {
+            inner: LeaseInner::Postgres(lease),
+        }
+    }
+
+    /// Gives the lease back.
+    pub async fn release(self) {
+        match self.inner {
+            LeaseInner::Memory(lease) => drop(lease),
+            LeaseInner::Postgres(lease) => lease.release().await,
+        }
+    }
 }

@@ -12,7 +12,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::{NoTls, Row, types::Json};
 
 use super::{
-    MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState, migrations, newest_facts,
+    Lease, MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState, migrations, newest_facts,
 };
 use crate::domain::{
     AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, KnownCall,
@@ -600,6 +600,32 @@ impl Store for PostgresStore {
         })
     }
 
+    async fn try_summarizer_lease(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Lease>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        // A transaction-scoped advisory lock on a dedicated connection: whatever happens to
+        // this process, the lock ends with the transaction or the connection.
+        client.batch_execute("BEGIN").await.map_err(classify)?;
+        let key = format!("ctxd-summarizer/{tenant}/{conversation}");
+        let row = client
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
+                &[&key],
+            )
+            .await
+            .map_err(classify)?;
+        let lease = PostgresLease { client: Some(client) };
+        if row.get::<_, bool>(0) {
+            Ok(Some(Lease::postgres(lease)))
+        } else {
+            lease.release().await;
+            Ok(None)
+        }
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         let client = self.pool.get().await.map_err(pool_error)?;
         client.simple_query("SELECT 1").await.map_err(classify)?;
@@ -866,4 +892,33 @@ fn memory_from_row(row: &Row, first: usize) -> Result<Option<WorkingMemory>, Sto
         memory.version = version.unwrap_or(0).max(0) as u64;
         memory
     }))
+}
+
+/// A background-summarizer lease: an advisory lock held by an open transaction on a dedicated
+/// pooled connection.
+#[derive(Debug)]
+pub(crate) struct PostgresLease {
+    client: Option<deadpool_postgres::Object>,
+}
+
+impl PostgresLease {
+    /// Ends the transaction (releasing the lock) and returns the connection to the pool.
+    pub(crate) async fn release(mut self) {
+        if let Some(client) = self.client.take()
+            && client.batch_execute("COMMIT").await.is_err()
+        {
+            // Unknown state: keep the connection out of the pool; closing it frees the lock.
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
+impl Drop for PostgresLease {
+    fn drop(&mut self) {
+        // Dropped without release (a panic or a cancelled task): the connection is still in a
+        // transaction, so it must not go back to the pool. Closing it frees the lock.
+        if let Some(client) = self.client.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
 }

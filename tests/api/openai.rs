@@ -25,10 +25,13 @@ enum Behaviour {
     Fail,
 }
 
+/// Every request the endpoint received: (authorization header, JSON body).
+type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
+
 #[derive(Clone)]
 struct Endpoint {
     behaviour: Behaviour,
-    requests: Arc<Mutex<Vec<(Option<String>, Value)>>>,
+    requests: Seen,
     calls: Arc<AtomicUsize>,
 }
 
@@ -246,4 +249,49 @@ async fn a_server_error_is_retried_then_unavailable() {
     };
     let status = app.client.clone().get_working_memory(request).await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_summaries_run_single_flight_across_replicas() {
+    let (addr, endpoint) = endpoint(Behaviour::Answer).await;
+    let base = format!("http://{addr}/v1");
+    let flags = [
+        "--summarizer",
+        "openai",
+        "--openai-base-url",
+        base.as_str(),
+        "--auto-summarize-tokens",
+        "100",
+    ];
+    let url = crate::helpers::fresh_database().await;
+    let (a, b) = tokio::join!(
+        crate::helpers::spawn_on(Some(url.clone()), &flags),
+        crate::helpers::spawn_on(Some(url.clone()), &flags)
+    );
+    // Both replicas take appends to one conversation, each crossing check points.
+    for i in 0..24 {
+        let replica = if i % 2 == 0 { &a } else { &b };
+        let text = format!("Message {i}: we decided to keep going with step {i} of the plan.");
+        replica.append_ok("shared", vec![user(&text), user(&text)]).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let versions: i64 = client
+        .query_one(
+            "SELECT count(*) FROM summaries WHERE conversation_id = 'shared'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let calls = endpoint.calls.load(Ordering::SeqCst);
+    println!("background summaries: {calls} summarizer calls, {versions} versions stored");
+    assert!(versions >= 1);
+    assert_eq!(
+        calls as i64, versions,
+        "no summarizer call was wasted on a lost race"
+    );
 }

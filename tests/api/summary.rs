@@ -21,6 +21,7 @@ contract_tests!(
     a_provided_summary_may_not_split_a_tool_group,
     concurrent_server_summaries_leave_one_consistent_result,
     needs_summary_agrees_with_what_summarize_folds_in,
+    background_summarization_folds_history_past_the_threshold,
 );
 
 fn summarize(conversation: &str, keep_recent_tokens: u32) -> proto::SummarizeRequest {
@@ -309,5 +310,33 @@ async fn needs_summary_agrees_with_what_summarize_folds_in(kind: StoreKind) {
     assert!(
         !run(&app, summarize("fits", keep)).await.changed,
         "nothing dropped, nothing to fold"
+    );
+}
+
+async fn background_summarization_folds_history_past_the_threshold(kind: StoreKind) {
+    let app = crate::helpers::spawn_app_with(kind, &["--auto-summarize-tokens", "150"]).await;
+    seed(&app, "auto", 12).await;
+    let mut through = 0;
+    for _ in 0..100 {
+        let stats = build(&app, "auto", 1_000_000).await.stats.unwrap();
+        through = stats.summary_through_sequence;
+        if through > 0 {
+            assert!(stats.oldest_included_sequence <= through + 1, "no gap");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(through > 0, "a background summary was stored");
+    let off = spawn_app(kind).await;
+    seed(&off, "manual", 12).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        build(&off, "manual", 1_000_000)
+            .await
+            .stats
+            .unwrap()
+            .summary_through_sequence,
+        0,
+        "off by default"
     );
 }
