@@ -301,7 +301,7 @@ impl Config {
                 summarizer: self.summarizer,
                 extractor: self.extractor,
                 max_summary_tokens: self.summary_max_tokens,
-                auto_summarize: (self.auto_summarize_tokens > 0).then(|| AutoSummarize {
+                auto_summarize: (self.auto_summarize_tokens > 0).then_some(AutoSummarize {
                     threshold: self.auto_summarize_tokens,
                     keep_recent_tokens: match self.auto_summarize_keep_tokens {
                         0 => self.auto_summarize_tokens / 2,

@@ -102,8 +102,12 @@ pub fn transcript(messages: &[StoredMessage]) -> String {
             (role, true) => role.as_str().to_owned(),
             (role, false) => format!("{} {}", role.as_str(), msg.name),
         };
-        out.push_str(&format!("[#{} {role}] ", m.sequence));
-        out.push_str(&context_text(msg));
+        out.push_str(&format!("[#{} {role}]", m.sequence));
+        let text = context_text(msg);
+        if !text.is_empty() {
+            out.push(' ');
+            out.push_str(&text);
+        }
         for call in &msg.tool_calls {
             out.push_str(&format!(
                 "\n  called {}({}) as {}",
