@@ -71,6 +71,10 @@ out=$(g -d "{\"conversation_id\":\"$conv\",\"budget\":{\"max_tokens\":500},
   "$addr_a" ctxd.v1.ContextService/BuildContext)
 [ "$(grep -c 'CONTEXT_SOURCE_HISTORY' <<<"$out")" = 3 ] || fail "BuildContext did not pack the 3 messages: $out"
 grep -q '"rendered": ".*tool_calls' <<<"$out" || fail "BuildContext rendered no tool call: $out"
+out=$(g -d "{\"conversation_id\":\"$conv\",\"keep_recent_tokens\":1}" "$addr_a" ctxd.v1.ContextService/Summarize)
+grep -q '"changed": true' <<<"$out" || fail "Summarize did not advance: $out"
+out=$(g -d "{\"conversation_id\":\"$conv\",\"refresh\":true}" "$addr_a" ctxd.v1.ContextService/GetWorkingMemory)
+grep -q '"memory"' <<<"$out" || fail "GetWorkingMemory: $out"
 out=$(g -d '{"text":"Hello, world!"}' "$addr_a" ctxd.v1.ContextService/CountTokens)
 grep -q '"tokens": 4' <<<"$out" || fail "CountTokens: $out"
 
