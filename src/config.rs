@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::{
     domain::{AppendLimits, TenantId},
-    grpc::{ApiSettings, AutoSummarize},
+    grpc::{ApiKey, ApiSettings, AutoSummarize},
     store::postgres::PostgresOptions,
     summarize::OpenAiOptions,
     tokenize::Tokenizer,
@@ -28,12 +28,24 @@ pub struct Cli {
 }
 
 /// Subcommands of the `ctxd` binary.
-#[derive(Debug, Clone, Copy, Subcommand, PartialEq, Eq)]
+#[derive(Debug, Clone, Subcommand, PartialEq, Eq)]
 pub enum Command {
     /// Serve gRPC (the default).
     Serve,
     /// Apply pending database migrations and exit (for a Kubernetes Job). Needs DATABASE_URL.
     Migrate,
+    /// Ask a running server's gRPC health service; exit 0 only when it is SERVING (container
+    /// health checks).
+    Health {
+        /// Address of the server.
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        addr: SocketAddr,
+    },
+    /// Print the SHA-256 hex of an API key, the form CTXD_API_KEYS takes.
+    HashKey {
+        /// The API key.
+        key: String,
+    },
 }
 
 /// Log output format.
@@ -97,7 +109,30 @@ pub struct Config {
     #[arg(long, env = "CTXD_MIGRATE_ON_START", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate_on_start: bool,
 
-    /// Tenant of calls without an x-tenant-id header.
+    /// API keys as comma-separated `sha256hex=tenant` pairs (`ctxd hash-key KEY` prints the
+    /// hash). With any key configured, every call needs one; without, auth is off and the
+    /// x-tenant-id header is trusted.
+    #[arg(long, env = "CTXD_API_KEYS", hide_env_values = true, value_delimiter = ',')]
+    pub api_keys: Vec<String>,
+
+    /// File of API keys, one `sha256hex tenant` per line (`#` starts a comment).
+    #[arg(long, env = "CTXD_API_KEYS_FILE")]
+    pub api_keys_file: Option<std::path::PathBuf>,
+
+    /// Address of the Prometheus metrics endpoint (`/metrics`); unset = no metrics listener.
+    #[arg(long, env = "CTXD_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+
+    /// Seconds after which a client connection is closed (gracefully), so long-lived HTTP/2
+    /// clients reconnect and spread over new replicas.
+    #[arg(long, env = "CTXD_MAX_CONNECTION_AGE_SECS", default_value_t = 300)]
+    pub max_connection_age_secs: u64,
+
+    /// Concurrent requests served per client connection.
+    #[arg(long, env = "CTXD_CONCURRENCY_PER_CONNECTION", default_value_t = 256)]
+    pub concurrency_per_connection: usize,
+
+    /// Tenant of calls without an x-tenant-id header (auth off only).
     #[arg(long, env = "CTXD_DEFAULT_TENANT", default_value = "default")]
     pub default_tenant: String,
 
@@ -200,6 +235,14 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Summarizer and extractor.
     pub ai: AiConfig,
+    /// API keys; `None` = auth off (x-tenant-id trusted).
+    pub api_keys: Option<Vec<ApiKey>>,
+    /// Metrics listener address.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Maximum client connection age.
+    pub max_connection_age: Duration,
+    /// Concurrent requests per connection.
+    pub concurrency_per_connection: usize,
 }
 
 /// Validated summarizer and extractor settings.
@@ -249,6 +292,11 @@ impl Config {
         positive("CTXD_MAX_ATTACHMENT_BYTES", self.max_attachment_bytes);
         positive("CTXD_MAX_REQUEST_BYTES", self.max_request_bytes);
         positive("CTXD_SUMMARY_MAX_TOKENS", self.summary_max_tokens);
+        positive(
+            "CTXD_MAX_CONNECTION_AGE_SECS",
+            self.max_connection_age_secs as usize,
+        );
+        positive("CTXD_CONCURRENCY_PER_CONNECTION", self.concurrency_per_connection);
         if self.max_content_bytes > self.max_request_bytes {
             problems.push("CTXD_MAX_CONTENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
         }
@@ -270,6 +318,7 @@ impl Config {
                 problems.push("CTXD_OPENAI_TIMEOUT_SECS must be greater than 0".into());
             }
         }
+        let api_keys = self.api_keys(&mut problems);
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
             problems.push(format!("CTXD_LOG is not a valid filter: {e}"));
         }
@@ -297,6 +346,10 @@ impl Config {
             },
             max_request_bytes: self.max_request_bytes,
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+            api_keys,
+            metrics_listen: self.metrics_listen,
+            max_connection_age: Duration::from_secs(self.max_connection_age_secs),
+            concurrency_per_connection: self.concurrency_per_connection,
             ai: AiConfig {
                 summarizer: self.summarizer,
                 extractor: self.extractor,
@@ -317,6 +370,38 @@ impl Config {
                 },
             },
         })
+    }
+}
+
+impl Config {
+    /// The configured API keys (`None` when there are none: auth off).
+    fn api_keys(&self, problems: &mut Vec<String>) -> Option<Vec<ApiKey>> {
+        let mut entries: Vec<(String, String)> = self
+            .api_keys
+            .iter()
+            .filter(|e| !e.trim().is_empty())
+            .map(|e| ("CTXD_API_KEYS".into(), e.clone()))
+            .collect();
+        if let Some(path) = &self.api_keys_file {
+            match std::fs::read_to_string(path) {
+                Ok(text) => entries.extend(
+                    text.lines()
+                        .map(|l| l.split('#').next().unwrap_or_default().trim())
+                        .filter(|l| !l.is_empty())
+                        .map(|l| (format!("CTXD_API_KEYS_FILE ({})", path.display()), l.to_owned())),
+                ),
+                Err(e) => problems.push(format!("CTXD_API_KEYS_FILE {}: {e}", path.display())),
+            }
+        }
+        let keys: Vec<ApiKey> = entries
+            .into_iter()
+            .filter_map(|(source, entry)| {
+                ApiKey::parse(&entry)
+                    .map_err(|e| problems.push(format!("{source}: {e}")))
+                    .ok()
+            })
+            .collect();
+        (!keys.is_empty()).then_some(keys)
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod domain;
 pub mod grpc;
+pub mod metrics;
 pub mod proto;
 pub mod startup;
 pub mod store;

@@ -22,11 +22,13 @@ async fn main() -> anyhow::Result<ExitCode> {
         }
     };
     telemetry::init(cli.config.log_format, &cli.config.log).map_err(|e| anyhow::anyhow!(e))?;
-    match cli.command.unwrap_or(Command::Serve) {
+    match cli.command.clone().unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = App::build(settings).await?;
             app.run_until_stopped(ctxd::shutdown_signal()).await?;
         }
+        Command::Health { addr } => return Ok(health_check(addr).await),
+        Command::HashKey { key } => println!("{}", ctxd::grpc::ApiKey::hash_hex(&key)),
         Command::Migrate => {
             let Some(options) = &settings.postgres else {
                 eprintln!("ctxd migrate: DATABASE_URL is required");
@@ -37,4 +39,27 @@ async fn main() -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Exit 0 when the server at `addr` reports SERVING, 1 otherwise.
+async fn health_check(addr: std::net::SocketAddr) -> ExitCode {
+    use tonic_health::pb::{
+        HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+    };
+    let endpoint = match tonic::transport::Endpoint::from_shared(format!("http://{addr}")) {
+        Ok(endpoint) => endpoint.timeout(std::time::Duration::from_secs(2)),
+        Err(_) => return ExitCode::FAILURE,
+    };
+    let Ok(channel) = endpoint.connect().await else {
+        return ExitCode::FAILURE;
+    };
+    match HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+    {
+        Ok(response) if response.get_ref().status() == ServingStatus::Serving => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    }
 }

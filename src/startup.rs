@@ -13,7 +13,10 @@ use tonic_health::{ServingStatus, server::HealthReporter};
 
 use crate::{
     config::{AiConfig, Engine, Settings},
-    grpc::{AiSettings, ContextApi, TenantInterceptor},
+    grpc::{
+        AiSettings, ContextApi, TenantInterceptor,
+        request_id::{REQUEST_ID_HEADER, RequestIdLayer},
+    },
     proto::{self, context_service_server::ContextServiceServer},
     store::{MemoryStore, PostgresStore, Store, StoreError},
     summarize::{Extractor, OpenAiClient, OpenAiError, Summarizer},
@@ -57,6 +60,7 @@ pub enum StartupError {
 #[derive(Debug)]
 pub struct App {
     listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
     store: Arc<dyn Store>,
     postgres: Option<PostgresStore>,
     settings: Settings,
@@ -88,8 +92,20 @@ impl App {
                 addr: settings.listen,
                 source,
             })?;
+        let metrics_listener = match settings.metrics_listen {
+            Some(addr) => Some(
+                crate::metrics::bind(addr)
+                    .await
+                    .map_err(|source| StartupError::Bind { addr, source })?,
+            ),
+            None => None,
+        };
+        if let Some(pg) = &postgres {
+            crate::metrics::set_pool_status(pg.pool_status());
+        }
         Ok(Self {
             listener,
+            metrics_listener,
             store,
             postgres,
             settings,
@@ -101,6 +117,11 @@ impl App {
         self.listener.local_addr().unwrap_or(self.settings.listen)
     }
 
+    /// The bound metrics address, when metrics are served.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
     /// Serves until `shutdown` completes, then reports NOT_SERVING, drains in-flight calls for
     /// at most the configured grace period, and closes the database pool.
     pub async fn run_until_stopped(
@@ -109,6 +130,7 @@ impl App {
     ) -> Result<(), StartupError> {
         let App {
             listener,
+            metrics_listener,
             store,
             postgres,
             settings,
@@ -126,19 +148,43 @@ impl App {
         })?;
         let api = ContextServiceServer::new(ContextApi::new(store, settings.api, ai))
             .max_decoding_message_size(settings.max_request_bytes);
-        let api = InterceptedService::new(
-            api,
-            TenantInterceptor::trusting_header(settings.default_tenant.clone()),
-        );
+        let interceptor = match settings.api_keys.clone() {
+            Some(keys) => {
+                tracing::info!(keys = keys.len(), "API key authentication enabled");
+                TenantInterceptor::with_api_keys(keys)
+            }
+            None => {
+                tracing::warn!(
+                    "AUTH DISABLED: no API keys configured; the x-tenant-id header is trusted. \
+                     Only run this way in development or behind a trusted mesh."
+                );
+                TenantInterceptor::trusting_header(settings.default_tenant.clone())
+            }
+        };
+        let api = InterceptedService::new(api, interceptor);
+        let metrics = metrics_listener.map(|l| tokio::spawn(crate::metrics::serve(l)));
 
         let addr = listener.local_addr().ok();
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let layers =
+            tower::ServiceBuilder::new()
+                .layer(RequestIdLayer)
+                .layer(tower::util::MapResponseLayer::new(
+                    oversize_is_resource_exhausted as fn(_) -> _,
+                ));
         let server = Server::builder()
-            .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
-            .layer(tower::util::MapResponseLayer::new(
-                oversize_is_resource_exhausted as fn(_) -> _,
-            ))
+            .max_connection_age(settings.max_connection_age)
+            .concurrency_limit_per_connection(settings.concurrency_per_connection)
+            .trace_fn(|request| {
+                let request_id = request
+                    .headers()
+                    .get(REQUEST_ID_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                tracing::info_span!("rpc", method = %request.uri().path(), request_id)
+            })
+            .layer(layers)
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -158,6 +204,9 @@ impl App {
             "shutting down: draining in-flight calls"
         );
         probe.abort();
+        if let Some(metrics) = &metrics {
+            metrics.abort();
+        }
         health.set_service_status("", ServingStatus::NotServing).await;
         health
             .set_service_status(SERVICE_NAME, ServingStatus::NotServing)

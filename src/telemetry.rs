@@ -4,9 +4,14 @@ use tracing_subscriber::{EnvFilter, fmt};
 
 use crate::config::LogFormat;
 
+/// Directive silencing tokio-postgres' query log, which prints statement parameters.
+const QUIET_QUERY_LOG: &str = "tokio_postgres::query=off";
+
 /// Installs the global subscriber. Returns an error if one is already installed.
 pub fn init(format: LogFormat, filter: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let filter = EnvFilter::try_new(filter)?;
+    // tokio-postgres logs every query's parameters (message content) at debug: that target is
+    // always off, whatever the configured filter says.
+    let filter = EnvFilter::try_new(filter)?.add_directive(QUIET_QUERY_LOG.parse()?);
     let builder = fmt().with_env_filter(filter).with_target(true);
     match format {
         LogFormat::Text => builder.try_init(),

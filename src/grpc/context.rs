@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 
 use super::{ApiError, ContextApi, convert};
+use crate::metrics::METRICS;
 use crate::{
     domain::{
         Role, TenantId, Violations,
@@ -41,6 +42,8 @@ impl ContextApi {
         let pack = packer.finish();
         let rendered = render(&pack.messages, format);
         let s = &pack.stats;
+        METRICS.context_tokens.observe(f64::from(s.total_tokens));
+        METRICS.messages_dropped.inc_by(u64::from(s.messages_dropped));
         tracing::info!(
             pages,
             total_tokens = s.total_tokens,

@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
+use std::time::Instant;
+
 use tonic::{Request, Response, Status};
 
 use crate::{
     domain::AppendLimits,
+    metrics::METRICS,
     proto::{self, context_service_server::ContextService},
     store::Store,
     summarize::{Extractor, Summarizer},
@@ -17,12 +20,13 @@ mod context;
 pub mod convert;
 mod memory;
 mod messages;
+pub mod request_id;
 pub mod status;
 mod summary;
 pub mod tenant;
 
 pub use status::ApiError;
-pub use tenant::{TENANT_HEADER, TenantInterceptor};
+pub use tenant::{API_KEY_HEADER, ApiKey, TENANT_HEADER, TenantInterceptor};
 
 /// Limits and defaults applied while parsing requests.
 #[derive(Debug, Clone, Copy)]
@@ -95,9 +99,20 @@ type RpcResult<T> = Result<Response<T>, Status>;
 
 /// Turns a handler's outcome into the RPC answer, logging failures by who caused them:
 /// client errors at info, server errors at error (with their cause, in [`status`]).
-fn respond<T>(result: Result<T, ApiError>) -> RpcResult<T> {
+fn respond<T>(method: &'static str, started: Instant, result: Result<T, ApiError>) -> RpcResult<T> {
+    let elapsed = started.elapsed().as_secs_f64();
+    let code = match &result {
+        Ok(_) => tonic::Code::Ok,
+        Err(_) => tonic::Code::Unknown,
+    };
     match result {
-        Ok(value) => Ok(Response::new(value)),
+        Ok(value) => {
+            METRICS
+                .rpc_duration
+                .with_label_values(&[method, code_name(code)])
+                .observe(elapsed);
+            Ok(Response::new(value))
+        }
         Err(error) => {
             let status = Status::from(error);
             match status.code() {
@@ -106,8 +121,36 @@ fn respond<T>(result: Result<T, ApiError>) -> RpcResult<T> {
                 }
                 code => tracing::info!(?code, message = status.message(), "request rejected"),
             }
+            METRICS
+                .rpc_duration
+                .with_label_values(&[method, code_name(status.code())])
+                .observe(elapsed);
             Err(status)
         }
+    }
+}
+
+/// The gRPC code's canonical name, as metrics label it.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "CANCELLED",
+        Unknown => "UNKNOWN",
+        InvalidArgument => "INVALID_ARGUMENT",
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
+        NotFound => "NOT_FOUND",
+        AlreadyExists => "ALREADY_EXISTS",
+        PermissionDenied => "PERMISSION_DENIED",
+        ResourceExhausted => "RESOURCE_EXHAUSTED",
+        FailedPrecondition => "FAILED_PRECONDITION",
+        Aborted => "ABORTED",
+        OutOfRange => "OUT_OF_RANGE",
+        Unimplemented => "UNIMPLEMENTED",
+        Internal => "INTERNAL",
+        Unavailable => "UNAVAILABLE",
+        DataLoss => "DATA_LOSS",
+        Unauthenticated => "UNAUTHENTICATED",
     }
 }
 
@@ -117,62 +160,98 @@ impl ContextService for ContextApi {
         &self,
         request: Request<proto::AppendMessageRequest>,
     ) -> RpcResult<proto::AppendMessageResponse> {
+        let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        respond(self.append(tenant, request.into_inner()).await)
+        respond(
+            "AppendMessage",
+            started,
+            self.append(tenant, request.into_inner()).await,
+        )
     }
 
     async fn build_context(
         &self,
         request: Request<proto::BuildContextRequest>,
     ) -> RpcResult<proto::BuildContextResponse> {
+        let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        respond(self.build(tenant, request.into_inner()).await)
+        respond(
+            "BuildContext",
+            started,
+            self.build(tenant, request.into_inner()).await,
+        )
     }
 
     async fn summarize(
         &self,
         request: Request<proto::SummarizeRequest>,
     ) -> RpcResult<proto::SummarizeResponse> {
+        let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        respond(ContextApi::summarize(self, tenant, request.into_inner()).await)
+        respond(
+            "Summarize",
+            started,
+            ContextApi::summarize(self, tenant, request.into_inner()).await,
+        )
     }
 
     async fn get_working_memory(
         &self,
         request: Request<proto::GetWorkingMemoryRequest>,
     ) -> RpcResult<proto::GetWorkingMemoryResponse> {
+        let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        respond(self.get_memory(tenant, request.into_inner()).await)
+        respond(
+            "GetWorkingMemory",
+            started,
+            self.get_memory(tenant, request.into_inner()).await,
+        )
     }
 
     async fn update_working_memory(
         &self,
         request: Request<proto::UpdateWorkingMemoryRequest>,
     ) -> RpcResult<proto::UpdateWorkingMemoryResponse> {
+        let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        respond(self.update_memory(tenant, request.into_inner()).await)
+        respond(
+            "UpdateWorkingMemory",
+            started,
+            self.update_memory(tenant, request.into_inner()).await,
+        )
     }
 
     async fn list_messages(
         &self,
         request: Request<proto::ListMessagesRequest>,
     ) -> RpcResult<proto::ListMessagesResponse> {
+        let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        respond(self.list(tenant, request.into_inner()).await)
+        respond(
+            "ListMessages",
+            started,
+            self.list(tenant, request.into_inner()).await,
+        )
     }
 
     async fn delete_conversation(
         &self,
         request: Request<proto::DeleteConversationRequest>,
     ) -> RpcResult<proto::DeleteConversationResponse> {
+        let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        respond(self.delete(tenant, request.into_inner()).await)
+        respond(
+            "DeleteConversation",
+            started,
+            self.delete(tenant, request.into_inner()).await,
+        )
     }
 
     async fn count_tokens(
         &self,
         request: Request<proto::CountTokensRequest>,
     ) -> RpcResult<proto::CountTokensResponse> {
-        respond(self.count(request.into_inner()).await)
+        let started = Instant::now();
+        respond("CountTokens", started, self.count(request.into_inner()).await)
     }
 }

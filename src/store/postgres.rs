@@ -75,6 +75,16 @@ impl PostgresStore {
         migrations::run(&mut client).await
     }
 
+    /// Reads the pool's (size, available, waiting) for the metrics endpoint.
+    pub fn pool_status(&self) -> crate::metrics::PoolStatus {
+        let pool = self.pool.clone();
+        std::sync::Arc::new(move || {
+            let status = pool.status();
+            let waiting = status.waiting as i64;
+            (status.size as i64, status.available as i64, waiting)
+        })
+    }
+
     /// Closes the pool: idle connections are dropped and new checkouts fail.
     pub fn close(&self) {
         self.pool.close();

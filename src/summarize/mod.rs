@@ -9,6 +9,7 @@ use crate::{
         message::StoredMessage,
         summary::{Summary, extractive_summary, summary_request},
     },
+    metrics::METRICS,
     tokenize::Tokenizer,
 };
 
@@ -42,7 +43,7 @@ impl Summarizer {
         max_summary_tokens: usize,
         tokenizer: Tokenizer,
     ) -> Result<String, OpenAiError> {
-        match self {
+        let result = match self {
             Summarizer::Extractive => Ok(extractive_summary(
                 previous,
                 messages,
@@ -53,7 +54,9 @@ impl Summarizer {
                 let request = summary_request(previous, messages, max_summary_tokens);
                 client.chat(&request, None, max_summary_tokens).await
             }
-        }
+        };
+        count_call(self.name(), &result);
+        result
     }
 }
 
@@ -73,6 +76,16 @@ impl Extractor {
         memory: &mut WorkingMemory,
         messages: &[StoredMessage],
     ) -> Result<(), OpenAiError> {
+        let result = self.run(memory, messages).await;
+        let engine = match self {
+            Extractor::Rules => "rules",
+            Extractor::OpenAi(_) => "openai-extractor",
+        };
+        count_call(engine, &result);
+        result
+    }
+
+    async fn run(&self, memory: &mut WorkingMemory, messages: &[StoredMessage]) -> Result<(), OpenAiError> {
         match self {
             Extractor::Rules => extract_rules(memory, messages),
             Extractor::OpenAi(client) => {
@@ -92,4 +105,12 @@ impl Extractor {
         }
         Ok(())
     }
+}
+
+fn count_call<T>(engine: &str, result: &Result<T, OpenAiError>) {
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    METRICS
+        .summarizer_calls
+        .with_label_values(&[engine, outcome])
+        .inc();
 }

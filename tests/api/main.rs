@@ -8,6 +8,7 @@ mod context;
 mod log;
 mod memory;
 mod openai;
+mod production;
 mod retention;
 mod server;
 mod summary;
