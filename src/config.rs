@@ -105,6 +105,15 @@ pub struct Config {
     #[arg(long, env = "CTXD_DB_STARTUP_WAIT_SECS", default_value_t = 30)]
     pub db_startup_wait_secs: u64,
 
+    /// Deadline of every RPC (a shorter `grpc-timeout` from the client wins); also the database
+    /// `statement_timeout`, so no statement outlives its request.
+    #[arg(long, env = "CTXD_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+
+    /// Milliseconds between database health probes (health is NOT_SERVING while they fail).
+    #[arg(long, env = "CTXD_HEALTH_PROBE_INTERVAL_MS", default_value_t = 5_000)]
+    pub health_probe_interval_ms: u64,
+
     /// Apply pending migrations at start-up (under an advisory lock; safe with many replicas).
     #[arg(long, env = "CTXD_MIGRATE_ON_START", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate_on_start: bool,
@@ -243,6 +252,10 @@ pub struct Settings {
     pub max_connection_age: Duration,
     /// Concurrent requests per connection.
     pub concurrency_per_connection: usize,
+    /// Deadline of every RPC.
+    pub request_timeout: Duration,
+    /// Interval of database health probes.
+    pub health_probe_interval: Duration,
 }
 
 /// Validated summarizer and extractor settings.
@@ -272,6 +285,7 @@ impl Config {
                 url: url.clone(),
                 pool_size: self.db_pool_size,
                 connect_timeout: Duration::from_secs(self.db_connect_timeout_secs),
+                statement_timeout: Duration::from_secs(self.request_timeout_secs),
             }
         });
         let default_tenant = TenantId::parse(self.default_tenant.clone())
@@ -297,6 +311,11 @@ impl Config {
             self.max_connection_age_secs as usize,
         );
         positive("CTXD_CONCURRENCY_PER_CONNECTION", self.concurrency_per_connection);
+        positive("CTXD_REQUEST_TIMEOUT_SECS", self.request_timeout_secs as usize);
+        positive(
+            "CTXD_HEALTH_PROBE_INTERVAL_MS",
+            self.health_probe_interval_ms as usize,
+        );
         if self.max_content_bytes > self.max_request_bytes {
             problems.push("CTXD_MAX_CONTENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
         }
@@ -350,6 +369,8 @@ impl Config {
             metrics_listen: self.metrics_listen,
             max_connection_age: Duration::from_secs(self.max_connection_age_secs),
             concurrency_per_connection: self.concurrency_per_connection,
+            request_timeout: Duration::from_secs(self.request_timeout_secs),
+            health_probe_interval: Duration::from_millis(self.health_probe_interval_ms),
             ai: AiConfig {
                 summarizer: self.summarizer,
                 extractor: self.extractor,

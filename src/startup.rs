@@ -24,8 +24,6 @@ use crate::{
 
 /// Service name reported by the health service.
 const SERVICE_NAME: &str = "ctxd.v1.ContextService";
-/// How often the store is probed to keep health current.
-const HEALTH_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Failures that stop the server from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -139,7 +137,11 @@ impl App {
         health
             .set_service_status(SERVICE_NAME, ServingStatus::Serving)
             .await;
-        let probe = tokio::spawn(probe_store(store.clone(), health.clone()));
+        let probe = tokio::spawn(probe_store(
+            store.clone(),
+            health.clone(),
+            settings.health_probe_interval,
+        ));
 
         let reflection_v1 = reflection().build_v1()?;
         let reflection_v1alpha = reflection().build_v1alpha()?;
@@ -175,6 +177,7 @@ impl App {
                 ));
         let server = Server::builder()
             .max_connection_age(settings.max_connection_age)
+            .timeout(settings.request_timeout)
             .concurrency_limit_per_connection(settings.concurrency_per_connection)
             .trace_fn(|request| {
                 let request_id = request
@@ -287,10 +290,10 @@ fn finish(
 }
 
 /// Keeps health in step with the store: NOT_SERVING while it is unreachable.
-async fn probe_store(store: Arc<dyn Store>, health: HealthReporter) {
+async fn probe_store(store: Arc<dyn Store>, health: HealthReporter, interval: Duration) {
     let mut serving = true;
     loop {
-        tokio::time::sleep(HEALTH_PROBE_INTERVAL).await;
+        tokio::time::sleep(interval).await;
         let ok = store.ping().await.is_ok();
         if ok != serving {
             serving = ok;

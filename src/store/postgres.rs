@@ -34,6 +34,9 @@ pub struct PostgresOptions {
     pub pool_size: usize,
     /// How long a request waits for a pooled connection or a new one before UNAVAILABLE.
     pub connect_timeout: Duration,
+    /// Server-side cap on any one statement (`statement_timeout`), so no request holds the
+    /// database past its own deadline.
+    pub statement_timeout: Duration,
 }
 
 /// Conversations in PostgreSQL.
@@ -51,6 +54,10 @@ impl PostgresStore {
             .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
         pg_config.connect_timeout(options.connect_timeout);
         pg_config.application_name("ctxd");
+        pg_config.options(format!(
+            "-c statement_timeout={}",
+            options.statement_timeout.as_millis()
+        ));
         let manager = Manager::from_config(
             pg_config,
             NoTls,
