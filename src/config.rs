@@ -128,6 +128,18 @@ pub struct Config {
     #[arg(long, env = "CTXD_API_KEYS_FILE")]
     pub api_keys_file: Option<std::path::PathBuf>,
 
+    /// PEM certificate chain: serve gRPC over TLS (with --tls-key).
+    #[arg(long, env = "CTXD_TLS_CERT")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "CTXD_TLS_KEY")]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// PEM CA bundle: require client certificates signed by it (mutual TLS).
+    #[arg(long, env = "CTXD_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+
     /// Address of the Prometheus metrics endpoint (`/metrics`); unset = no metrics listener.
     #[arg(long, env = "CTXD_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
@@ -256,6 +268,19 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Interval of database health probes.
     pub health_probe_interval: Duration,
+    /// TLS material, when serving over TLS.
+    pub tls: Option<TlsFiles>,
+}
+
+/// TLS material read at start-up.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// PEM certificate chain.
+    pub cert: Vec<u8>,
+    /// PEM private key.
+    pub key: Vec<u8>,
+    /// PEM CA bundle for client certificates (mutual TLS), if required.
+    pub client_ca: Option<Vec<u8>>,
 }
 
 /// Validated summarizer and extractor settings.
@@ -338,6 +363,7 @@ impl Config {
             }
         }
         let api_keys = self.api_keys(&mut problems);
+        let tls = self.tls(&mut problems);
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
             problems.push(format!("CTXD_LOG is not a valid filter: {e}"));
         }
@@ -371,6 +397,7 @@ impl Config {
             concurrency_per_connection: self.concurrency_per_connection,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
             health_probe_interval: Duration::from_millis(self.health_probe_interval_ms),
+            tls,
             ai: AiConfig {
                 summarizer: self.summarizer,
                 extractor: self.extractor,
@@ -395,6 +422,40 @@ impl Config {
 }
 
 impl Config {
+    /// The TLS files, read (`None` without TLS).
+    fn tls(&self, problems: &mut Vec<String>) -> Option<TlsFiles> {
+        let mut read = |name: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map_err(|e| problems.push(format!("{name} {}: {e}", path.display())))
+                .ok()
+        };
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                let cert = read("CTXD_TLS_CERT", cert);
+                let key = read("CTXD_TLS_KEY", key);
+                let client_ca = match &self.tls_client_ca {
+                    Some(ca) => Some(read("CTXD_TLS_CLIENT_CA", ca)?),
+                    None => None,
+                };
+                Some(TlsFiles {
+                    cert: cert?,
+                    key: key?,
+                    client_ca,
+                })
+            }
+            (None, None) => {
+                if self.tls_client_ca.is_some() {
+                    problems.push("CTXD_TLS_CLIENT_CA needs CTXD_TLS_CERT and CTXD_TLS_KEY".into());
+                }
+                None
+            }
+            _ => {
+                problems.push("CTXD_TLS_CERT and CTXD_TLS_KEY go together".into());
+                None
+            }
+        }
+    }
+
     /// The configured API keys (`None` when there are none: auth off).
     fn api_keys(&self, problems: &mut Vec<String>) -> Option<Vec<ApiKey>> {
         let mut entries: Vec<(String, String)> = self

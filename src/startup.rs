@@ -7,7 +7,7 @@ use tokio::net::TcpListener;
 use tonic::codegen::http::{self, HeaderValue};
 use tonic::{
     service::interceptor::InterceptedService,
-    transport::{Server, server::TcpIncoming},
+    transport::{Certificate, Identity, Server, ServerTlsConfig, server::TcpIncoming},
 };
 use tonic_health::{ServingStatus, server::HealthReporter};
 
@@ -175,7 +175,18 @@ impl App {
                 .layer(tower::util::MapResponseLayer::new(
                     oversize_is_resource_exhausted as fn(_) -> _,
                 ));
-        let server = Server::builder()
+        let mut builder = Server::builder();
+        if let Some(tls) = &settings.tls {
+            // tonic's rustls uses the process-wide provider; a second install is a no-op.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
+            if let Some(ca) = &tls.client_ca {
+                config = config.client_ca_root(Certificate::from_pem(ca));
+            }
+            builder = builder.tls_config(config)?;
+            tracing::info!(mutual = tls.client_ca.is_some(), "serving gRPC over TLS");
+        }
+        let server = builder
             .max_connection_age(settings.max_connection_age)
             .timeout(settings.request_timeout)
             .concurrency_limit_per_connection(settings.concurrency_per_connection)

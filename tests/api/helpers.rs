@@ -77,9 +77,11 @@ pub async fn spawn_on(database_url: Option<String>, flags: &[&str]) -> TestApp {
     tokio::spawn(app.run_until_stopped(async {
         let _ = stopped.await;
     }));
-    let client = ContextServiceClient::connect(format!("http://{addr}"))
-        .await
-        .expect("client connects");
+    // Lazy: the listener is bound already, and a TLS server needs its own client anyway.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .expect("valid uri")
+        .connect_lazy();
+    let client = ContextServiceClient::new(channel);
     TestApp {
         addr,
         client,

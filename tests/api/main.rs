@@ -13,5 +13,6 @@ mod retention;
 mod server;
 mod summary;
 mod tenancy;
+mod tls;
 mod tokenize;
 mod validation;
