@@ -100,19 +100,8 @@ type RpcResult<T> = Result<Response<T>, Status>;
 /// Turns a handler's outcome into the RPC answer, logging failures by who caused them:
 /// client errors at info, server errors at error (with their cause, in [`status`]).
 fn respond<T>(method: &'static str, started: Instant, result: Result<T, ApiError>) -> RpcResult<T> {
-    let elapsed = started.elapsed().as_secs_f64();
-    let code = match &result {
-        Ok(_) => tonic::Code::Ok,
-        Err(_) => tonic::Code::Unknown,
-    };
-    match result {
-        Ok(value) => {
-            METRICS
-                .rpc_duration
-                .with_label_values(&[method, code_name(code)])
-                .observe(elapsed);
-            Ok(Response::new(value))
-        }
+    let (code, response) = match result {
+        Ok(value) => (tonic::Code::Ok, Ok(Response::new(value))),
         Err(error) => {
             let status = Status::from(error);
             match status.code() {
@@ -121,13 +110,21 @@ fn respond<T>(method: &'static str, started: Instant, result: Result<T, ApiError
                 }
                 code => tracing::info!(?code, message = status.message(), "request rejected"),
             }
-            METRICS
-                .rpc_duration
-                .with_label_values(&[method, code_name(status.code())])
-                .observe(elapsed);
-            Err(status)
+            (status.code(), Err(status))
         }
-    }
+    };
+    let elapsed = started.elapsed().as_secs_f64();
+    METRICS
+        .rpc_duration
+        .with_label_values(&[method, code_name(code)])
+        .observe(elapsed);
+    tracing::info!(
+        method,
+        code = code_name(code),
+        latency_ms = elapsed * 1e3,
+        "rpc finished"
+    );
+    response
 }
 
 /// The gRPC code's canonical name, as metrics label it.
