@@ -56,6 +56,17 @@ pub fn summary_cut(
         .map(|i| messages[i - 1].sequence)
 }
 
+/// The messages a new summary would fold in (those up to [`summary_cut`]), with the cut.
+pub fn messages_to_fold(
+    messages: &[StoredMessage],
+    keep_recent_tokens: usize,
+    tokenizer: Tokenizer,
+) -> Option<(Sequence, &[StoredMessage])> {
+    let through = summary_cut(messages, keep_recent_tokens, tokenizer)?;
+    let count = messages.iter().take_while(|m| m.sequence <= through).count();
+    Some((through, &messages[..count]))
+}
+
 /// True when a summary through `through` splits no tool-call group of `messages` (the
 /// messages after the current watermark, oldest first).
 pub fn is_boundary(messages: &[StoredMessage], through: Sequence) -> bool {

@@ -4,7 +4,7 @@ use super::{ApiError, AutoSummarize, ContextApi, convert};
 use crate::{
     domain::{
         ConversationId, Sequence, TenantId, Violations,
-        summary::{is_boundary, render_chat, summary_cut, summary_request},
+        summary::{is_boundary, messages_to_fold, render_chat, summary_request},
     },
     proto,
     store::{NewSummary, StoreError, SummaryState},
@@ -101,20 +101,14 @@ impl ContextApi {
                 (text.clone(), *through, "provided".to_owned())
             }
             Mode::Prepare | Mode::Server => {
-                let Some(through) =
-                    summary_cut(&state.messages, request.keep_recent_tokens, request.tokenizer)
+                let Some((through, folded)) =
+                    messages_to_fold(&state.messages, request.keep_recent_tokens, request.tokenizer)
                 else {
                     return Ok(unchanged(None));
                 };
-                let folded: Vec<_> = state
-                    .messages
-                    .iter()
-                    .take_while(|m| m.sequence <= through)
-                    .cloned()
-                    .collect();
                 if matches!(request.mode, Mode::Prepare) {
                     let messages =
-                        summary_request(state.summary.as_ref(), &folded, request.max_summary_tokens);
+                        summary_request(state.summary.as_ref(), folded, request.max_summary_tokens);
                     return Ok(unchanged(Some(proto::PreparedRequest {
                         rendered: render_chat(&messages),
                         messages: messages.into_iter().map(convert::plain_message).collect(),
@@ -127,7 +121,7 @@ impl ContextApi {
                     .summarizer
                     .summarize(
                         state.summary.as_ref(),
-                        &folded,
+                        folded,
                         request.max_summary_tokens,
                         request.tokenizer,
                     )
@@ -294,21 +288,16 @@ impl ContextApi {
         if unsummarized <= auto.threshold {
             return Ok(());
         }
-        let Some(through) = summary_cut(&state.messages, auto.keep_recent_tokens, tokenizer) else {
+        let Some((through, folded)) = messages_to_fold(&state.messages, auto.keep_recent_tokens, tokenizer)
+        else {
             return Ok(());
         };
-        let folded: Vec<_> = state
-            .messages
-            .iter()
-            .take_while(|m| m.sequence <= through)
-            .cloned()
-            .collect();
         let text = self
             .ai
             .summarizer
             .summarize(
                 state.summary.as_ref(),
-                &folded,
+                folded,
                 self.ai.max_summary_tokens,
                 tokenizer,
             )
