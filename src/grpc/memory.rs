@@ -61,13 +61,7 @@ impl ContextApi {
                 });
             }
             let mut refreshed = memory.clone();
-            self.ai
-                .extractor
-                .extract(&mut refreshed, &messages)
-                .await
-                .map_err(|e| ApiError::Unavailable {
-                    message: e.to_string(),
-                })?;
+            self.ai.extractor.extract(&mut refreshed, &messages).await?;
             match self
                 .store
                 .store_memory(&tenant, &conversation, memory.version, &refreshed)

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::{domain::Violations, store::StoreError};
+use crate::{domain::Violations, store::StoreError, summarize::OpenAiError};
 
 /// Error domain reported in google.rpc.ErrorInfo details.
 const ERROR_DOMAIN: &str = "ctxd.v1";
@@ -39,6 +39,14 @@ pub enum ApiError {
 impl From<Violations> for ApiError {
     fn from(violations: Violations) -> Self {
         ApiError::InvalidArgument { violations }
+    }
+}
+
+impl From<OpenAiError> for ApiError {
+    fn from(error: OpenAiError) -> Self {
+        ApiError::Unavailable {
+            message: error.to_string(),
+        }
     }
 }
 

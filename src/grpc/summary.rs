@@ -3,7 +3,7 @@
 use super::{ApiError, AutoSummarize, ContextApi, convert};
 use crate::{
     domain::{
-        ConversationId, Sequence, TenantId, Violations,
+        ConversationId, Sequence, StoredMessage, TenantId, Violations,
         summary::{is_boundary, messages_to_fold, render_chat, summary_request},
     },
     proto,
@@ -82,7 +82,7 @@ impl ContextApi {
             changed: false,
             prepared,
         };
-        let (text, through, summarizer) = match &request.mode {
+        let summary = match &request.mode {
             Mode::Provided { text, through } => {
                 if *through <= base
                     || *through > state.last_sequence
@@ -98,7 +98,11 @@ impl ContextApi {
                     )
                     .into());
                 }
-                (text.clone(), *through, "provided".to_owned())
+                NewSummary {
+                    text: text.clone(),
+                    through_sequence: *through,
+                    summarizer: "provided".to_owned(),
+                }
             }
             Mode::Prepare | Mode::Server => {
                 let Some((through, folded)) =
@@ -116,27 +120,17 @@ impl ContextApi {
                         through_sequence: through.get(),
                     })));
                 }
-                let text = self
-                    .ai
-                    .summarizer
-                    .summarize(
-                        state.summary.as_ref(),
-                        folded,
-                        request.max_summary_tokens,
-                        request.tokenizer,
-                    )
-                    .await
-                    .map_err(|e| ApiError::Unavailable {
-                        message: e.to_string(),
-                    })?;
-                (text, through, self.ai.summarizer.name().to_owned())
+                self.server_summary(
+                    state,
+                    folded,
+                    through,
+                    request.max_summary_tokens,
+                    request.tokenizer,
+                )
+                .await?
             }
         };
-        let summary = NewSummary {
-            text,
-            through_sequence: through,
-            summarizer,
-        };
+        let through = summary.through_sequence;
         let stored = self
             .store
             .store_summary(tenant, &request.conversation, base, summary)
@@ -292,24 +286,9 @@ impl ContextApi {
         else {
             return Ok(());
         };
-        let text = self
-            .ai
-            .summarizer
-            .summarize(
-                state.summary.as_ref(),
-                folded,
-                self.ai.max_summary_tokens,
-                tokenizer,
-            )
-            .await
-            .map_err(|e| ApiError::Unavailable {
-                message: e.to_string(),
-            })?;
-        let summary = NewSummary {
-            text,
-            through_sequence: through,
-            summarizer: self.ai.summarizer.name().to_owned(),
-        };
+        let summary = self
+            .server_summary(&state, folded, through, self.ai.max_summary_tokens, tokenizer)
+            .await?;
         match self
             .store
             .store_summary(tenant, conversation, state.watermark(), summary)
@@ -322,5 +301,27 @@ impl ContextApi {
             Err(StoreError::SummaryMoved { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl ContextApi {
+    /// Runs the configured summarizer over `folded` (the messages up to `through`).
+    async fn server_summary(
+        &self,
+        state: &SummaryState,
+        folded: &[StoredMessage],
+        through: Sequence,
+        max_summary_tokens: usize,
+        tokenizer: Tokenizer,
+    ) -> Result<NewSummary, ApiError> {
+        let summarizer = &self.ai.summarizer;
+        let text = summarizer
+            .summarize(state.summary.as_ref(), folded, max_summary_tokens, tokenizer)
+            .await?;
+        Ok(NewSummary {
+            text,
+            through_sequence: through,
+            summarizer: summarizer.name().to_owned(),
+        })
     }
 }
