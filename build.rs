@@ -27,6 +27,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .file_descriptor_set_path(out_dir.join("ctxd_descriptor.bin"))
         // BTreeMap keeps metadata encoding (and so idempotency hashes and renders) deterministic.
         .btree_map(".ctxd.v1.Message.metadata")
+        // Malformed request bytes are INVALID_ARGUMENT, not INTERNAL (src/grpc/codec.rs).
+        .codec_path("crate::grpc::codec::StrictCodec")
         .compile_with_config(config, &protos, &includes)?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())

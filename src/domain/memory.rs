@@ -12,6 +12,10 @@ use super::{
     summary::{clip, sentences, transcript},
 };
 
+/// Items of one category (or glossary entries) one UpdateWorkingMemory may carry: merging is
+/// quadratic in them, so a hostile document must not be unbounded.
+pub const MAX_MEMORY_ITEMS: usize = 1_000;
+
 /// One remembered fact.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryItem {

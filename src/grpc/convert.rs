@@ -12,7 +12,7 @@ use crate::{
             ContextMessage, ContextPack, ContextRequest, ContextStats, Format, Source, TokenBudget,
             TokenCounts,
         },
-        memory::{Category, GlossaryEntry, WorkingMemory},
+        memory::{Category, GlossaryEntry, MAX_MEMORY_ITEMS, WorkingMemory},
         summary::Summary,
     },
     proto,
@@ -570,6 +570,13 @@ pub(crate) fn memory_from_proto(
     ];
     let mut too_long = Vec::new();
     for (category, items) in lists {
+        if items.len() > MAX_MEMORY_ITEMS {
+            too_long.push((
+                format!("memory.{}", category.name()),
+                format!("{} items; the limit is {MAX_MEMORY_ITEMS}", items.len()),
+            ));
+            continue;
+        }
         for (i, item) in items.into_iter().enumerate() {
             let proto::MemoryItem {
                 text,
@@ -594,7 +601,13 @@ pub(crate) fn memory_from_proto(
             );
         }
     }
-    for (i, entry) in glossary.into_iter().enumerate() {
+    if glossary.len() > MAX_MEMORY_ITEMS {
+        too_long.push((
+            "memory.glossary".into(),
+            format!("{} entries; the limit is {MAX_MEMORY_ITEMS}", glossary.len()),
+        ));
+    }
+    for (i, entry) in glossary.into_iter().take(MAX_MEMORY_ITEMS).enumerate() {
         let proto::GlossaryEntry {
             term,
             definition,
@@ -612,6 +625,12 @@ pub(crate) fn memory_from_proto(
             definition,
             source_sequences: sources,
         });
+    }
+    if summary.len() > limits.max_content_bytes {
+        too_long.push((
+            "memory.summary".into(),
+            format!("{} bytes; the limit is {}", summary.len(), limits.max_content_bytes),
+        ));
     }
     for (field, description) in too_long {
         v.add(field, description);

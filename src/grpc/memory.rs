@@ -100,7 +100,13 @@ impl ContextApi {
         } = request;
         let mut v = Violations::default();
         let conversation = convert::conversation_id(conversation_id, "conversation_id", &mut v);
-        let update = convert::memory_from_proto(memory.unwrap_or_default(), &self.settings.append, &mut v);
+        let update = match memory {
+            Some(memory) => convert::memory_from_proto(memory, &self.settings.append, &mut v),
+            None => {
+                v.add("memory", "required: the facts to merge");
+                WorkingMemory::default()
+            }
+        };
         let Some(conversation) = conversation.filter(|_| v.is_empty()) else {
             return Err(v.into());
         };

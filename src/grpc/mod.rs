@@ -16,6 +16,7 @@ use crate::{
     tokenize::Tokenizer,
 };
 
+pub mod codec;
 mod context;
 pub mod convert;
 mod memory;

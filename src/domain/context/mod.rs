@@ -20,6 +20,10 @@ use super::{
 };
 use crate::tokenize::Tokenizer;
 
+/// Largest accepted `max_tokens`: above every model's context window, and a bound on how much
+/// of a log one BuildContext reads.
+pub const MAX_BUDGET_TOKENS: u32 = 10_000_000;
+
 /// A token budget: the whole pack must fit in `max_tokens - reserve_output_tokens`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenBudget {
@@ -44,6 +48,11 @@ impl TokenBudget {
             v.add(
                 "budget.max_tokens",
                 "max_tokens is required and must be greater than 0",
+            );
+        } else if max_tokens > MAX_BUDGET_TOKENS {
+            v.add(
+                "budget.max_tokens",
+                format!("{max_tokens} is more than any model's context; the limit is {MAX_BUDGET_TOKENS}"),
             );
         } else if reserve_output_tokens >= max_tokens {
             v.add(

@@ -1,75 +1,79 @@
-//! BuildContext benchmark on real PostgreSQL through the real gRPC server and client.
-//!
-//! Run with `scripts/bench.sh` (starts a throwaway PostgreSQL), or point `DATABASE_URL` at an
-//! empty database and run `cargo bench --bench build_context`. Prints:
-//! - BuildContext p50/p99 at 1k, 10k and 100k-message conversations and the 100k/1k p50 ratio
-//!   (target <= 1.2: cost does not grow with the log);
-//! - BuildContext p50 vs a raw SQL round trip reading the same tail (target <= 2x);
-//! - token counting throughput of ctxd's tokenizers (scripts/bench.sh compares it with tiktoken).
+//! BuildContext latency at three history sizes, against a raw SQL read of the same tail.
 
-use std::time::{Duration, Instant};
-
-use clap::Parser;
-use ctxd::{
-    config::Cli,
-    proto::{self, context_service_client::ContextServiceClient},
-    startup::App,
-    tokenize::Tokenizer,
+use std::{
+    path::Path,
+    time::{Duration, Instant},
 };
+
+use ctxd::proto::{self, context_service_client::ContextServiceClient};
 use tonic::transport::Channel;
 
-const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+use crate::{
+    Scale,
+    memory::RssLog,
+    replica::{Replica, percentile},
+};
+
 const BUDGET: u32 = 8_000;
-const SAMPLES: usize = 400;
+const RESERVE: u32 = 1_000;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let Ok(url) = std::env::var("DATABASE_URL") else {
-        eprintln!("build_context bench: set DATABASE_URL (or run scripts/bench.sh)");
-        return Ok(());
-    };
-    let settings = Cli::try_parse_from(["ctxd", "--listen", "127.0.0.1:0", "--database-url", &url])?
-        .config
-        .validate()
-        .map_err(|p| anyhow::anyhow!("{p:?}"))?;
-    let app = App::build(settings).await?;
-    let addr = app.local_addr();
-    tokio::spawn(app.run_until_stopped(std::future::pending()));
-    let client = ContextServiceClient::connect(format!("http://{addr}")).await?;
-
-    println!("# BuildContext on PostgreSQL, budget {BUDGET} tokens, {SAMPLES} samples each");
+pub(crate) async fn run(
+    server: &Replica,
+    url: &str,
+    scale: Scale,
+    out: &Path,
+    rss: &mut RssLog,
+) -> anyhow::Result<()> {
+    let client = server.client().await?;
+    println!(
+        "# BuildContext on PostgreSQL, budget {BUDGET} tokens ({RESERVE} reserved for output), {} samples each",
+        scale.samples
+    );
     let mut p50s = Vec::new();
-    for size in SIZES {
+    for size in scale.history_sizes {
         let conversation = format!("bench-{size}");
         let seeded = Instant::now();
         seed(&client, &conversation, size).await?;
         let seed_secs = seeded.elapsed().as_secs_f64();
-        let (latencies, included) = measure_build(&client, &conversation).await?;
-        let (p50, p99) = (percentile(&latencies, 0.50), percentile(&latencies, 0.99));
+        let (mut latencies, included) = measure_build(&client, &conversation, scale.samples).await?;
+        let (p50, p99) = (percentile(&mut latencies, 0.50), percentile(&mut latencies, 0.99));
         println!(
             "messages={size:>6}  p50={:>7.3} ms  p99={:>7.3} ms  included={included}  (seeded in {seed_secs:.1} s, {:.0} msg/s)",
             ms(p50),
             ms(p99),
             size as f64 / seed_secs
         );
+        rss.sample(&format!("after {size}-message history"), server);
         p50s.push((size, p50, included));
     }
-    let ratio = p50s[2].1.as_secs_f64() / p50s[0].1.as_secs_f64();
-    println!("ratio p50(100k)/p50(1k) = {ratio:.2}  (target <= 1.2)");
-
-    let (_, build_p50, included) = p50s[2];
-    let raw = measure_raw_tail(&url, "bench-100000", included).await?;
+    let (small, large) = (p50s[0], p50s[2]);
     println!(
-        "raw SQL tail of {included} rows: p50={:.3} ms; BuildContext/raw = {:.2}  (target <= 2.0)",
-        ms(raw),
-        build_p50.as_secs_f64() / raw.as_secs_f64()
+        "ratio p50({})/p50({}) = {:.2}  (target <= 1.2)",
+        large.0,
+        small.0,
+        large.1.as_secs_f64() / small.1.as_secs_f64()
     );
 
-    token_throughput();
+    let raw = measure_raw_tail(url, &format!("bench-{}", large.0), large.2, scale.samples).await?;
+    println!(
+        "raw SQL tail of {} rows: p50={:.3} ms; BuildContext/raw = {:.2}  (target <= 2.0)",
+        large.2,
+        ms(raw),
+        large.1.as_secs_f64() / raw.as_secs_f64()
+    );
+
+    // The middle size is the LangChain comparison's conversation (10k in the full run).
+    let (size, p50, _) = p50s[1];
+    export_conversation(&client, &format!("bench-{size}"), &out.join("conversation.json")).await?;
+    println!(
+        "{{\"bench\": \"build_context\", \"messages\": {size}, \"p50_ms\": {:.4}, \"max_tokens\": {}}}",
+        ms(p50),
+        BUDGET - RESERVE
+    );
     Ok(())
 }
 
-fn message(n: usize) -> proto::Message {
+pub(crate) fn message(n: usize) -> proto::Message {
     let role = |r: proto::Role| r as i32;
     match n % 4 {
         0 => proto::Message {
@@ -144,13 +148,14 @@ async fn seed(client: &ContextServiceClient<Channel>, conversation: &str, size: 
 async fn measure_build(
     client: &ContextServiceClient<Channel>,
     conversation: &str,
+    samples: usize,
 ) -> anyhow::Result<(Vec<Duration>, usize)> {
     let mut client = client.clone();
     let request = proto::BuildContextRequest {
         conversation_id: conversation.into(),
         budget: Some(proto::Budget {
             max_tokens: BUDGET,
-            reserve_output_tokens: 1_000,
+            reserve_output_tokens: RESERVE,
             ..Default::default()
         }),
         system_prompt: "You are an operations assistant.".into(),
@@ -160,8 +165,8 @@ async fn measure_build(
     for _ in 0..50 {
         client.build_context(request.clone()).await?;
     }
-    let mut latencies = Vec::with_capacity(SAMPLES);
-    for _ in 0..SAMPLES {
+    let mut latencies = Vec::with_capacity(samples);
+    for _ in 0..samples {
         let start = Instant::now();
         let response = client.build_context(request.clone()).await?.into_inner();
         latencies.push(start.elapsed());
@@ -171,7 +176,7 @@ async fn measure_build(
 }
 
 /// The floor BuildContext is compared with: one query reading the same tail rows.
-async fn measure_raw_tail(url: &str, conversation: &str, rows: usize) -> anyhow::Result<Duration> {
+async fn measure_raw_tail(url: &str, conversation: &str, rows: usize, samples: usize) -> anyhow::Result<Duration> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
     let statement = client
@@ -187,51 +192,51 @@ async fn measure_raw_tail(url: &str, conversation: &str, rows: usize) -> anyhow:
     for _ in 0..50 {
         client.query(&statement, &[&conversation, &limit]).await?;
     }
-    let mut latencies = Vec::with_capacity(SAMPLES);
-    for _ in 0..SAMPLES {
+    let mut latencies = Vec::with_capacity(samples);
+    for _ in 0..samples {
         let start = Instant::now();
         let fetched = client.query(&statement, &[&conversation, &limit]).await?;
         latencies.push(start.elapsed());
         anyhow::ensure!(fetched.len() == rows, "raw tail returned {} rows", fetched.len());
     }
-    Ok(percentile(&latencies, 0.5))
+    Ok(percentile(&mut latencies, 0.5))
 }
 
-fn token_throughput() {
-    let corpus: Vec<serde_json::Value> =
-        serde_json::from_str(include_str!("../tests/data/tokenizer_corpus.json")).expect("corpus");
-    let text: String = corpus
-        .iter()
-        .filter_map(|e| e.get("text").and_then(|t| t.as_str()))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .repeat(40);
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-token-text.txt");
-    let _ = std::fs::write(&path, &text);
-    println!(
-        "# token counting, {} KB of mixed text (written to {})",
-        text.len() / 1024,
-        path.display()
-    );
-    for tokenizer in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
-        let start = Instant::now();
-        let (mut rounds, mut tokens) = (0, 0);
-        while start.elapsed() < Duration::from_secs(2) {
-            tokens = tokenizer.count(&text);
-            rounds += 1;
+/// Writes the conversation as OpenAI chat messages, for the LangChain comparison.
+async fn export_conversation(
+    client: &ContextServiceClient<Channel>,
+    conversation: &str,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let mut client = client.clone();
+    let (mut after, mut out) = (0, Vec::new());
+    loop {
+        let page = client
+            .list_messages(proto::ListMessagesRequest {
+                conversation_id: conversation.into(),
+                after_sequence: after,
+                page_size: 1_000,
+            })
+            .await?
+            .into_inner();
+        for m in &page.messages {
+            let role = proto::Role::try_from(m.role)?.as_str_name().trim_start_matches("ROLE_").to_lowercase();
+            let calls: Vec<_> = m
+                .tool_calls
+                .iter()
+                .map(|c| serde_json::json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+                .collect();
+            out.push(serde_json::json!({
+                "role": role, "content": m.content, "tool_calls": calls, "tool_call_id": m.tool_call_id,
+            }));
         }
-        let rate = (text.len() * rounds) as f64 / start.elapsed().as_secs_f64();
-        println!(
-            "{{\"encoding\": \"{}\", \"tokens\": {tokens}, \"bytes_per_sec\": {rate:.0}}}",
-            tokenizer.name()
-        );
+        if page.next_after_sequence == 0 {
+            break;
+        }
+        after = page.next_after_sequence;
     }
-}
-
-fn percentile(samples: &[Duration], q: f64) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+    std::fs::write(path, serde_json::to_vec(&out)?)?;
+    Ok(())
 }
 
 fn ms(d: Duration) -> f64 {

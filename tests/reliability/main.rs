@@ -1,0 +1,148 @@
+//! The reliability suite (DESIGN.md section 8): three real `ctxd` replicas on one throwaway
+//! PostgreSQL, pushed through concurrency, database outages, SIGKILLs, racing summaries and
+//! hostile requests. Every check prints its figures; the process fails if any check fails.
+//!
+//! `cargo test --test reliability` runs the reduced version CI runs; the full version is
+//! `CTXD_RELIABILITY=full cargo test --release --test reliability` (docs/reliability.md).
+
+mod appenders;
+mod hostile;
+mod kill;
+mod outage;
+mod race;
+#[path = "../support/replica.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod replica;
+
+use std::{path::Path, time::Instant};
+
+use replica::{Cluster, Replica};
+
+/// Sizes of one run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scale {
+    pub(crate) appends: usize,
+    pub(crate) kills: usize,
+    pub(crate) race_appends: usize,
+    pub(crate) outage_secs: u64,
+}
+
+/// The figures and verdict of one check.
+#[derive(Debug)]
+pub(crate) struct Report {
+    name: &'static str,
+    figures: Vec<(String, String)>,
+    failures: Vec<String>,
+}
+
+impl Report {
+    pub(crate) fn new(name: &'static str) -> Self {
+        Report { name, figures: Vec::new(), failures: Vec::new() }
+    }
+
+    /// Records a figure for the printout.
+    pub(crate) fn figure(&mut self, label: &str, value: impl std::fmt::Display) {
+        self.figures.push((label.to_string(), value.to_string()));
+    }
+
+    /// Records a failure unless `ok`.
+    pub(crate) fn expect(&mut self, ok: bool, what: impl Into<String>) {
+        if !ok {
+            self.failures.push(what.into());
+        }
+    }
+
+    fn print(&self) {
+        let verdict = if self.failures.is_empty() { "PASS" } else { "FAIL" };
+        println!("\n## {} — {verdict}", self.name);
+        for (label, value) in &self.figures {
+            println!("  {label:<44} {value}");
+        }
+        for failure in &self.failures {
+            println!("  FAILED: {failure}");
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let full = std::env::var("CTXD_RELIABILITY").is_ok_and(|v| v == "full");
+    let scale = if full {
+        Scale { appends: 10_000, kills: 50, race_appends: 2_000, outage_secs: 10 }
+    } else {
+        Scale { appends: 2_000, kills: 10, race_appends: 400, outage_secs: 10 }
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(scale, full))
+}
+
+async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let work = replica::work_dir("ctxd-reliability")?;
+    let cluster = Cluster::start(&work)?;
+    let env = [
+        ("DATABASE_URL", cluster.url.as_str()),
+        ("CTXD_HEALTH_PROBE_INTERVAL_MS", "200"),
+        ("CTXD_DB_CONNECT_TIMEOUT_SECS", "1"),
+        ("CTXD_REQUEST_TIMEOUT_SECS", "10"),
+        ("RUST_LOG", "info"),
+    ];
+    let binary = Path::new(env!("CARGO_BIN_EXE_ctxd"));
+    // All three start at once: they race to migrate the empty database.
+    let (a, b, c) = tokio::try_join!(
+        Replica::start(binary, &env, &work, "replica-0"),
+        Replica::start(binary, &env, &work, "replica-1"),
+        Replica::start(binary, &env, &work, "replica-2"),
+    )?;
+    let mut replicas = vec![a, b, c];
+    println!(
+        "# reliability suite ({}), 3 replicas of {} on PostgreSQL {}; logs in {}",
+        if full { "full" } else { "reduced: CTXD_RELIABILITY=full for the full run" },
+        binary.display(),
+        cluster.url,
+        work.display()
+    );
+
+    let mut reports = vec![
+        appenders::concurrent_appenders(&replicas, scale.appends).await?,
+        appenders::idempotent_retries(&replicas).await?,
+        race::summarize_racing_appenders(&replicas, scale.race_appends).await?,
+        hostile::table(&mut replicas).await?,
+        outage::database_stopped(&mut replicas, &cluster, scale.outage_secs).await?,
+        kill::sigkill_mid_batch(&mut replicas, scale.kills).await?,
+    ];
+    reports.push(no_panics(&mut replicas));
+    for report in &reports {
+        report.print();
+    }
+    let failed = reports.iter().filter(|r| !r.failures.is_empty()).count();
+    println!(
+        "\nreliability: {} passed, {failed} failed in {:.0} s",
+        reports.len() - failed,
+        started.elapsed().as_secs_f64()
+    );
+    drop(replicas);
+    drop(cluster);
+    if failed == 0 {
+        let _ = std::fs::remove_dir_all(&work);
+        Ok(())
+    } else {
+        anyhow::bail!("{failed} reliability checks failed; replica logs are in {}", work.display())
+    }
+}
+
+/// No replica panicked or died unexpectedly during the run.
+fn no_panics(replicas: &mut [Replica]) -> Report {
+    let mut report = Report::new("no panics in any replica log");
+    let mut panics = 0;
+    for (i, replica) in replicas.iter_mut().enumerate() {
+        let log = replica.log_text();
+        let count = log.matches("panicked").count();
+        panics += count;
+        report.expect(count == 0, format!("replica {i} logged {count} panics"));
+        report.expect(replica.is_running(), format!("replica {i} is not running"));
+    }
+    report.figure("panics logged", panics);
+    report
+}
