@@ -5,11 +5,17 @@
 //! conversation, so concurrent appenders to one conversation queue on that row and sequences stay
 //! gapless. Everything after that decides against a stable state.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use tokio_postgres::{NoTls, Row, types::Json};
+use tokio_postgres::{
+    NoTls, Row,
+    types::{Json, ToSql},
+};
 
 use super::{
     Lease, MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState, migrations, newest_facts,
@@ -82,6 +88,22 @@ impl PostgresStore {
         migrations::run(&mut client).await
     }
 
+    /// [`APPEND_PLAIN`]: the common append (text turns) in one round trip.
+    async fn append_plain(&self, tenant: &TenantId, batch: &AppendBatch) -> Result<AppendOutcome, StoreError> {
+        let count = batch.messages.len() as i64;
+        let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
+        let user_offset = user_offset.map(Sequence::as_i64);
+        let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
+        let columns = Columns::of(batch);
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&t, &c, &count, &user_offset, &response_id];
+        params.extend(columns.params());
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let statement = client.prepare_cached(APPEND_PLAIN).await.map_err(classify)?;
+        let row = client.query_one(&statement, &params).await.map_err(classify)?;
+        let last = Sequence::from_stored(row.get::<_, i64>(0) - count);
+        Ok(AppendOutcome::stored(last, batch.messages.len()))
+    }
+
     /// Reads the pool's (size, available, waiting) for the metrics endpoint.
     pub fn pool_status(&self) -> crate::metrics::PoolStatus {
         let pool = self.pool.clone();
@@ -149,6 +171,8 @@ const ALLOCATE: &str = "INSERT INTO conversations
          last_response_id = coalesce($5, conversations.last_response_id)
      RETURNING last_sequence";
 
+/// Inserts a batch: `$3` holds the sequences, `$4..=$17` the [`Columns`], `$18` the sequence
+/// of the call each tool result answers.
 const INSERT_MESSAGES: &str =
     "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
          tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error, response_id,
@@ -157,6 +181,35 @@ const INSERT_MESSAGES: &str =
      FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::text[], $9::jsonb[],
                  $10::jsonb[], $11::bool[], $12::bool[], $13::jsonb[], $14::text[],
                  $15::int[], $16::int[], $17::int[], $18::bigint[]) AS u";
+
+/// The whole append of a batch without tool calls, results, idempotency key or expected
+/// sequence, in one statement (one round trip, its own transaction): [`ALLOCATE`]'s upsert
+/// locks the conversation and allocates, and the insert numbers the rows after it. `$6..=$19`
+/// are the [`Columns`].
+const APPEND_PLAIN: &str = "WITH allocated AS (
+         INSERT INTO conversations
+             (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
+             last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
+             last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
+             last_response_id = coalesce($5, conversations.last_response_id)
+         RETURNING last_sequence
+     ), stored AS (
+         INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
+             tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
+             response_id, tokens_o200k, tokens_cl100k, tokens_approx, created_at)
+         SELECT $1, $2, a.last_sequence - $3 + u.n, u.role, u.content, u.name, u.tool_calls,
+                u.tool_call_id, u.attachments, u.metadata, u.excluded, u.pinned, u.error,
+                u.response_id, u.o200k, u.cl100k, u.approx, now()
+         FROM allocated a,
+              unnest($6::text[], $7::text[], $8::text[], $9::jsonb[], $10::text[], $11::jsonb[],
+                     $12::jsonb[], $13::bool[], $14::bool[], $15::jsonb[], $16::text[],
+                     $17::int[], $18::int[], $19::int[])
+                  WITH ORDINALITY AS u(role, content, name, tool_calls, tool_call_id, attachments,
+                     metadata, excluded, pinned, error, response_id, o200k, cl100k, approx, n)
+     )
+     SELECT last_sequence FROM allocated";
 
 const MESSAGE_COLUMNS: &str =
     "sequence, role, content, name, tool_calls, tool_call_id, attachments, metadata,
@@ -171,6 +224,10 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         batch: &AppendBatch,
     ) -> Result<AppendOutcome, StoreError> {
+        let mentioned = mentioned_call_ids(&batch.messages);
+        if batch.idempotency_key.is_none() && batch.expected_last_sequence.is_none() && mentioned.is_empty() {
+            return self.append_plain(tenant, batch).await;
+        }
         let hash = batch.payload_hash();
         let count = batch.messages.len() as i64;
         let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
@@ -200,7 +257,6 @@ impl Store for PostgresStore {
             }
         }
 
-        let mentioned = mentioned_call_ids(&batch.messages);
         let known = if mentioned.is_empty() {
             HashMap::new()
         } else {
@@ -723,65 +779,87 @@ async fn insert_messages(
     batch: &AppendBatch,
     effects: &ToolEffects,
 ) -> Result<(), StoreError> {
-    let messages = &batch.messages;
-    let count = |pick: fn(&TokenCounts) -> u32| -> Vec<i32> {
-        batch
-            .tokens
-            .iter()
-            .map(|t| i32::try_from(pick(t)).unwrap_or(i32::MAX))
-            .collect()
-    };
-    let (o200k, cl100k, approx) = (
-        count(|t| t.o200k_base),
-        count(|t| t.cl100k_base),
-        count(|t| t.approx),
-    );
+    let count = batch.messages.len();
+    let sequences: Vec<i64> = (1..=count as u64).map(|i| last.plus(i).as_i64()).collect();
     let call_sequences: Vec<Option<i64>> = effects
-        .call_sequences(messages.len())
+        .call_sequences(count)
         .into_iter()
         .map(|s| s.map(Sequence::as_i64))
         .collect();
-    let sequences: Vec<i64> = (1..=messages.len() as u64)
-        .map(|i| last.plus(i).as_i64())
-        .collect();
-    let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
-    let contents: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
-    let names: Vec<&str> = messages.iter().map(|m| m.name.as_str()).collect();
-    let tool_calls: Vec<Json<&Vec<ToolCall>>> = messages.iter().map(|m| Json(&m.tool_calls)).collect();
-    let tool_call_ids: Vec<Option<&str>> = messages.iter().map(|m| m.tool_call_id.as_deref()).collect();
-    let attachments: Vec<Json<&Vec<Attachment>>> = messages.iter().map(|m| Json(&m.attachments)).collect();
-    let metadata: Vec<Json<_>> = messages.iter().map(|m| Json(&m.metadata)).collect();
-    let excluded: Vec<bool> = messages.iter().map(|m| m.exclude_from_context).collect();
-    let pinned: Vec<bool> = messages.iter().map(|m| m.pinned).collect();
-    let errors: Vec<Option<Json<&LlmError>>> = messages.iter().map(|m| m.error.as_ref().map(Json)).collect();
-    let response_ids: Vec<&str> = messages.iter().map(|m| m.response_id.as_str()).collect();
+    let columns = Columns::of(batch);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant, &conversation, &sequences];
+    params.extend(columns.params());
+    params.push(&call_sequences);
     let statement = tx.prepare_cached(INSERT_MESSAGES).await.map_err(classify)?;
-    tx.execute(
-        &statement,
-        &[
-            &tenant,
-            &conversation,
-            &sequences,
-            &roles,
-            &contents,
-            &names,
-            &tool_calls,
-            &tool_call_ids,
-            &attachments,
-            &metadata,
-            &excluded,
-            &pinned,
-            &errors,
-            &response_ids,
-            &o200k,
-            &cl100k,
-            &approx,
-            &call_sequences,
-        ],
-    )
-    .await
-    .map_err(classify)?;
+    tx.execute(&statement, &params).await.map_err(classify)?;
     Ok(())
+}
+
+/// A batch's messages as one array per column, for `unnest`; token counts included.
+struct Columns<'a> {
+    roles: Vec<&'a str>,
+    contents: Vec<&'a str>,
+    names: Vec<&'a str>,
+    tool_calls: Vec<Json<&'a Vec<ToolCall>>>,
+    tool_call_ids: Vec<Option<&'a str>>,
+    attachments: Vec<Json<&'a Vec<Attachment>>>,
+    metadata: Vec<Json<&'a BTreeMap<String, String>>>,
+    excluded: Vec<bool>,
+    pinned: Vec<bool>,
+    errors: Vec<Option<Json<&'a LlmError>>>,
+    response_ids: Vec<&'a str>,
+    o200k: Vec<i32>,
+    cl100k: Vec<i32>,
+    approx: Vec<i32>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(batch: &'a AppendBatch) -> Self {
+        let m = &batch.messages;
+        let count = |pick: fn(&TokenCounts) -> u32| -> Vec<i32> {
+            batch
+                .tokens
+                .iter()
+                .map(|t| i32::try_from(pick(t)).unwrap_or(i32::MAX))
+                .collect()
+        };
+        Columns {
+            roles: m.iter().map(|m| m.role.as_str()).collect(),
+            contents: m.iter().map(|m| m.content.as_str()).collect(),
+            names: m.iter().map(|m| m.name.as_str()).collect(),
+            tool_calls: m.iter().map(|m| Json(&m.tool_calls)).collect(),
+            tool_call_ids: m.iter().map(|m| m.tool_call_id.as_deref()).collect(),
+            attachments: m.iter().map(|m| Json(&m.attachments)).collect(),
+            metadata: m.iter().map(|m| Json(&m.metadata)).collect(),
+            excluded: m.iter().map(|m| m.exclude_from_context).collect(),
+            pinned: m.iter().map(|m| m.pinned).collect(),
+            errors: m.iter().map(|m| m.error.as_ref().map(Json)).collect(),
+            response_ids: m.iter().map(|m| m.response_id.as_str()).collect(),
+            o200k: count(|t| t.o200k_base),
+            cl100k: count(|t| t.cl100k_base),
+            approx: count(|t| t.approx),
+        }
+    }
+
+    /// In the order of the `unnest` lists of [`INSERT_MESSAGES`] and [`APPEND_PLAIN`].
+    fn params(&self) -> [&(dyn ToSql + Sync); 14] {
+        [
+            &self.roles,
+            &self.contents,
+            &self.names,
+            &self.tool_calls,
+            &self.tool_call_ids,
+            &self.attachments,
+            &self.metadata,
+            &self.excluded,
+            &self.pinned,
+            &self.errors,
+            &self.response_ids,
+            &self.o200k,
+            &self.cl100k,
+            &self.approx,
+        ]
+    }
 }
 
 async fn record_tool_calls(

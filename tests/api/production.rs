@@ -120,6 +120,10 @@ async fn no_rpc_lets_one_tenant_reach_another_tenants_conversation() {
     );
     let update = proto::UpdateWorkingMemoryRequest {
         conversation_id: conv(),
+        memory: Some(proto::WorkingMemory {
+            summary: "overwrite".into(),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     check(
