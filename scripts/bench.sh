@@ -15,8 +15,10 @@ url=$(scripts/throwaway-postgres.sh start "$work/pg")
 DATABASE_URL=$url cargo bench --bench suite | tee "$work/bench.txt"
 
 data=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/bpe-openai-*/data | head -1)
-echo "# tiktoken (Python) on the same text"
-"$work/venv/bin/python" scripts/tiktoken_oracle.py "$data" --throughput target/bench/token-text.txt | tee "$work/tiktoken.txt"
+echo "# tiktoken (Python) on the same texts"
+for text in corpus chat; do
+  "$work/venv/bin/python" scripts/tiktoken_oracle.py "$data" --throughput "target/bench/$text.txt" | tee -a "$work/tiktoken.txt"
+done
 max_tokens=$(python3 -c 'import json,sys; [print(j["max_tokens"]) for j in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")) if j.get("bench") == "build_context"]' "$work/bench.txt")
 echo "# LangChain trim_messages + tiktoken (Python) on the same conversation, max_tokens=$max_tokens"
 "$work/venv/bin/python" scripts/langchain_trim.py "$data" target/bench/conversation.json "$max_tokens" | tee "$work/langchain.txt"
@@ -27,12 +29,13 @@ import json, sys
 def lines(path):
     return [json.loads(l) for l in open(path) if l.startswith("{")]
 ours, theirs = lines(sys.argv[1]), lines(sys.argv[2])
-tiktoken = {j["encoding"]: j for j in theirs}
+tiktoken = {(j["text"], j["encoding"]): j for j in theirs}
 for j in ours:
     if "encoding" in j:
-        t = tiktoken[j["encoding"]]
+        t = tiktoken[(j["text"], j["encoding"])]
         same = "equal counts" if j["tokens"] == t["tokens"] else "COUNTS DIFFER"
-        print(f"{j['encoding']}: ctxd/tiktoken throughput = {j['bytes_per_sec'] / t['bytes_per_sec']:.2f}x ({same}; target >= 2x)")
+        print(f"{j['text']} text, {j['encoding']}: ctxd {j['bytes_per_sec'] / 1e6:.1f} MB/s, tiktoken {t['bytes_per_sec'] / 1e6:.1f} MB/s"
+              f" = {j['bytes_per_sec'] / t['bytes_per_sec']:.2f}x ({same}; target >= 2x)")
 build = next(j for j in ours if j.get("bench") == "build_context")
 trim = lines(sys.argv[3])[0]
 print(f"{build['messages']} messages: LangChain trim p50 {trim['p50_ms']:.1f} ms / BuildContext p50 {build['p50_ms']:.2f} ms"

@@ -1,5 +1,7 @@
 //! Logging set-up. Logs carry ids, counts and timings, never message content.
 
+use std::io::IsTerminal as _;
+
 use tracing_subscriber::{EnvFilter, fmt};
 
 use crate::config::LogFormat;
@@ -12,7 +14,9 @@ pub fn init(format: LogFormat, filter: &str) -> Result<(), Box<dyn std::error::E
     // tokio-postgres logs every query's parameters (message content) at debug: that target is
     // always off, whatever the configured filter says.
     let filter = EnvFilter::try_new(filter)?.add_directive(QUIET_QUERY_LOG.parse()?);
-    let builder = fmt().with_env_filter(filter).with_target(true);
+    // Colour codes only on a terminal: in files and container logs they are noise.
+    let ansi = std::io::stdout().is_terminal();
+    let builder = fmt().with_env_filter(filter).with_target(true).with_ansi(ansi);
     match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder

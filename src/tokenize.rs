@@ -16,6 +16,8 @@
 //! - each attachment costs a flat [`ATTACHMENT_TOKENS`] (85, a low-detail image) plus its file name;
 //! - the pack as a whole costs [`REPLY_PRIMING`] (3) for the assistant reply header.
 
+use std::{collections::HashSet, sync::OnceLock};
+
 use bpe_openai::Tokenizer as Bpe;
 
 /// Framing tokens of every chat message (`<|start|>{role}\n ... <|end|>`).
@@ -46,8 +48,8 @@ impl Tokenizer {
 
     /// Tokens of `text` alone.
     pub fn count(self, text: &str) -> usize {
-        match self.bpe() {
-            Some(bpe) => bpe.count(text),
+        match self.vocabulary() {
+            Some(vocabulary) => vocabulary.count(text),
             None => text.len().div_ceil(4),
         }
     }
@@ -88,12 +90,54 @@ impl Tokenizer {
         }
     }
 
+    fn vocabulary(self) -> Option<&'static Vocabulary> {
+        static O200K: OnceLock<Vocabulary> = OnceLock::new();
+        static CL100K: OnceLock<Vocabulary> = OnceLock::new();
+        let (cell, bpe) = match self {
+            Tokenizer::O200kBase => (&O200K, bpe_openai::o200k_base()),
+            Tokenizer::Cl100kBase => (&CL100K, bpe_openai::cl100k_base()),
+            Tokenizer::Approx => return None,
+        };
+        Some(cell.get_or_init(|| Vocabulary::of(bpe)))
+    }
+
     fn bpe(self) -> Option<&'static Bpe> {
         match self {
             Tokenizer::O200kBase => Some(bpe_openai::o200k_base()),
             Tokenizer::Cl100kBase => Some(bpe_openai::cl100k_base()),
             Tokenizer::Approx => None,
         }
+    }
+}
+
+/// An encoding with a set of its tokens' bytes, for counting fast.
+///
+/// Most pre-tokenized pieces (words with their leading space) are one token. tiktoken itself
+/// emits a piece that is a whole token as that token without running BPE merges, so looking
+/// it up first gives tiktoken's counts exactly, and skips the byte-pair search (and its
+/// allocations) for the common case.
+struct Vocabulary {
+    bpe: &'static Bpe,
+    whole: HashSet<&'static [u8]>,
+}
+
+impl Vocabulary {
+    fn of(bpe: &'static Bpe) -> Self {
+        let whole = (0..bpe.bpe.num_tokens() as u32)
+            .map(|id| bpe.bpe.token_bytes(id))
+            .collect();
+        Vocabulary { bpe, whole }
+    }
+
+    fn count(&self, text: &str) -> usize {
+        let text = self.bpe.normalize(text);
+        self.bpe
+            .split(text.as_str())
+            .map(|piece| match self.whole.contains(piece.as_bytes()) {
+                true => 1,
+                false => self.bpe.bpe.count(piece.as_bytes()),
+            })
+            .sum()
     }
 }
 

@@ -33,7 +33,9 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
 }
 
 fn content(client: usize, n: u64) -> String {
-    format!("Client {client} message {n}: please look at the failing checkout tests and tell me why they fail.")
+    format!(
+        "Client {client} message {n}: please look at the failing checkout tests and tell me why they fail."
+    )
 }
 
 /// Runs `clients` tasks until `secs` pass; each calls `step` in a loop and counts successes.

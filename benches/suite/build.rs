@@ -176,7 +176,12 @@ async fn measure_build(
 }
 
 /// The floor BuildContext is compared with: one query reading the same tail rows.
-async fn measure_raw_tail(url: &str, conversation: &str, rows: usize, samples: usize) -> anyhow::Result<Duration> {
+async fn measure_raw_tail(
+    url: &str,
+    conversation: &str,
+    rows: usize,
+    samples: usize,
+) -> anyhow::Result<Duration> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
     let statement = client
@@ -220,7 +225,10 @@ async fn export_conversation(
             .await?
             .into_inner();
         for m in &page.messages {
-            let role = proto::Role::try_from(m.role)?.as_str_name().trim_start_matches("ROLE_").to_lowercase();
+            let role = proto::Role::try_from(m.role)?
+                .as_str_name()
+                .trim_start_matches("ROLE_")
+                .to_lowercase();
             let calls: Vec<_> = m
                 .tool_calls
                 .iter()

@@ -4,15 +4,16 @@
 //!
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and
-//! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run).
+//! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run); `BENCH_ONLY=`
+//! `build`, `append`, `memory`, `tokens` (comma-separated) runs some phases.
 
 mod append;
 mod build;
 mod memory;
-mod tokens;
 #[path = "../../tests/support/replica.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod replica;
+mod tokens;
 
 use std::path::{Path, PathBuf};
 
@@ -34,28 +35,59 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     };
     let scale = if std::env::var_os("BENCH_QUICK").is_some() {
-        Scale { history_sizes: [100, 1_000, 2_000], samples: 50, append_secs: 1, sustain_secs: 4 }
+        Scale {
+            history_sizes: [100, 1_000, 2_000],
+            samples: 50,
+            append_secs: 1,
+            sustain_secs: 4,
+        }
     } else {
-        Scale { history_sizes: [1_000, 10_000, 100_000], samples: 400, append_secs: 5, sustain_secs: 60 }
+        Scale {
+            history_sizes: [1_000, 10_000, 100_000],
+            samples: 400,
+            append_secs: 5,
+            sustain_secs: 60,
+        }
     };
     let out = output_dir()?;
     let server = Replica::start(
         Path::new(env!("CARGO_BIN_EXE_ctxd")),
-        &[("DATABASE_URL", &url), ("CTXD_DB_POOL_SIZE", "32"), ("RUST_LOG", "info")],
+        &[
+            ("DATABASE_URL", &url),
+            ("CTXD_DB_POOL_SIZE", "32"),
+            ("RUST_LOG", "info"),
+        ],
         &out,
         "bench-server",
     )
     .await?;
     println!("# machine: {}", machine());
-    println!("# server: {} (pid {}), log in {}", server.addr, server.pid().unwrap_or(0), out.display());
+    println!(
+        "# server: {} (pid {}), log in {}",
+        server.addr,
+        server.pid().unwrap_or(0),
+        out.display()
+    );
 
+    // BENCH_ONLY=append,tokens runs a subset (profiling one phase); the sustained phase needs
+    // the histories the build phase seeds.
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let wanted = |phase: &str| only.is_empty() || only.split(',').any(|p| p == phase);
     let mut rss = memory::RssLog::default();
     rss.sample("after start", &server);
-    build::run(&server, &url, scale, &out, &mut rss).await?;
-    append::run(&server, &url, scale).await?;
-    memory::sustained(&server, scale, &mut rss).await?;
-    rss.report();
-    tokens::run(&out);
+    if wanted("build") {
+        build::run(&server, &url, scale, &out, &mut rss).await?;
+    }
+    if wanted("append") {
+        append::run(&server, &url, scale).await?;
+    }
+    if wanted("build") && wanted("memory") {
+        memory::sustained(&server, scale, &mut rss).await?;
+        rss.report();
+    }
+    if wanted("tokens") {
+        tokens::run(&out);
+    }
     Ok(())
 }
 

@@ -53,7 +53,10 @@ pub(crate) async fn sustained(server: &Replica, scale: Scale, rss: &mut RssLog) 
                     client
                         .build_context(proto::BuildContextRequest {
                             conversation_id: format!("bench-{}", sizes[n % 3]),
-                            budget: Some(proto::Budget { max_tokens: 8_000, ..Default::default() }),
+                            budget: Some(proto::Budget {
+                                max_tokens: 8_000,
+                                ..Default::default()
+                            }),
                             ..Default::default()
                         })
                         .await?;

@@ -629,7 +629,11 @@ pub(crate) fn memory_from_proto(
     if summary.len() > limits.max_content_bytes {
         too_long.push((
             "memory.summary".into(),
-            format!("{} bytes; the limit is {}", summary.len(), limits.max_content_bytes),
+            format!(
+                "{} bytes; the limit is {}",
+                summary.len(),
+                limits.max_content_bytes
+            ),
         ));
     }
     for (field, description) in too_long {

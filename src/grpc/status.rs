@@ -112,16 +112,26 @@ impl From<ApiError> for Status {
     }
 }
 
+/// Violations reported in one status. Statuses travel in HTTP/2 headers, which peers cap
+/// (often at 16 KiB): a batch with hundreds of bad fields must not turn INVALID_ARGUMENT into a
+/// connection-level protocol error.
+const MAX_REPORTED_VIOLATIONS: usize = 10;
+
 fn invalid_argument(violations: &Violations) -> Status {
     let mut details = ErrorDetails::new();
-    for v in violations.iter() {
+    let mut message = String::from("invalid request: ");
+    for (i, v) in violations.iter().take(MAX_REPORTED_VIOLATIONS).enumerate() {
         details.add_bad_request_violation(v.field.clone(), v.description.clone());
+        if i > 0 {
+            message.push_str("; ");
+        }
+        message.push_str(&format!("{}: {}", v.field, v.description));
     }
-    Status::with_error_details(
-        Code::InvalidArgument,
-        format!("invalid request: {violations}"),
-        details,
-    )
+    let total = violations.iter().count();
+    if total > MAX_REPORTED_VIOLATIONS {
+        message.push_str(&format!(" (and {} more)", total - MAX_REPORTED_VIOLATIONS));
+    }
+    Status::with_error_details(Code::InvalidArgument, message, details)
 }
 
 /// Displays an error with all its sources, for logs.

@@ -89,7 +89,11 @@ impl PostgresStore {
     }
 
     /// [`APPEND_PLAIN`]: the common append (text turns) in one round trip.
-    async fn append_plain(&self, tenant: &TenantId, batch: &AppendBatch) -> Result<AppendOutcome, StoreError> {
+    async fn append_plain(
+        &self,
+        tenant: &TenantId,
+        batch: &AppendBatch,
+    ) -> Result<AppendOutcome, StoreError> {
         let count = batch.messages.len() as i64;
         let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
         let user_offset = user_offset.map(Sequence::as_i64);

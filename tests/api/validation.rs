@@ -10,7 +10,10 @@ use crate::{
     },
 };
 
-contract_tests!(every_validation_rule_names_its_field_and_stores_nothing);
+contract_tests!(
+    every_validation_rule_names_its_field_and_stores_nothing,
+    a_batch_with_a_hundred_bad_messages_gets_invalid_argument_not_a_protocol_error
+);
 
 fn with_role(role: i32, content: &str) -> proto::Message {
     proto::Message {
@@ -241,4 +244,22 @@ async fn every_validation_rule_names_its_field_and_stores_nothing(kind: StoreKin
             "{case}: nothing stored"
         );
     }
+}
+
+/// Statuses travel in HTTP/2 headers: reporting every violation of a large batch would exceed
+/// the peer's header limit and surface as a connection-level protocol error instead.
+async fn a_batch_with_a_hundred_bad_messages_gets_invalid_argument_not_a_protocol_error(kind: StoreKind) {
+    let app = spawn_app_with(kind, &[]).await;
+    let ghosts = (0..100)
+        .map(|i| tool_result(&format!("a-call-id-nobody-made-{i:0>200}"), "out"))
+        .collect();
+    let status = app
+        .client
+        .clone()
+        .append_message(append("v", ghosts))
+        .await
+        .expect_err("orphan results are rejected");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert_field_violation(&status, "messages[0].tool_call_id");
+    assert!(status.message().contains("(and 90 more)"), "{}", status.message());
 }

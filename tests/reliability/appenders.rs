@@ -108,7 +108,10 @@ pub(crate) async fn concurrent_appenders(replicas: &[Replica], total: usize) -> 
     let last = stored.last().map_or(0, |m| m.sequence);
 
     report.figure("appends acknowledged", format!("{} of {total}", acked.len()));
-    report.figure("throughput", format!("{:.0} appends/s ({secs:.1} s)", acked.len() as f64 / secs));
+    report.figure(
+        "throughput",
+        format!("{:.0} appends/s ({secs:.1} s)", acked.len() as f64 / secs),
+    );
     report.figure("stored / last sequence", format!("{} / {last}", stored.len()));
     report.figure("gaps", gaps);
     report.figure("duplicate sequences", duplicates);
@@ -116,7 +119,10 @@ pub(crate) async fn concurrent_appenders(replicas: &[Replica], total: usize) -> 
     report.figure("acknowledged but missing or different", missing);
     report.figure("failed calls", errors.len());
     report.expect(errors.is_empty(), format!("failed calls: {:?}", errors.first()));
-    report.expect(stored.len() == total && last == total as u64, "sequences are not exactly 1..N");
+    report.expect(
+        stored.len() == total && last == total as u64,
+        "sequences are not exactly 1..N",
+    );
     report.expect(gaps == 0 && duplicates == 0, "gaps or duplicate sequences");
     report.expect(contents.len() == stored.len(), "a message was stored twice");
     report.expect(missing == 0, "acknowledged messages missing");
@@ -140,7 +146,10 @@ pub(crate) async fn idempotent_retries(replicas: &[Replica]) -> anyhow::Result<R
         let (request, barrier) = (request.clone(), barrier.clone());
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            client.append_message(request).await.map(tonic::Response::into_inner)
+            client
+                .append_message(request)
+                .await
+                .map(tonic::Response::into_inner)
         }));
     }
     let mut answers = Vec::new();
@@ -163,6 +172,9 @@ pub(crate) async fn idempotent_retries(replicas: &[Replica]) -> anyhow::Result<R
     report.expect(failed.is_empty(), format!("failed: {:?}", failed.first()));
     report.expect(distinct.len() == 1, "answers differ");
     report.expect(originals == 1, "exactly one answer should be the original");
-    report.expect(stored.len() == 3, "the batch took effect more than once (or not at all)");
+    report.expect(
+        stored.len() == 3,
+        "the batch took effect more than once (or not at all)",
+    );
     Ok(report)
 }

@@ -39,7 +39,12 @@ pub(crate) async fn table(replicas: &mut [Replica]) -> anyhow::Result<Report> {
     client
         .append_message(append(
             SEEDED,
-            vec![user("hello".into()), calling("c1"), result("c1"), assistant("done")],
+            vec![
+                user("hello".into()),
+                calling("c1"),
+                result("c1"),
+                assistant("done"),
+            ],
         ))
         .await?;
     let channel = replica.channel().await?;
@@ -60,7 +65,10 @@ pub(crate) async fn table(replicas: &mut [Replica]) -> anyhow::Result<Report> {
             if alive { "" } else { " (replica died)" },
             if stored { "STORED" } else { "nothing" }
         );
-        report.expect(ok, format!("{name}: expected {expected:?}, got {got:?}, stored={stored}, alive={alive}"));
+        report.expect(
+            ok,
+            format!("{name}: expected {expected:?}, got {got:?}, stored={stored}, alive={alive}"),
+        );
     }
     report.figure("cases", count);
     report.figure("cases with the wrong status, a write, or a crash", failures);
@@ -86,7 +94,11 @@ async fn send(
                 return Status::from_error(e.into()).code();
             }
             let path = PathAndQuery::try_from(format!("/ctxd.v1.ContextService/{method}")).expect("path");
-            code(grpc.unary(tonic::Request::new(bytes), path, RawCodec).await.map(drop))
+            code(
+                grpc.unary(tonic::Request::new(bytes), path, RawCodec)
+                    .await
+                    .map(drop),
+            )
         }
     }
 }
@@ -100,7 +112,10 @@ async fn stored_anything(
     let pack = client
         .build_context(proto::BuildContextRequest {
             conversation_id: SEEDED.into(),
-            budget: Some(proto::Budget { max_tokens: 10_000, ..Default::default() }),
+            budget: Some(proto::Budget {
+                max_tokens: 10_000,
+                ..Default::default()
+            }),
             ..Default::default()
         })
         .await?
@@ -118,7 +133,11 @@ fn append(conversation: &str, messages: Vec<proto::Message>) -> proto::AppendMes
 }
 
 fn message(role: Role, content: &str) -> proto::Message {
-    proto::Message { role: role as i32, content: content.into(), ..Default::default() }
+    proto::Message {
+        role: role as i32,
+        content: content.into(),
+        ..Default::default()
+    }
 }
 
 fn assistant(content: &str) -> proto::Message {
@@ -127,28 +146,46 @@ fn assistant(content: &str) -> proto::Message {
 
 fn calling(id: &str) -> proto::Message {
     proto::Message {
-        tool_calls: vec![proto::ToolCall { id: id.into(), name: "lookup".into(), arguments: "{}".into() }],
+        tool_calls: vec![proto::ToolCall {
+            id: id.into(),
+            name: "lookup".into(),
+            arguments: "{}".into(),
+        }],
         ..message(Role::Assistant, "")
     }
 }
 
 fn result(id: &str) -> proto::Message {
-    proto::Message { tool_call_id: id.into(), ..message(Role::Tool, "42") }
+    proto::Message {
+        tool_call_id: id.into(),
+        ..message(Role::Tool, "42")
+    }
 }
 
 fn budget(max_tokens: u32, reserve: u32) -> Option<proto::Budget> {
-    Some(proto::Budget { max_tokens, reserve_output_tokens: reserve, ..Default::default() })
+    Some(proto::Budget {
+        max_tokens,
+        reserve_output_tokens: reserve,
+        ..Default::default()
+    })
 }
 
 fn build(request: proto::BuildContextRequest) -> Call {
     Call::Build(proto::BuildContextRequest {
-        conversation_id: if request.conversation_id.is_empty() { SEEDED.into() } else { request.conversation_id },
+        conversation_id: if request.conversation_id.is_empty() {
+            SEEDED.into()
+        } else {
+            request.conversation_id
+        },
         ..request
     })
 }
 
 fn summarize(request: proto::SummarizeRequest) -> Call {
-    Call::Summarize(proto::SummarizeRequest { conversation_id: SEEDED.into(), ..request })
+    Call::Summarize(proto::SummarizeRequest {
+        conversation_id: SEEDED.into(),
+        ..request
+    })
 }
 
 /// A protobuf field: tag `field`, wire type 2 (length-delimited), `bytes`.
@@ -163,89 +200,386 @@ fn cases() -> Vec<(&'static str, Call, Code)> {
     let one = |m: proto::Message| Call::Append(append(NEW, vec![m]));
     let big = |n: usize| "x".repeat(n);
     vec![
-        ("role unspecified", one(proto::Message { role: 0, ..user("x".into()) }), InvalidArgument),
-        ("role value 99 (not in the enum)", one(proto::Message { role: 99, ..user("x".into()) }), InvalidArgument),
-        ("empty conversation id", Call::Append(append("", vec![user("x".into())])), InvalidArgument),
-        ("conversation id of 10 KB", Call::Append(append(&big(10_000), vec![user("x".into())])), InvalidArgument),
-        ("conversation id with a NUL byte", Call::Append(append("a\0b", vec![user("x".into())])), InvalidArgument),
+        (
+            "role unspecified",
+            one(proto::Message {
+                role: 0,
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "role value 99 (not in the enum)",
+            one(proto::Message {
+                role: 99,
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "empty conversation id",
+            Call::Append(append("", vec![user("x".into())])),
+            InvalidArgument,
+        ),
+        (
+            "conversation id of 10 KB",
+            Call::Append(append(&big(10_000), vec![user("x".into())])),
+            InvalidArgument,
+        ),
+        (
+            "conversation id with a NUL byte",
+            Call::Append(append("a\0b", vec![user("x".into())])),
+            InvalidArgument,
+        ),
         ("no messages", Call::Append(append(NEW, vec![])), InvalidArgument),
-        ("101 messages (limit 100)", Call::Append(append(NEW, (0..101).map(|_| user("x".into())).collect())), InvalidArgument),
-        ("100,000 messages in one request", Call::Append(append(NEW, (0..100_000).map(|_| user("x".into())).collect())), InvalidArgument),
-        ("tool result answering no call", one(result("ghost")), InvalidArgument),
-        ("tool message without tool_call_id", one(message(Role::Tool, "out")), InvalidArgument),
-        ("user message with tool_call_id", one(proto::Message { tool_call_id: "c".into(), ..user("x".into()) }), InvalidArgument),
-        ("user message with tool calls", one(proto::Message { tool_calls: calling("c").tool_calls, ..user("x".into()) }), InvalidArgument),
-        ("100,000 tool calls on one message", one(proto::Message {
-            tool_calls: (0..100_000).map(|i| proto::ToolCall { id: format!("c{i}"), name: "f".into(), arguments: "{}".into() }).collect(),
-            ..message(Role::Assistant, "")
-        }), InvalidArgument),
-        ("two tool calls with one id", one(proto::Message {
-            tool_calls: [calling("d").tool_calls, calling("d").tool_calls].concat(),
-            ..message(Role::Assistant, "")
-        }), InvalidArgument),
-        ("tool call and its result, result first", Call::Append(append(NEW, vec![result("r1"), calling("r1")])), InvalidArgument),
-        ("two results for one call", Call::Append(append(NEW, vec![calling("t1"), result("t1"), result("t1")])), InvalidArgument),
-        ("content of 1 MiB + 1 byte", one(user(big((1 << 20) + 1))), InvalidArgument),
-        ("request of 20 MiB (limit 16 MiB)", one(user(big(20 << 20))), ResourceExhausted),
-        ("10,000 metadata entries", one(proto::Message {
-            metadata: (0..10_000).map(|i| (format!("k{i}"), "v".to_string())).collect(),
-            ..user("x".into())
-        }), InvalidArgument),
-        ("metadata key of 10 KB", one(proto::Message { metadata: [(big(10_000), "v".to_string())].into(), ..user("x".into()) }), InvalidArgument),
-        ("author name of 10 KB", one(proto::Message { name: big(10_000), ..user("x".into()) }), InvalidArgument),
-        ("attachment with no data or URI", one(proto::Message {
-            attachments: vec![proto::Attachment { mime_type: "image/png".into(), ..Default::default() }],
-            ..user("x".into())
-        }), InvalidArgument),
-        ("attachment of 9 MiB (limit 8 MiB)", one(proto::Message {
-            attachments: vec![proto::Attachment {
-                mime_type: "image/png".into(),
-                source: Some(proto::attachment::Source::Data(vec![0; 9 << 20])),
-                ..Default::default()
-            }],
-            ..user("x".into())
-        }), InvalidArgument),
-        ("LLM error on a user message", one(proto::Message { error: Some(proto::LlmError::default()), ..user("x".into()) }), InvalidArgument),
-        ("system message without content", one(message(Role::System, "")), InvalidArgument),
-        ("idempotency key of 10 KB", Call::Append(proto::AppendMessageRequest { idempotency_key: big(10_000), ..append(NEW, vec![user("x".into())]) }), InvalidArgument),
-        ("expected_last_sequence 7 on a new conversation", Call::Append(proto::AppendMessageRequest { expected_last_sequence: Some(7), ..append(NEW, vec![user("x".into())]) }), Aborted),
-        ("expected_last_sequence u64::MAX", Call::Append(proto::AppendMessageRequest { expected_last_sequence: Some(u64::MAX), ..append(NEW, vec![user("x".into())]) }), InvalidArgument),
-        ("BuildContext without a budget", build(proto::BuildContextRequest::default()), InvalidArgument),
-        ("BuildContext budget of 0 tokens", build(proto::BuildContextRequest { budget: budget(0, 0), ..Default::default() }), InvalidArgument),
-        ("BuildContext budget of u32::MAX tokens", build(proto::BuildContextRequest { budget: budget(u32::MAX, 0), ..Default::default() }), InvalidArgument),
-        ("BuildContext reserve larger than the budget", build(proto::BuildContextRequest { budget: budget(100, 200), ..Default::default() }), InvalidArgument),
-        ("BuildContext tokenizer value 42", build(proto::BuildContextRequest { budget: budget(1000, 0), tokenizer: 42, ..Default::default() }), InvalidArgument),
-        ("BuildContext format value 42", build(proto::BuildContextRequest { budget: budget(1000, 0), format: 42, ..Default::default() }), InvalidArgument),
-        ("BuildContext of an unknown conversation", build(proto::BuildContextRequest { conversation_id: "nobody".into(), budget: budget(1000, 0), ..Default::default() }), NotFound),
-        ("BuildContext pending result for an unknown call", build(proto::BuildContextRequest { budget: budget(1000, 0), pending_messages: vec![result("ghost")], ..Default::default() }), InvalidArgument),
-        ("BuildContext with 100,000 pending messages", build(proto::BuildContextRequest { budget: budget(1000, 0), pending_messages: (0..100_000).map(|_| user("x".into())).collect(), ..Default::default() }), InvalidArgument),
-        ("Summarize mode value 42", summarize(proto::SummarizeRequest { mode: 42, ..Default::default() }), InvalidArgument),
-        ("Summarize PROVIDED past the log's end", summarize(proto::SummarizeRequest {
-            mode: proto::SummarizeMode::Provided as i32, summary_text: "s".into(), through_sequence: 1_000, ..Default::default()
-        }), InvalidArgument),
-        ("Summarize PROVIDED without text", summarize(proto::SummarizeRequest {
-            mode: proto::SummarizeMode::Provided as i32, through_sequence: 2, ..Default::default()
-        }), InvalidArgument),
-        ("Summarize PROVIDED on a stale watermark", summarize(proto::SummarizeRequest {
-            mode: proto::SummarizeMode::Provided as i32, summary_text: "s".into(), through_sequence: 2,
-            expected_through_sequence: Some(1), ..Default::default()
-        }), Aborted),
-        ("UpdateWorkingMemory without a memory", Call::Memory(proto::UpdateWorkingMemoryRequest { conversation_id: SEEDED.into(), ..Default::default() }), InvalidArgument),
-        ("UpdateWorkingMemory with 100,000 goals", Call::Memory(proto::UpdateWorkingMemoryRequest {
-            conversation_id: SEEDED.into(),
-            memory: Some(proto::WorkingMemory {
-                goals: (0..100_000).map(|i| proto::MemoryItem { text: format!("goal {i}"), ..Default::default() }).collect(),
+        (
+            "101 messages (limit 100)",
+            Call::Append(append(NEW, (0..101).map(|_| user("x".into())).collect())),
+            InvalidArgument,
+        ),
+        (
+            "100,000 messages in one request",
+            Call::Append(append(NEW, (0..100_000).map(|_| user("x".into())).collect())),
+            InvalidArgument,
+        ),
+        (
+            "tool result answering no call",
+            one(result("ghost")),
+            InvalidArgument,
+        ),
+        (
+            "100 tool results answering no call (100 violations)",
+            Call::Append(append(
+                NEW,
+                (0..100).map(|i| result(&format!("ghost-{i}"))).collect(),
+            )),
+            InvalidArgument,
+        ),
+        (
+            "tool message without tool_call_id",
+            one(message(Role::Tool, "out")),
+            InvalidArgument,
+        ),
+        (
+            "user message with tool_call_id",
+            one(proto::Message {
+                tool_call_id: "c".into(),
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "user message with tool calls",
+            one(proto::Message {
+                tool_calls: calling("c").tool_calls,
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "100,000 tool calls on one message",
+            one(proto::Message {
+                tool_calls: (0..100_000)
+                    .map(|i| proto::ToolCall {
+                        id: format!("c{i}"),
+                        name: "f".into(),
+                        arguments: "{}".into(),
+                    })
+                    .collect(),
+                ..message(Role::Assistant, "")
+            }),
+            InvalidArgument,
+        ),
+        (
+            "two tool calls with one id",
+            one(proto::Message {
+                tool_calls: [calling("d").tool_calls, calling("d").tool_calls].concat(),
+                ..message(Role::Assistant, "")
+            }),
+            InvalidArgument,
+        ),
+        (
+            "tool call and its result, result first",
+            Call::Append(append(NEW, vec![result("r1"), calling("r1")])),
+            InvalidArgument,
+        ),
+        (
+            "two results for one call",
+            Call::Append(append(NEW, vec![calling("t1"), result("t1"), result("t1")])),
+            InvalidArgument,
+        ),
+        (
+            "content of 1 MiB + 1 byte",
+            one(user(big((1 << 20) + 1))),
+            InvalidArgument,
+        ),
+        (
+            "request of 20 MiB (limit 16 MiB)",
+            one(user(big(20 << 20))),
+            ResourceExhausted,
+        ),
+        (
+            "10,000 metadata entries",
+            one(proto::Message {
+                metadata: (0..10_000).map(|i| (format!("k{i}"), "v".to_string())).collect(),
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "metadata key of 10 KB",
+            one(proto::Message {
+                metadata: [(big(10_000), "v".to_string())].into(),
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "author name of 10 KB",
+            one(proto::Message {
+                name: big(10_000),
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "attachment with no data or URI",
+            one(proto::Message {
+                attachments: vec![proto::Attachment {
+                    mime_type: "image/png".into(),
+                    ..Default::default()
+                }],
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "attachment of 9 MiB (limit 8 MiB)",
+            one(proto::Message {
+                attachments: vec![proto::Attachment {
+                    mime_type: "image/png".into(),
+                    source: Some(proto::attachment::Source::Data(vec![0; 9 << 20])),
+                    ..Default::default()
+                }],
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "LLM error on a user message",
+            one(proto::Message {
+                error: Some(proto::LlmError::default()),
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "system message without content",
+            one(message(Role::System, "")),
+            InvalidArgument,
+        ),
+        (
+            "idempotency key of 10 KB",
+            Call::Append(proto::AppendMessageRequest {
+                idempotency_key: big(10_000),
+                ..append(NEW, vec![user("x".into())])
+            }),
+            InvalidArgument,
+        ),
+        (
+            "expected_last_sequence 7 on a new conversation",
+            Call::Append(proto::AppendMessageRequest {
+                expected_last_sequence: Some(7),
+                ..append(NEW, vec![user("x".into())])
+            }),
+            Aborted,
+        ),
+        (
+            "expected_last_sequence u64::MAX",
+            Call::Append(proto::AppendMessageRequest {
+                expected_last_sequence: Some(u64::MAX),
+                ..append(NEW, vec![user("x".into())])
+            }),
+            InvalidArgument,
+        ),
+        (
+            "BuildContext without a budget",
+            build(proto::BuildContextRequest::default()),
+            InvalidArgument,
+        ),
+        (
+            "BuildContext budget of 0 tokens",
+            build(proto::BuildContextRequest {
+                budget: budget(0, 0),
                 ..Default::default()
             }),
-            ..Default::default()
-        }), InvalidArgument),
-        ("CountTokens tokenizer value 42", Call::Count(proto::CountTokensRequest { text: "x".into(), tokenizer: 42 }), InvalidArgument),
-        ("CountTokens text of 2 MiB", Call::Count(proto::CountTokensRequest { text: big(2 << 20), ..Default::default() }), InvalidArgument),
-        ("ListMessages without a conversation id", Call::List(proto::ListMessagesRequest::default()), InvalidArgument),
-        ("bytes that are not protobuf", Call::Raw("AppendMessage", vec![0xff; 64]), InvalidArgument),
-        ("conversation id that is not UTF-8", Call::Raw("AppendMessage", field(1, &[0xc3, 0x28, 0xff])), InvalidArgument),
-        ("message truncated mid-field", Call::Raw("AppendMessage", vec![0x0a, 0x7f, b'a']), InvalidArgument),
-        ("unknown method", Call::Raw("DropAllTables", field(1, b"x")), Unimplemented),
+            InvalidArgument,
+        ),
+        (
+            "BuildContext budget of u32::MAX tokens",
+            build(proto::BuildContextRequest {
+                budget: budget(u32::MAX, 0),
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "BuildContext reserve larger than the budget",
+            build(proto::BuildContextRequest {
+                budget: budget(100, 200),
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "BuildContext tokenizer value 42",
+            build(proto::BuildContextRequest {
+                budget: budget(1000, 0),
+                tokenizer: 42,
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "BuildContext format value 42",
+            build(proto::BuildContextRequest {
+                budget: budget(1000, 0),
+                format: 42,
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "BuildContext of an unknown conversation",
+            build(proto::BuildContextRequest {
+                conversation_id: "nobody".into(),
+                budget: budget(1000, 0),
+                ..Default::default()
+            }),
+            NotFound,
+        ),
+        (
+            "BuildContext pending result for an unknown call",
+            build(proto::BuildContextRequest {
+                budget: budget(1000, 0),
+                pending_messages: vec![result("ghost")],
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "BuildContext with 100,000 pending messages",
+            build(proto::BuildContextRequest {
+                budget: budget(1000, 0),
+                pending_messages: (0..100_000).map(|_| user("x".into())).collect(),
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "Summarize mode value 42",
+            summarize(proto::SummarizeRequest {
+                mode: 42,
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "Summarize PROVIDED past the log's end",
+            summarize(proto::SummarizeRequest {
+                mode: proto::SummarizeMode::Provided as i32,
+                summary_text: "s".into(),
+                through_sequence: 1_000,
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "Summarize PROVIDED without text",
+            summarize(proto::SummarizeRequest {
+                mode: proto::SummarizeMode::Provided as i32,
+                through_sequence: 2,
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "Summarize PROVIDED on a stale watermark",
+            summarize(proto::SummarizeRequest {
+                mode: proto::SummarizeMode::Provided as i32,
+                summary_text: "s".into(),
+                through_sequence: 2,
+                expected_through_sequence: Some(1),
+                ..Default::default()
+            }),
+            Aborted,
+        ),
+        (
+            "UpdateWorkingMemory without a memory",
+            Call::Memory(proto::UpdateWorkingMemoryRequest {
+                conversation_id: SEEDED.into(),
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "UpdateWorkingMemory with 100,000 goals",
+            Call::Memory(proto::UpdateWorkingMemoryRequest {
+                conversation_id: SEEDED.into(),
+                memory: Some(proto::WorkingMemory {
+                    goals: (0..100_000)
+                        .map(|i| proto::MemoryItem {
+                            text: format!("goal {i}"),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "CountTokens tokenizer value 42",
+            Call::Count(proto::CountTokensRequest {
+                text: "x".into(),
+                tokenizer: 42,
+            }),
+            InvalidArgument,
+        ),
+        (
+            "CountTokens text of 2 MiB",
+            Call::Count(proto::CountTokensRequest {
+                text: big(2 << 20),
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "ListMessages without a conversation id",
+            Call::List(proto::ListMessagesRequest::default()),
+            InvalidArgument,
+        ),
+        (
+            "bytes that are not protobuf",
+            Call::Raw("AppendMessage", vec![0xff; 64]),
+            InvalidArgument,
+        ),
+        (
+            "conversation id that is not UTF-8",
+            Call::Raw("AppendMessage", field(1, &[0xc3, 0x28, 0xff])),
+            InvalidArgument,
+        ),
+        (
+            "message truncated mid-field",
+            Call::Raw("AppendMessage", vec![0x0a, 0x7f, b'a']),
+            InvalidArgument,
+        ),
+        (
+            "unknown method",
+            Call::Raw("DropAllTables", field(1, b"x")),
+            Unimplemented,
+        ),
     ]
 }
 

@@ -46,7 +46,9 @@ pub(crate) async fn sigkill_mid_batch(replicas: &mut [Replica], kills: usize) ->
         let (g, d) = gaps_and_duplicates(&messages);
         (gaps, duplicates) = (gaps + g, duplicates + d);
         for m in messages {
-            *sizes.entry(m.metadata.get("batch").cloned().unwrap_or_default()).or_default() += 1;
+            *sizes
+                .entry(m.metadata.get("batch").cloned().unwrap_or_default())
+                .or_default() += 1;
         }
     }
     let partial: BTreeMap<_, _> = sizes.iter().filter(|(_, n)| **n != BATCH).collect();
@@ -54,7 +56,10 @@ pub(crate) async fn sigkill_mid_batch(replicas: &mut [Replica], kills: usize) ->
     let interrupted_stored = in_flight.iter().filter(|b| sizes.contains_key(*b)).count();
 
     report.figure("SIGKILLs (each followed by a restart)", kills);
-    report.figure(&format!("batches acknowledged ({BATCH} messages each)"), acked.len());
+    report.figure(
+        &format!("batches acknowledged ({BATCH} messages each)"),
+        acked.len(),
+    );
     report.figure("batches in flight when killed", in_flight.len());
     report.figure("  of which committed whole before the kill", interrupted_stored);
     report.figure("  of which absent", in_flight.len() - interrupted_stored);
@@ -64,8 +69,14 @@ pub(crate) async fn sigkill_mid_batch(replicas: &mut [Replica], kills: usize) ->
     report.expect(partial.is_empty(), format!("partial batches: {partial:?}"));
     report.expect(acked_missing == 0, "acknowledged batches missing");
     report.expect(gaps == 0 && duplicates == 0, "sequence gaps or duplicates");
-    report.expect(!in_flight.is_empty(), "no kill landed while a batch was in flight");
-    report.expect(!acked.is_empty(), "no batch was ever acknowledged: kills came too early to test anything");
+    report.expect(
+        !in_flight.is_empty(),
+        "no kill landed while a batch was in flight",
+    );
+    report.expect(
+        !acked.is_empty(),
+        "no batch was ever acknowledged: kills came too early to test anything",
+    );
     Ok(report)
 }
 
@@ -105,11 +116,17 @@ struct Lcg(u64);
 
 impl Lcg {
     fn seeded() -> Self {
-        Lcg(SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1)
+        Lcg(SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1)
     }
 
     fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }

@@ -37,7 +37,11 @@ pub(crate) struct Report {
 
 impl Report {
     pub(crate) fn new(name: &'static str) -> Self {
-        Report { name, figures: Vec::new(), failures: Vec::new() }
+        Report {
+            name,
+            figures: Vec::new(),
+            failures: Vec::new(),
+        }
     }
 
     /// Records a figure for the printout.
@@ -67,9 +71,19 @@ impl Report {
 fn main() -> anyhow::Result<()> {
     let full = std::env::var("CTXD_RELIABILITY").is_ok_and(|v| v == "full");
     let scale = if full {
-        Scale { appends: 10_000, kills: 50, race_appends: 2_000, outage_secs: 10 }
+        Scale {
+            appends: 10_000,
+            kills: 50,
+            race_appends: 2_000,
+            outage_secs: 10,
+        }
     } else {
-        Scale { appends: 2_000, kills: 10, race_appends: 400, outage_secs: 10 }
+        Scale {
+            appends: 2_000,
+            kills: 10,
+            race_appends: 400,
+            outage_secs: 10,
+        }
     };
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -98,7 +112,11 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     let mut replicas = vec![a, b, c];
     println!(
         "# reliability suite ({}), 3 replicas of {} on PostgreSQL {}; logs in {}",
-        if full { "full" } else { "reduced: CTXD_RELIABILITY=full for the full run" },
+        if full {
+            "full"
+        } else {
+            "reduced: CTXD_RELIABILITY=full for the full run"
+        },
         binary.display(),
         cluster.url,
         work.display()
@@ -128,7 +146,10 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
         let _ = std::fs::remove_dir_all(&work);
         Ok(())
     } else {
-        anyhow::bail!("{failed} reliability checks failed; replica logs are in {}", work.display())
+        anyhow::bail!(
+            "{failed} reliability checks failed; replica logs are in {}",
+            work.display()
+        )
     }
 }
 

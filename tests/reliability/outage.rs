@@ -11,7 +11,9 @@ use std::{
 };
 
 use ctxd::proto;
-use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
 
 use crate::{
     Report,
@@ -67,7 +69,10 @@ pub(crate) async fn database_stopped(
         acked += successes.len();
         match successes.iter().find(|(at, _)| *at > resumed) {
             Some((at, _)) => recovery = recovery.max(*at - resumed),
-            None => report.expect(false, format!("appender {a} never succeeded after the database returned")),
+            None => report.expect(
+                false,
+                format!("appender {a} never succeeded after the database returned"),
+            ),
         }
         let stored: HashSet<String> = all_messages(&mut client, &format!("outage-{a}"))
             .await?
@@ -81,18 +86,33 @@ pub(crate) async fn database_stopped(
     }
 
     let cores = cpu_during / outage;
-    report.figure("outage", format!("{outage:.1} s (pg_ctl stop -m immediate, then start)"));
+    report.figure(
+        "outage",
+        format!("{outage:.1} s (pg_ctl stop -m immediate, then start)"),
+    );
     report.figure("messages acknowledged", acked);
     report.figure("acknowledged messages lost", lost);
     report.figure("failed attempts by code", format!("{failures:?}"));
     report.figure("all replicas NOT_SERVING after", secs(not_serving_after));
     report.figure("all replicas SERVING after restart", secs(serving_after));
-    report.figure("every appender succeeding again after", format!("{:.2} s", recovery.as_secs_f64()));
-    report.figure("replica CPU during outage (3 replicas)", format!("{cores:.3} cores"));
+    report.figure(
+        "every appender succeeding again after",
+        format!("{:.2} s", recovery.as_secs_f64()),
+    );
+    report.figure(
+        "replica CPU during outage (3 replicas)",
+        format!("{cores:.3} cores"),
+    );
     report.expect(lost == 0, "acknowledged messages lost");
-    report.expect(not_serving_after.is_some(), "health never reported NOT_SERVING during the outage");
+    report.expect(
+        not_serving_after.is_some(),
+        "health never reported NOT_SERVING during the outage",
+    );
     report.expect(serving_after.is_some(), "health did not return to SERVING");
-    report.expect(recovery < Duration::from_secs(10), "recovery took longer than 10 s");
+    report.expect(
+        recovery < Duration::from_secs(10),
+        "recovery took longer than 10 s",
+    );
     report.expect(cores < 0.5, "replicas spun the CPU while the database was down");
     Ok(report)
 }
@@ -147,7 +167,9 @@ async fn wait_health(
     while started.elapsed() < limit {
         let mut matching = 0;
         for client in clients.iter_mut() {
-            let mut request = tonic::Request::new(HealthCheckRequest { service: String::new() });
+            let mut request = tonic::Request::new(HealthCheckRequest {
+                service: String::new(),
+            });
             request.set_timeout(Duration::from_millis(500));
             let is_serving = client
                 .check(request)

@@ -29,7 +29,8 @@ pub(crate) async fn summarize_racing_appenders(replicas: &[Replica], total: usiz
                 if n >= total {
                     return anyhow::Ok(());
                 }
-                let content = format!("Requirement {n}: the export must finish within {n} seconds for the team.");
+                let content =
+                    format!("Requirement {n}: the export must finish within {n} seconds for the team.");
                 client
                     .append_message(proto::AppendMessageRequest {
                         conversation_id: conversation.into(),
@@ -79,7 +80,10 @@ pub(crate) async fn summarize_racing_appenders(replicas: &[Replica], total: usiz
                 let Ok(pack) = client
                     .build_context(proto::BuildContextRequest {
                         conversation_id: conversation.into(),
-                        budget: Some(proto::Budget { max_tokens: 1_000_000, ..Default::default() }),
+                        budget: Some(proto::Budget {
+                            max_tokens: 1_000_000,
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     })
                     .await
@@ -118,15 +122,24 @@ pub(crate) async fn summarize_racing_appenders(replicas: &[Replica], total: usiz
     report.figure("final watermark", final_watermark);
     report.figure("Summarize answers ABORTED (lost a race)", aborted);
     report.figure("Summarize errors", errors.len());
-    report.figure("watermark moved backwards (per caller)", backwards + observed_backwards);
+    report.figure(
+        "watermark moved backwards (per caller)",
+        backwards + observed_backwards,
+    );
     report.figure("version with lower watermark than older", version_regressions);
     report.figure("packs checked for coverage", packs.len());
     report.figure("messages neither summarized nor in pack", uncovered);
-    report.expect(errors.is_empty(), format!("Summarize errors: {:?}", errors.first()));
+    report.expect(
+        errors.is_empty(),
+        format!("Summarize errors: {:?}", errors.first()),
+    );
     report.expect(backwards + observed_backwards == 0, "watermark moved backwards");
     report.expect(version_regressions == 0, "a newer summary version covers less");
     report.expect(uncovered == 0, "a pack left messages uncovered");
-    report.expect(final_watermark > 0 && !packs.is_empty(), "the race did not exercise summaries");
+    report.expect(
+        final_watermark > 0 && !packs.is_empty(),
+        "the race did not exercise summaries",
+    );
     Ok(report)
 }
 
@@ -135,8 +148,12 @@ pub(crate) async fn summarize_racing_appenders(replicas: &[Replica], total: usiz
 fn coverage(pack: &proto::BuildContextResponse) -> (u64, usize) {
     let stats = pack.stats.clone().unwrap_or_default();
     let watermark = stats.summary_through_sequence;
-    let verbatim: std::collections::HashSet<u64> =
-        pack.messages.iter().map(|m| m.sequence).filter(|&s| s > 0).collect();
+    let verbatim: std::collections::HashSet<u64> = pack
+        .messages
+        .iter()
+        .map(|m| m.sequence)
+        .filter(|&s| s > 0)
+        .collect();
     let holes = (watermark + 1..=stats.log_last_sequence)
         .filter(|s| !verbatim.contains(s))
         .count();

@@ -28,7 +28,12 @@ pub struct Replica {
 impl Replica {
     /// Starts `binary` on a free loopback port with `env` added to this process's environment,
     /// and waits until it answers RPCs.
-    pub async fn start(binary: &Path, env: &[(&str, &str)], log_dir: &Path, name: &str) -> anyhow::Result<Self> {
+    pub async fn start(
+        binary: &Path,
+        env: &[(&str, &str)],
+        log_dir: &Path,
+        name: &str,
+    ) -> anyhow::Result<Self> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let mut replica = Replica {
             child: None,
@@ -37,6 +42,7 @@ impl Replica {
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             log: log_dir.join(format!("{name}.log")),
         };
+        let _ = std::fs::remove_file(&replica.log);
         replica.restart().await?;
         Ok(replica)
     }
@@ -116,7 +122,9 @@ impl Replica {
 
     /// True while the process has not exited.
     pub fn is_running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     /// SIGKILL, as the kernel's OOM killer or a node loss would do it.
