@@ -5,6 +5,8 @@
 
 pub mod config;
 pub mod domain;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod grpc;
 pub mod metrics;
 pub mod proto;

@@ -15,6 +15,17 @@ use crate::{
 };
 
 const BUDGET: u32 = 8_000;
+
+/// The `size`-message history's conversation id: unique per run, so a database can be reused.
+pub(crate) fn history(size: usize) -> String {
+    static RUN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
+    format!("bench-{run}-{size}")
+}
 const RESERVE: u32 = 1_000;
 
 pub(crate) async fn run(
@@ -31,7 +42,7 @@ pub(crate) async fn run(
     );
     let mut p50s = Vec::new();
     for size in scale.history_sizes {
-        let conversation = format!("bench-{size}");
+        let conversation = history(size);
         let seeded = Instant::now();
         seed(&client, &conversation, size).await?;
         let seed_secs = seeded.elapsed().as_secs_f64();
@@ -54,7 +65,7 @@ pub(crate) async fn run(
         large.1.as_secs_f64() / small.1.as_secs_f64()
     );
 
-    let raw = measure_raw_tail(url, &format!("bench-{}", large.0), large.2, scale.samples).await?;
+    let raw = measure_raw_tail(url, &history(large.0), large.2, scale.samples).await?;
     println!(
         "raw SQL tail of {} rows: p50={:.3} ms; BuildContext/raw = {:.2}  (target <= 2.0)",
         large.2,
@@ -64,7 +75,7 @@ pub(crate) async fn run(
 
     // The middle size is the LangChain comparison's conversation (10k in the full run).
     let (size, p50, _) = p50s[1];
-    export_conversation(&client, &format!("bench-{size}"), &out.join("conversation.json")).await?;
+    export_conversation(&client, &history(size), &out.join("conversation.json")).await?;
     println!(
         "{{\"bench\": \"build_context\", \"messages\": {size}, \"p50_ms\": {:.4}, \"max_tokens\": {}}}",
         ms(p50),

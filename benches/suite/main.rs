@@ -5,7 +5,8 @@
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and
 //! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run); `BENCH_ONLY=`
-//! `build`, `append`, `memory`, `tokens` (comma-separated) runs some phases.
+//! `build`, `append`, `memory`, `tokens` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
+//! sets the BuildContext samples per size (for profiling).
 
 mod append;
 mod build;
@@ -34,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("ctxd bench: set DATABASE_URL to an empty database (or run scripts/bench.sh)");
         return Ok(());
     };
-    let scale = if std::env::var_os("BENCH_QUICK").is_some() {
+    let mut scale = if std::env::var_os("BENCH_QUICK").is_some() {
         Scale {
             history_sizes: [100, 1_000, 2_000],
             samples: 50,
@@ -49,6 +50,9 @@ async fn main() -> anyhow::Result<()> {
             sustain_secs: 60,
         }
     };
+    if let Some(samples) = std::env::var("BENCH_SAMPLES").ok().and_then(|s| s.parse().ok()) {
+        scale.samples = samples;
+    }
     let out = output_dir()?;
     let server = Replica::start(
         Path::new(env!("CARGO_BIN_EXE_ctxd")),

@@ -11,7 +11,11 @@ use std::{
 
 use ctxd::proto;
 
-use crate::{Scale, build::message, replica::Replica};
+use crate::{
+    Scale,
+    build::{history, message},
+    replica::Replica,
+};
 
 /// RSS samples in the order they were taken.
 #[derive(Debug, Default)]
@@ -52,7 +56,7 @@ pub(crate) async fn sustained(server: &Replica, scale: Scale, rss: &mut RssLog) 
                 if worker < 4 {
                     client
                         .build_context(proto::BuildContextRequest {
-                            conversation_id: format!("bench-{}", sizes[n % 3]),
+                            conversation_id: history(sizes[n % 3]),
                             budget: Some(proto::Budget {
                                 max_tokens: 8_000,
                                 ..Default::default()

@@ -215,6 +215,7 @@ const APPEND_PLAIN: &str = "WITH allocated AS (
      )
      SELECT last_sequence FROM allocated";
 
+/// Columns of a stored message, in the positions [`stored_message`] reads.
 const MESSAGE_COLUMNS: &str =
     "sequence, role, content, name, tool_calls, tool_call_id, attachments, metadata,
      exclude_from_context, pinned, error, response_id, created_at,
@@ -924,39 +925,41 @@ async fn record_tool_calls(
     Ok(())
 }
 
+/// A row of [`MESSAGE_COLUMNS`], read by position (name lookups cost a scan per column on
+/// every row of every BuildContext).
 fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
     let decode = |e: tokio_postgres::Error| StoreError::Internal { source: Box::new(e) };
-    let role_name: &str = row.try_get("role").map_err(decode)?;
+    let role_name: &str = row.try_get(1).map_err(decode)?;
     let role = Role::from_name(role_name).ok_or_else(|| corrupt("role"))?;
-    let Json(tool_calls) = row.try_get("tool_calls").map_err(decode)?;
-    let Json(attachments) = row.try_get("attachments").map_err(decode)?;
-    let Json(metadata) = row.try_get("metadata").map_err(decode)?;
-    let error: Option<Json<LlmError>> = row.try_get("error").map_err(decode)?;
-    let count = |column: &str| -> Result<u32, StoreError> {
+    let Json(tool_calls) = row.try_get(4).map_err(decode)?;
+    let Json(attachments) = row.try_get(6).map_err(decode)?;
+    let Json(metadata) = row.try_get(7).map_err(decode)?;
+    let error: Option<Json<LlmError>> = row.try_get(10).map_err(decode)?;
+    let count = |column: usize| -> Result<u32, StoreError> {
         Ok(row.try_get::<_, i32>(column).map_err(decode)?.max(0) as u32)
     };
-    let call_sequence: Option<i64> = row.try_get("call_sequence").map_err(decode)?;
+    let call_sequence: Option<i64> = row.try_get(16).map_err(decode)?;
     Ok(StoredMessage {
-        sequence: Sequence::from_stored(row.try_get("sequence").map_err(decode)?),
-        created_at: row.try_get("created_at").map_err(decode)?,
+        sequence: Sequence::from_stored(row.try_get(0).map_err(decode)?),
+        created_at: row.try_get(12).map_err(decode)?,
         tokens: TokenCounts {
-            o200k_base: count("tokens_o200k")?,
-            cl100k_base: count("tokens_cl100k")?,
-            approx: count("tokens_approx")?,
+            o200k_base: count(13)?,
+            cl100k_base: count(14)?,
+            approx: count(15)?,
         },
         call_sequence: call_sequence.map(Sequence::from_stored),
         message: Message {
             role,
-            content: row.try_get("content").map_err(decode)?,
-            name: row.try_get("name").map_err(decode)?,
+            content: row.try_get(2).map_err(decode)?,
+            name: row.try_get(3).map_err(decode)?,
             tool_calls,
-            tool_call_id: row.try_get("tool_call_id").map_err(decode)?,
+            tool_call_id: row.try_get(5).map_err(decode)?,
             attachments,
             metadata,
-            exclude_from_context: row.try_get("exclude_from_context").map_err(decode)?,
-            pinned: row.try_get("pinned").map_err(decode)?,
+            exclude_from_context: row.try_get(8).map_err(decode)?,
+            pinned: row.try_get(9).map_err(decode)?,
             error: error.map(|Json(e)| e),
-            response_id: row.try_get("response_id").map_err(decode)?,
+            response_id: row.try_get(11).map_err(decode)?,
         },
     })
 }
