@@ -146,7 +146,7 @@ pub(crate) async fn summarize_racing_appenders(replicas: &[Replica], total: usiz
 /// The pack's summary watermark, and how many log messages it covers neither by the summary
 /// nor verbatim (the budget is large enough for all of them).
 fn coverage(pack: &proto::BuildContextResponse) -> (u64, usize) {
-    let stats = pack.stats.clone().unwrap_or_default();
+    let stats = pack.stats.unwrap_or_default();
     let watermark = stats.summary_through_sequence;
     let verbatim: std::collections::HashSet<u64> = pack
         .messages

@@ -9,11 +9,77 @@ use crate::domain::message::{Attachment, AttachmentSource, Message, Role};
 
 /// Renders `messages` (in pack order) in `format` as compact JSON text.
 pub fn render(messages: &[ContextMessage], format: Format) -> String {
-    let value = match format {
-        Format::OpenAiChat => Value::Array(messages.iter().map(|m| openai_message(&m.message)).collect()),
-        Format::AnthropicMessages => anthropic(messages),
+    match format {
+        Format::OpenAiChat => openai_chat(messages),
+        Format::AnthropicMessages => anthropic(messages).to_string(),
+    }
+}
+
+/// The pack in OpenAI Chat Completions form, written straight into one buffer (this runs on
+/// every BuildContext; building a `Value` tree first cost a sixth of the server's CPU). Keys
+/// are written in sorted order, byte for byte what [`openai_message`]'s `Value` prints.
+fn openai_chat(messages: &[ContextMessage]) -> String {
+    let mut out = Vec::with_capacity(messages.iter().map(|m| m.message.content.len() + 64).sum());
+    out.push(b'[');
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_openai_message(&mut out, &m.message);
+    }
+    out.push(b']');
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
+    let plain = match message.role {
+        Role::User => message.attachments.is_empty(),
+        Role::System | Role::Tool | Role::Assistant => true,
     };
-    value.to_string()
+    if !plain {
+        // Multi-part user content (attachments): rare, rendered through `Value`.
+        out.extend_from_slice(openai_message(message).to_string().as_bytes());
+        return;
+    }
+    let text = context_text(message);
+    out.extend_from_slice(b"{\"content\":");
+    if message.role == Role::Assistant && text.is_empty() && !message.tool_calls.is_empty() {
+        out.extend_from_slice(b"null");
+    } else {
+        push_str(out, &text);
+    }
+    if !message.name.is_empty() && message.role != Role::Tool {
+        out.extend_from_slice(b",\"name\":");
+        push_str(out, &message.name);
+    }
+    out.extend_from_slice(b",\"role\":");
+    push_str(out, message.role.as_str());
+    if message.role == Role::Tool {
+        out.extend_from_slice(b",\"tool_call_id\":");
+        push_str(out, message.tool_call_id.as_deref().unwrap_or_default());
+    }
+    if message.role == Role::Assistant && !message.tool_calls.is_empty() {
+        out.extend_from_slice(b",\"tool_calls\":[");
+        for (i, call) in message.tool_calls.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"function\":{\"arguments\":");
+            push_str(out, &call.arguments);
+            out.extend_from_slice(b",\"name\":");
+            push_str(out, &call.name);
+            out.extend_from_slice(b"},\"id\":");
+            push_str(out, &call.id);
+            out.extend_from_slice(b",\"type\":\"function\"}");
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
+}
+
+/// Appends `text` as a JSON string literal.
+fn push_str(out: &mut Vec<u8>, text: &str) {
+    serde_json::to_writer(out, text).expect("writing to a Vec cannot fail");
 }
 
 /// One message in OpenAI Chat Completions form.
@@ -192,4 +258,61 @@ fn assistant_blocks(message: &Message) -> Vec<Value> {
         blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
     }
     blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{
+        Sequence,
+        context::Source,
+        message::{LlmError, ToolCall},
+    };
+
+    fn packed(message: Message) -> ContextMessage {
+        ContextMessage {
+            source: Source::History,
+            sequence: Some(Sequence::ZERO.plus(1)),
+            tokens: 1,
+            message,
+        }
+    }
+
+    #[test]
+    fn the_direct_openai_writer_prints_what_the_value_tree_prints() {
+        let text = |role, content: &str| Message::text(role, content.into());
+        let messages = vec![
+            text(Role::System, "Be \"careful\"\n\t\u{1}é😀"),
+            Message {
+                name: "ann".into(),
+                ..text(Role::User, "hi </script> \\ ")
+            },
+            Message {
+                tool_calls: vec![ToolCall {
+                    id: "c\"1".into(),
+                    name: "get".into(),
+                    arguments: r#"{"a": [1, "x"]}"#.into(),
+                }],
+                name: "bot".into(),
+                ..text(Role::Assistant, "")
+            },
+            Message {
+                tool_call_id: Some("c\"1".into()),
+                name: "ignored".into(),
+                ..text(Role::Tool, "result")
+            },
+            Message {
+                error: Some(LlmError {
+                    code: "timeout".into(),
+                    message: "slow".into(),
+                    partial_output: "half an answ".into(),
+                }),
+                ..text(Role::Assistant, "")
+            },
+            text(Role::Assistant, ""),
+        ];
+        let packed: Vec<ContextMessage> = messages.into_iter().map(packed).collect();
+        let tree = Value::Array(packed.iter().map(|m| openai_message(&m.message)).collect()).to_string();
+        assert_eq!(render(&packed, Format::OpenAiChat), tree);
+    }
 }
