@@ -94,21 +94,8 @@ pub fn build_context(log: proto::AppendMessageRequest, mut request: proto::Build
         }
     }
     let snapshot = ContextSnapshot {
-        last_sequence: log.last().map_or(Sequence::ZERO, |m| m.sequence),
-        last_user_sequence: log
-            .iter()
-            .rev()
-            .find(|m| m.message.role == Role::User && !m.message.exclude_from_context)
-            .map(|m| m.sequence),
-        last_response_id: None,
-        summary: None,
-        memory: None,
-        pinned: log
-            .iter()
-            .filter(|m| m.message.pinned && !m.message.exclude_from_context)
-            .cloned()
-            .collect(),
         pending_calls: open_calls,
+        ..ContextSnapshot::of_log(&log)
     };
     let format = request.format;
     let first = initial_page_limit(&request);

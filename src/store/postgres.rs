@@ -165,15 +165,23 @@ fn corrupt(what: &str) -> StoreError {
 
 /// Creates or locks the conversation and allocates the batch's sequences in one statement.
 /// `$4` is the 1-based position of the batch's newest user message (NULL if none) and `$5` its
-/// newest response id; SET expressions see the row as it was before the update.
-const ALLOCATE: &str = "INSERT INTO conversations
-         (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id)
-     VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
-         last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
-         last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
-         last_response_id = coalesce($5, conversations.last_response_id)
-     RETURNING last_sequence";
+/// newest response id; SET expressions see the row as it was before the update. A macro so that
+/// [`APPEND_PLAIN`] can embed the same text.
+macro_rules! allocate_sql {
+    () => {
+        "INSERT INTO conversations
+             (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
+             last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
+             last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
+             last_response_id = coalesce($5, conversations.last_response_id)
+         RETURNING last_sequence"
+    };
+}
+
+/// See [`allocate_sql`].
+const ALLOCATE: &str = allocate_sql!();
 
 /// Inserts a batch: `$3` holds the sequences, `$4..=$17` the [`Columns`], `$18` the sequence
 /// of the call each tool result answers.
@@ -190,16 +198,10 @@ const INSERT_MESSAGES: &str =
 /// sequence, in one statement (one round trip, its own transaction): [`ALLOCATE`]'s upsert
 /// locks the conversation and allocates, and the insert numbers the rows after it. `$6..=$19`
 /// are the [`Columns`].
-const APPEND_PLAIN: &str = "WITH allocated AS (
-         INSERT INTO conversations
-             (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id)
-         VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
-             last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
-             last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
-             last_response_id = coalesce($5, conversations.last_response_id)
-         RETURNING last_sequence
-     ), stored AS (
+const APPEND_PLAIN: &str = concat!(
+    "WITH allocated AS (",
+    allocate_sql!(),
+    "     ), stored AS (
          INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
              tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
              response_id, tokens_o200k, tokens_cl100k, tokens_approx, created_at)
@@ -213,13 +215,13 @@ const APPEND_PLAIN: &str = "WITH allocated AS (
                   WITH ORDINALITY AS u(role, content, name, tool_calls, tool_call_id, attachments,
                      metadata, excluded, pinned, error, response_id, o200k, cl100k, approx, n)
      )
-     SELECT last_sequence FROM allocated";
+     SELECT last_sequence FROM allocated"
+);
 
 /// Columns of a stored message, in the positions [`stored_message`] reads.
 /// Empty JSON lists and maps come back as NULL: most messages have no tool calls, attachments or
 /// metadata, and skipping their JSON decoding is a sizeable part of BuildContext's CPU.
-const MESSAGE_COLUMNS: &str =
-    "sequence, role, content, name, NULLIF(tool_calls, '[]'), tool_call_id,
+const MESSAGE_COLUMNS: &str = "sequence, role, content, name, NULLIF(tool_calls, '[]'), tool_call_id,
      NULLIF(attachments, '[]'), NULLIF(metadata, '{}'),
      exclude_from_context, pinned, error, response_id, created_at,
      tokens_o200k, tokens_cl100k, tokens_approx, call_sequence";

@@ -15,7 +15,7 @@ pub use pack::{ContextPacker, PageRequest, initial_page_limit};
 
 use super::{
     ids::{ConversationId, Sequence},
-    message::{Message, StoredMessage},
+    message::{Message, Role, StoredMessage},
     violation::Violations,
 };
 use crate::tokenize::Tokenizer;
@@ -133,6 +133,30 @@ pub struct ContextSnapshot {
     pub pinned: Vec<StoredMessage>,
     /// Sequences of the stored calls that pending tool results answer, by call id.
     pub pending_calls: HashMap<String, Sequence>,
+}
+
+impl ContextSnapshot {
+    /// The snapshot of a whole log held in memory, without summary or memory: what a store
+    /// reads for it (property tests and fuzz targets pack such logs).
+    pub fn of_log(log: &[StoredMessage]) -> Self {
+        let visible = |m: &&StoredMessage| !m.message.exclude_from_context;
+        ContextSnapshot {
+            last_sequence: log.last().map_or(Sequence::ZERO, |m| m.sequence),
+            last_user_sequence: log
+                .iter()
+                .rev()
+                .filter(visible)
+                .find(|m| m.message.role == Role::User)
+                .map(|m| m.sequence),
+            pinned: log
+                .iter()
+                .filter(visible)
+                .filter(|m| m.message.pinned)
+                .cloned()
+                .collect(),
+            ..ContextSnapshot::default()
+        }
+    }
 }
 
 /// Where a message of a pack comes from.

@@ -252,26 +252,13 @@ fn request(case: &Case, max_tokens: u32, format: Format) -> ContextRequest {
 }
 
 fn snapshot(case: &Case) -> ContextSnapshot {
-    let log = &case.log;
     ContextSnapshot {
-        last_sequence: log.last().map_or(Sequence::ZERO, |m| m.sequence),
-        last_user_sequence: log
-            .iter()
-            .rev()
-            .find(|m| m.message.role == Role::User && !m.message.exclude_from_context)
-            .map(|m| m.sequence),
-        last_response_id: None,
         summary: case.summary_through.map(|through| SummarySection {
             text: "Earlier: the user asked about weather.".into(),
             through_sequence: Sequence::parse(through).unwrap(),
         }),
         memory: Some("Goals: plan a trip.".into()),
-        pinned: log
-            .iter()
-            .filter(|m| m.message.pinned && !m.message.exclude_from_context)
-            .cloned()
-            .collect(),
-        pending_calls: HashMap::new(),
+        ..ContextSnapshot::of_log(&case.log)
     }
 }
 
