@@ -6,9 +6,10 @@ use std::{net::SocketAddr, time::Duration};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::{
+    auth::ApiKey,
     domain::{AppendLimits, TenantId},
-    grpc::{ApiKey, ApiSettings, AutoSummarize},
-    store::postgres::PostgresOptions,
+    service::{AutoSummarize, Limits},
+    store::PostgresOptions,
     summarize::OpenAiOptions,
     tokenize::Tokenizer,
 };
@@ -248,8 +249,8 @@ pub struct Settings {
     pub migrate_on_start: bool,
     /// Tenant of calls without a tenant header.
     pub default_tenant: TenantId,
-    /// Request parsing limits and defaults.
-    pub api: ApiSettings,
+    /// Request limits and defaults.
+    pub limits: Limits,
     /// Largest decoded request.
     pub max_request_bytes: usize,
     /// Drain period on shutdown.
@@ -302,66 +303,13 @@ impl Config {
     /// Checks every setting; on failure returns all problems, one per entry.
     pub fn validate(&self) -> Result<Settings, Vec<String>> {
         let mut problems = Vec::new();
-        let postgres = self.database_url.as_ref().map(|url| {
-            if let Err(e) = url.parse::<tokio_postgres::Config>() {
-                problems.push(format!("DATABASE_URL is not a valid PostgreSQL URL: {e}"));
-            }
-            PostgresOptions {
-                url: url.clone(),
-                pool_size: self.db_pool_size,
-                connect_timeout: Duration::from_secs(self.db_connect_timeout_secs),
-                statement_timeout: Duration::from_secs(self.request_timeout_secs),
-            }
-        });
+        let postgres = self.postgres(&mut problems);
         let default_tenant = TenantId::parse(self.default_tenant.clone())
             .map_err(|e| problems.push(format!("CTXD_DEFAULT_TENANT: {e}")))
             .ok();
-        let mut positive = |name: &str, value: usize| {
-            if value == 0 {
-                problems.push(format!("{name} must be greater than 0"));
-            }
-        };
-        positive("CTXD_DB_POOL_SIZE", self.db_pool_size);
-        positive(
-            "CTXD_DB_CONNECT_TIMEOUT_SECS",
-            self.db_connect_timeout_secs as usize,
-        );
-        positive("CTXD_MAX_MESSAGES_PER_REQUEST", self.max_messages_per_request);
-        positive("CTXD_MAX_CONTENT_BYTES", self.max_content_bytes);
-        positive("CTXD_MAX_ATTACHMENT_BYTES", self.max_attachment_bytes);
-        positive("CTXD_MAX_REQUEST_BYTES", self.max_request_bytes);
-        positive("CTXD_SUMMARY_MAX_TOKENS", self.summary_max_tokens);
-        positive(
-            "CTXD_MAX_CONNECTION_AGE_SECS",
-            self.max_connection_age_secs as usize,
-        );
-        positive("CTXD_CONCURRENCY_PER_CONNECTION", self.concurrency_per_connection);
-        positive("CTXD_REQUEST_TIMEOUT_SECS", self.request_timeout_secs as usize);
-        positive(
-            "CTXD_HEALTH_PROBE_INTERVAL_MS",
-            self.health_probe_interval_ms as usize,
-        );
-        if self.max_content_bytes > self.max_request_bytes {
-            problems.push("CTXD_MAX_CONTENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
-        }
-        if self.max_attachment_bytes > self.max_request_bytes {
-            problems.push("CTXD_MAX_ATTACHMENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
-        }
-        let uses_openai = self.summarizer == Engine::OpenAi || self.extractor == Engine::OpenAi;
-        if uses_openai {
-            let url = &self.openai_base_url;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                problems.push(format!(
-                    "CTXD_OPENAI_BASE_URL must be an http(s) URL, got {url:?}"
-                ));
-            }
-            if self.openai_model.trim().is_empty() {
-                problems.push("CTXD_OPENAI_MODEL is required with the openai summarizer or extractor".into());
-            }
-            if self.openai_timeout_secs == 0 {
-                problems.push("CTXD_OPENAI_TIMEOUT_SECS must be greater than 0".into());
-            }
-        }
+        let limits = self.limits(&mut problems);
+        self.check_server(&mut problems);
+        let ai = self.ai(&mut problems);
         let api_keys = self.api_keys(&mut problems);
         let tls = self.tls(&mut problems);
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
@@ -376,19 +324,7 @@ impl Config {
             db_startup_wait: Duration::from_secs(self.db_startup_wait_secs),
             migrate_on_start: self.migrate_on_start,
             default_tenant,
-            api: ApiSettings {
-                append: AppendLimits {
-                    max_messages_per_request: self.max_messages_per_request,
-                    max_content_bytes: self.max_content_bytes,
-                    max_attachment_bytes: self.max_attachment_bytes,
-                    ..AppendLimits::default()
-                },
-                default_tokenizer: match self.default_tokenizer {
-                    TokenizerName::O200kBase => Tokenizer::O200kBase,
-                    TokenizerName::Cl100kBase => Tokenizer::Cl100kBase,
-                    TokenizerName::Approx => Tokenizer::Approx,
-                },
-            },
+            limits,
             max_request_bytes: self.max_request_bytes,
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
             api_keys,
@@ -398,26 +334,131 @@ impl Config {
             request_timeout: Duration::from_secs(self.request_timeout_secs),
             health_probe_interval: Duration::from_millis(self.health_probe_interval_ms),
             tls,
-            ai: AiConfig {
-                summarizer: self.summarizer,
-                extractor: self.extractor,
-                max_summary_tokens: self.summary_max_tokens,
-                auto_summarize: (self.auto_summarize_tokens > 0).then_some(AutoSummarize {
-                    threshold: self.auto_summarize_tokens,
-                    keep_recent_tokens: match self.auto_summarize_keep_tokens {
-                        0 => self.auto_summarize_tokens / 2,
-                        n => n,
-                    },
-                }),
-                openai: OpenAiOptions {
-                    base_url: self.openai_base_url.clone(),
-                    model: self.openai_model.clone(),
-                    api_key: self.openai_api_key.clone().filter(|k| !k.is_empty()),
-                    timeout: Duration::from_secs(self.openai_timeout_secs),
-                    max_retries: self.openai_max_retries,
-                },
-            },
+            ai,
         })
+    }
+
+    /// The database settings (`None`: the in-memory store).
+    fn postgres(&self, problems: &mut Vec<String>) -> Option<PostgresOptions> {
+        positive(problems, "CTXD_DB_POOL_SIZE", self.db_pool_size as u64);
+        positive(
+            problems,
+            "CTXD_DB_CONNECT_TIMEOUT_SECS",
+            self.db_connect_timeout_secs,
+        );
+        let url = self.database_url.as_ref()?;
+        if let Err(e) = url.parse::<tokio_postgres::Config>() {
+            problems.push(format!("DATABASE_URL is not a valid PostgreSQL URL: {e}"));
+        }
+        Some(PostgresOptions {
+            url: url.clone(),
+            pool_size: self.db_pool_size,
+            connect_timeout: Duration::from_secs(self.db_connect_timeout_secs),
+            statement_timeout: Duration::from_secs(self.request_timeout_secs),
+        })
+    }
+
+    /// Request size limits and defaults.
+    fn limits(&self, problems: &mut Vec<String>) -> Limits {
+        positive(
+            problems,
+            "CTXD_MAX_MESSAGES_PER_REQUEST",
+            self.max_messages_per_request as u64,
+        );
+        positive(problems, "CTXD_MAX_CONTENT_BYTES", self.max_content_bytes as u64);
+        positive(
+            problems,
+            "CTXD_MAX_ATTACHMENT_BYTES",
+            self.max_attachment_bytes as u64,
+        );
+        positive(problems, "CTXD_MAX_REQUEST_BYTES", self.max_request_bytes as u64);
+        if self.max_content_bytes > self.max_request_bytes {
+            problems.push("CTXD_MAX_CONTENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
+        }
+        if self.max_attachment_bytes > self.max_request_bytes {
+            problems.push("CTXD_MAX_ATTACHMENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
+        }
+        Limits {
+            append: AppendLimits {
+                max_messages_per_request: self.max_messages_per_request,
+                max_content_bytes: self.max_content_bytes,
+                max_attachment_bytes: self.max_attachment_bytes,
+                ..AppendLimits::default()
+            },
+            default_tokenizer: match self.default_tokenizer {
+                TokenizerName::O200kBase => Tokenizer::O200kBase,
+                TokenizerName::Cl100kBase => Tokenizer::Cl100kBase,
+                TokenizerName::Approx => Tokenizer::Approx,
+            },
+        }
+    }
+
+    /// Connection handling, deadlines and probes.
+    fn check_server(&self, problems: &mut Vec<String>) {
+        positive(
+            problems,
+            "CTXD_MAX_CONNECTION_AGE_SECS",
+            self.max_connection_age_secs,
+        );
+        positive(
+            problems,
+            "CTXD_CONCURRENCY_PER_CONNECTION",
+            self.concurrency_per_connection as u64,
+        );
+        positive(problems, "CTXD_REQUEST_TIMEOUT_SECS", self.request_timeout_secs);
+        positive(
+            problems,
+            "CTXD_HEALTH_PROBE_INTERVAL_MS",
+            self.health_probe_interval_ms,
+        );
+    }
+
+    /// Summarizer and extractor settings; the endpoint is checked only when an engine uses it.
+    fn ai(&self, problems: &mut Vec<String>) -> AiConfig {
+        positive(
+            problems,
+            "CTXD_SUMMARY_MAX_TOKENS",
+            self.summary_max_tokens as u64,
+        );
+        let uses_openai = self.summarizer == Engine::OpenAi || self.extractor == Engine::OpenAi;
+        if uses_openai {
+            let url = &self.openai_base_url;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                problems.push(format!(
+                    "CTXD_OPENAI_BASE_URL must be an http(s) URL, got {url:?}"
+                ));
+            }
+            if self.openai_model.trim().is_empty() {
+                problems.push("CTXD_OPENAI_MODEL is required with the openai summarizer or extractor".into());
+            }
+            positive(problems, "CTXD_OPENAI_TIMEOUT_SECS", self.openai_timeout_secs);
+        }
+        AiConfig {
+            summarizer: self.summarizer,
+            extractor: self.extractor,
+            max_summary_tokens: self.summary_max_tokens,
+            auto_summarize: (self.auto_summarize_tokens > 0).then_some(AutoSummarize {
+                threshold: self.auto_summarize_tokens,
+                keep_recent_tokens: match self.auto_summarize_keep_tokens {
+                    0 => self.auto_summarize_tokens / 2,
+                    n => n,
+                },
+            }),
+            openai: OpenAiOptions {
+                base_url: self.openai_base_url.clone(),
+                model: self.openai_model.clone(),
+                api_key: self.openai_api_key.clone().filter(|k| !k.is_empty()),
+                timeout: Duration::from_secs(self.openai_timeout_secs),
+                max_retries: self.openai_max_retries,
+            },
+        }
+    }
+}
+
+/// Records a problem when a setting that must be positive is 0.
+fn positive(problems: &mut Vec<String>, name: &str, value: u64) {
+    if value == 0 {
+        problems.push(format!("{name} must be greater than 0"));
     }
 }
 

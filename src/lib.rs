@@ -1,8 +1,10 @@
 //! ctxd: keeps LLM conversations and assembles the context for the next LLM call.
 //!
-//! Data flows one way: [`grpc`] parses requests into [`domain`] types, the [`store`] persists
-//! them, and the answers travel back the same way.
+//! Data flows one way: [`grpc`] parses requests into [`domain`] types and calls one [`service`]
+//! use case, which runs the domain's rules over the [`store`]; the answers travel back the same
+//! way. See docs/design.md, "Architecture".
 
+pub mod auth;
 pub mod config;
 pub mod domain;
 #[doc(hidden)]
@@ -10,6 +12,7 @@ pub mod fuzzing;
 pub mod grpc;
 pub mod metrics;
 pub mod proto;
+pub mod service;
 pub mod startup;
 pub mod store;
 pub mod summarize;

@@ -6,8 +6,7 @@ use clap::Parser;
 use ctxd::{
     config::{Cli, Command},
     startup::{App, migrate_with_retry},
-    store::PostgresStore,
-    telemetry,
+    store, telemetry,
 };
 
 #[tokio::main]
@@ -34,8 +33,8 @@ async fn main() -> anyhow::Result<ExitCode> {
                 eprintln!("ctxd migrate: DATABASE_URL is required");
                 return Ok(ExitCode::from(2));
             };
-            let store = PostgresStore::connect(options)?;
-            migrate_with_retry(&store, settings.db_startup_wait).await?;
+            let store = store::open(Some(options))?;
+            migrate_with_retry(&*store, settings.db_startup_wait).await?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -14,11 +14,12 @@ use tonic_health::{ServingStatus, server::HealthReporter};
 use crate::{
     config::{AiConfig, Engine, Settings},
     grpc::{
-        AiSettings, ContextApi, TenantInterceptor,
+        ContextApi, TenantInterceptor,
         request_id::{REQUEST_ID_HEADER, RequestIdLayer},
     },
     proto::{self, context_service_server::ContextServiceServer},
-    store::{MemoryStore, PostgresStore, Store, StoreError},
+    service::{AiSettings, Service},
+    store::{self, Store, StoreError},
     summarize::{Extractor, OpenAiClient, OpenAiError, Summarizer},
 };
 
@@ -60,30 +61,16 @@ pub struct App {
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
     store: Arc<dyn Store>,
-    postgres: Option<PostgresStore>,
     settings: Settings,
 }
 
 impl App {
-    /// Opens the store (migrating Postgres if configured) and binds the listener.
+    /// Opens the configured store (migrating it if configured) and binds the listeners.
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
-        let (store, postgres): (Arc<dyn Store>, _) = match &settings.postgres {
-            Some(options) => {
-                let pg = PostgresStore::connect(options)?;
-                if settings.migrate_on_start {
-                    migrate_with_retry(&pg, settings.db_startup_wait).await?;
-                }
-                tracing::info!(pool_size = options.pool_size, "serving from PostgreSQL");
-                (Arc::new(pg.clone()), Some(pg))
-            }
-            None => {
-                tracing::warn!(
-                    "NO DATABASE_URL: serving from the IN-MEMORY store. \
-                     All data is lost when this process stops. Set DATABASE_URL for production."
-                );
-                (Arc::new(MemoryStore::new()), None)
-            }
-        };
+        let store = store::open(settings.postgres.as_ref())?;
+        if settings.migrate_on_start {
+            migrate_with_retry(&*store, settings.db_startup_wait).await?;
+        }
         let listener = TcpListener::bind(settings.listen)
             .await
             .map_err(|source| StartupError::Bind {
@@ -98,14 +85,21 @@ impl App {
             ),
             None => None,
         };
-        if let Some(pg) = &postgres {
-            crate::metrics::set_pool_status(pg.pool_status());
+        if store.pool_stats().is_some() {
+            let pooled = store.clone();
+            crate::metrics::set_pool_status(Arc::new(move || {
+                let stats = pooled.pool_stats().unwrap_or(store::PoolStats {
+                    size: 0,
+                    available: 0,
+                    waiting: 0,
+                });
+                (stats.size as i64, stats.available as i64, stats.waiting as i64)
+            }));
         }
         Ok(Self {
             listener,
             metrics_listener,
             store,
-            postgres,
             settings,
         })
     }
@@ -120,8 +114,8 @@ impl App {
         self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// Serves until `shutdown` completes, then reports NOT_SERVING, drains in-flight calls for
-    /// at most the configured grace period, and closes the database pool.
+    /// Serves until `shutdown` completes, then reports NOT_SERVING, drains in-flight calls and
+    /// background work for at most the configured grace period, and closes the store.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -130,7 +124,6 @@ impl App {
             listener,
             metrics_listener,
             store,
-            postgres,
             settings,
         } = self;
         let (health, health_service) = tonic_health::server::health_reporter();
@@ -142,97 +135,139 @@ impl App {
             health.clone(),
             settings.health_probe_interval,
         ));
-
-        let reflection_v1 = reflection().build_v1()?;
-        let reflection_v1alpha = reflection().build_v1alpha()?;
         let ai = ai_settings(&settings.ai).map_err(|e| StartupError::Summarizer {
             message: e.to_string(),
         })?;
-        let api = ContextServiceServer::new(ContextApi::new(store, settings.api, ai))
-            .max_decoding_message_size(settings.max_request_bytes);
-        let interceptor = match settings.api_keys.clone() {
-            Some(keys) => {
-                tracing::info!(keys = keys.len(), "API key authentication enabled");
-                TenantInterceptor::with_api_keys(keys)
-            }
-            None => {
-                tracing::warn!(
-                    "AUTH DISABLED: no API keys configured; the x-tenant-id header is trusted. \
-                     Only run this way in development or behind a trusted mesh."
-                );
-                TenantInterceptor::trusting_header(settings.default_tenant.clone())
-            }
-        };
-        let api = InterceptedService::new(api, interceptor);
+        let service = Service::new(store.clone(), settings.limits, ai);
         let metrics = metrics_listener.map(|l| tokio::spawn(crate::metrics::serve(l)));
 
         let addr = listener.local_addr().ok();
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let layers =
-            tower::ServiceBuilder::new()
-                .layer(RequestIdLayer)
-                .layer(tower::util::MapResponseLayer::new(
-                    oversize_is_resource_exhausted as fn(_) -> _,
-                ));
-        let mut builder = Server::builder();
-        if let Some(tls) = &settings.tls {
-            // tonic's rustls uses the process-wide provider; a second install is a no-op.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
-            if let Some(ca) = &tls.client_ca {
-                config = config.client_ca_root(Certificate::from_pem(ca));
-            }
-            builder = builder.tls_config(config)?;
-            tracing::info!(mutual = tls.client_ca.is_some(), "serving gRPC over TLS");
-        }
-        let server = builder
-            .max_connection_age(settings.max_connection_age)
-            .timeout(settings.request_timeout)
-            .concurrency_limit_per_connection(settings.concurrency_per_connection)
-            .trace_fn(|request| {
-                let request_id = request
-                    .headers()
-                    .get(REQUEST_ID_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                tracing::info_span!("rpc", method = %request.uri().path(), request_id)
-            })
-            .layer(layers)
-            .add_service(health_service)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(api)
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = stop_rx.await;
-            });
-        let mut server = tokio::spawn(server);
+        let mut server = spawn_server(&settings, service.clone(), health_service, listener, stop_rx)?;
         tracing::info!(?addr, "ctxd listening");
 
-        tokio::select! {
-            result = &mut server => return finish(result, postgres.as_ref()),
-            () = shutdown => {}
-        }
-        tracing::info!(
-            grace_secs = settings.shutdown_grace.as_secs(),
-            "shutting down: draining in-flight calls"
-        );
+        let served = tokio::select! {
+            result = &mut server => Some(result),
+            () = shutdown => None,
+        };
+        let served = match served {
+            Some(result) => result,
+            None => {
+                tracing::info!(
+                    grace_secs = settings.shutdown_grace.as_secs(),
+                    "shutting down: draining in-flight calls"
+                );
+                health.set_service_status("", ServingStatus::NotServing).await;
+                health
+                    .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+                    .await;
+                let _ = stop_tx.send(());
+                drain(server, &service, settings.shutdown_grace).await
+            }
+        };
         probe.abort();
         if let Some(metrics) = &metrics {
             metrics.abort();
         }
-        health.set_service_status("", ServingStatus::NotServing).await;
-        health
-            .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
-            .await;
-        let _ = stop_tx.send(());
-        match tokio::time::timeout(settings.shutdown_grace, &mut server).await {
-            Ok(result) => finish(result, postgres.as_ref()),
-            Err(_) => {
-                tracing::warn!("grace period elapsed with calls in flight; stopping anyway");
-                server.abort();
-                finish(Ok(Ok(())), postgres.as_ref())
+        store.close();
+        match served {
+            Ok(result) => Ok(result?),
+            Err(join) => {
+                tracing::error!(error = %join, "server task failed");
+                Ok(())
             }
+        }
+    }
+}
+
+type ServeResult = Result<Result<(), tonic::transport::Error>, tokio::task::JoinError>;
+
+/// Waits for in-flight calls, then background work, within one grace period.
+async fn drain(mut server: ServerTask, service: &Service, grace: Duration) -> ServeResult {
+    let deadline = tokio::time::Instant::now() + grace;
+    let served = match tokio::time::timeout_at(deadline, &mut server).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!("grace period elapsed with calls in flight; stopping anyway");
+            server.abort();
+            Ok(Ok(()))
+        }
+    };
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    service.background().drain(left).await;
+    served
+}
+
+type ServerTask = tokio::task::JoinHandle<Result<(), tonic::transport::Error>>;
+
+/// Starts the gRPC server: the service behind the tenant interceptor, health, reflection, TLS
+/// and connection limits; it stops accepting when `stop` fires and ends once calls drained.
+fn spawn_server(
+    settings: &Settings,
+    service: Service,
+    health_service: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
+    listener: TcpListener,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> Result<ServerTask, StartupError> {
+    let api = ContextServiceServer::new(ContextApi::new(service))
+        .max_decoding_message_size(settings.max_request_bytes);
+    let api = InterceptedService::new(api, interceptor(settings));
+    let layers =
+        tower::ServiceBuilder::new()
+            .layer(RequestIdLayer)
+            .layer(tower::util::MapResponseLayer::new(
+                oversize_is_resource_exhausted as fn(_) -> _,
+            ));
+    let mut builder = Server::builder();
+    if let Some(tls) = &settings.tls {
+        // tonic's rustls uses the process-wide provider; a second install is a no-op.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
+        if let Some(ca) = &tls.client_ca {
+            config = config.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder.tls_config(config)?;
+        tracing::info!(mutual = tls.client_ca.is_some(), "serving gRPC over TLS");
+    }
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = builder
+        .max_connection_age(settings.max_connection_age)
+        .timeout(settings.request_timeout)
+        .concurrency_limit_per_connection(settings.concurrency_per_connection)
+        .trace_fn(|request| {
+            let request_id = request
+                .headers()
+                .get(REQUEST_ID_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("rpc", method = %request.uri().path(), request_id)
+        })
+        .layer(layers)
+        .add_service(health_service)
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?)
+        .add_service(api)
+        .serve_with_incoming_shutdown(incoming, async {
+            let _ = stop.await;
+        });
+    Ok(tokio::spawn(server))
+}
+
+/// Who may call: API keys when configured, else the trusted `x-tenant-id` header.
+fn interceptor(settings: &Settings) -> TenantInterceptor {
+    match settings.api_keys.clone() {
+        Some(keys) => {
+            tracing::info!(keys = keys.len(), "API key authentication enabled");
+            TenantInterceptor::with_api_keys(keys)
+        }
+        None => {
+            tracing::warn!(
+                "AUTH DISABLED: no API keys configured; the x-tenant-id header is trusted. \
+                 Only run this way in development or behind a trusted mesh."
+            );
+            TenantInterceptor::trusting_header(settings.default_tenant.clone())
         }
     }
 }
@@ -284,22 +319,6 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
         .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
 }
 
-fn finish(
-    result: Result<Result<(), tonic::transport::Error>, tokio::task::JoinError>,
-    postgres: Option<&PostgresStore>,
-) -> Result<(), StartupError> {
-    if let Some(pg) = postgres {
-        pg.close();
-    }
-    match result {
-        Ok(served) => Ok(served?),
-        Err(join) => {
-            tracing::error!(error = %join, "server task failed");
-            Ok(())
-        }
-    }
-}
-
 /// Keeps health in step with the store: NOT_SERVING while it is unreachable.
 async fn probe_store(store: Arc<dyn Store>, health: HealthReporter, interval: Duration) {
     let mut serving = true;
@@ -322,7 +341,7 @@ async fn probe_store(store: Arc<dyn Store>, health: HealthReporter, interval: Du
 
 /// Applies migrations, retrying while the database is not reachable yet (e.g. starting beside
 /// ctxd in compose) for at most `wait`.
-pub async fn migrate_with_retry(store: &PostgresStore, wait: Duration) -> Result<usize, StoreError> {
+pub async fn migrate_with_retry(store: &dyn Store, wait: Duration) -> Result<usize, StoreError> {
     let deadline = tokio::time::Instant::now() + wait;
     let mut delay = Duration::from_millis(200);
     loop {

@@ -26,3 +26,20 @@ pub fn init(format: LogFormat, filter: &str) -> Result<(), Box<dyn std::error::E
             .try_init(),
     }
 }
+
+/// Displays an error with all its sources (`outer: cause: root cause`), for logs: errors are
+/// logged once, where they end (the RPC's edge or a background task), with their whole chain.
+#[derive(Debug)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}

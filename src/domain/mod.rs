@@ -11,7 +11,8 @@ pub mod tool_protocol;
 pub mod violation;
 
 pub use append::{
-    AppendBatch, AppendDecision, AppendLimits, AppendOutcome, IdempotencyRecord, PayloadHash, decide_append,
+    AppendBatch, AppendLimits, AppendOutcome, AppendPlan, AppendRejection, AppendState, IdempotencyRecord,
+    PayloadHash, WritePlan,
 };
 pub use ids::{ConversationId, IdempotencyKey, Sequence, TenantId};
 pub use message::{Attachment, AttachmentSource, LlmError, Message, Role, StoredMessage, ToolCall};

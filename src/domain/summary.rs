@@ -1,15 +1,12 @@
-//! Rolling summaries: where the cut goes, what a summarizer is given, and the embedded
-//! extractive summarizer. Pure: the service reads the messages after the watermark and stores
+//! Rolling summaries: where the cut goes and the embedded extractive summarizer (what an LLM
+//! summarizer is given is in `crate::summarize::prompts`). Pure: the service reads the messages after the watermark and stores
 //! the result with a compare-and-set.
 
 use std::time::SystemTime;
 
-use serde_json::json;
-
 use super::{
-    context::cost::context_text,
     ids::Sequence,
-    message::{Message, Role, StoredMessage},
+    message::{Role, StoredMessage},
 };
 use crate::tokenize::Tokenizer;
 
@@ -89,88 +86,6 @@ fn group_boundaries(messages: &[StoredMessage]) -> Vec<bool> {
         result.push(pending.is_empty());
     }
     result
-}
-
-/// Instructions given to an LLM summarizer (the `openai` summarizer and PREPARE).
-pub fn instructions(max_summary_tokens: usize) -> String {
-    format!(
-        "You maintain the rolling summary of a conversation between a user and an AI assistant. \
-         Update the previous summary with the new messages and return only the new summary, with \
-         these sections: Goals, Decisions, Constraints, Progress, Open questions, Next steps. \
-         Keep facts, numbers, names, identifiers and decisions exactly as stated; drop pleasantries. \
-         Cite message numbers like [#12] for key facts. Stay under {max_summary_tokens} tokens."
-    )
-}
-
-/// The transcript of `messages` for a summarizer or extractor: one block per message, tagged
-/// with its sequence and role. UI-only (excluded) messages are left out.
-pub fn transcript(messages: &[StoredMessage]) -> String {
-    let mut out = String::new();
-    for m in messages.iter().filter(|m| !m.message.exclude_from_context) {
-        let msg = &m.message;
-        let role = match (msg.role, msg.name.is_empty()) {
-            (Role::Tool, _) => format!("tool result for {}", msg.tool_call_id.as_deref().unwrap_or("?")),
-            (role, true) => role.as_str().to_owned(),
-            (role, false) => format!("{} {}", role.as_str(), msg.name),
-        };
-        out.push_str(&format!("[#{} {role}]", m.sequence));
-        let text = context_text(msg);
-        if !text.is_empty() {
-            out.push(' ');
-            out.push_str(&text);
-        }
-        for call in &msg.tool_calls {
-            out.push_str(&format!(
-                "\n  called {}({}) as {}",
-                call.name, call.arguments, call.id
-            ));
-        }
-        for attachment in &msg.attachments {
-            out.push_str(&format!(
-                "\n  attached {} ({})",
-                attachment.filename, attachment.mime_type
-            ));
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// The chat request a summarizer LLM is given: instructions, then the previous summary and the
-/// new messages.
-pub fn summary_request(
-    previous: Option<&Summary>,
-    messages: &[StoredMessage],
-    max_summary_tokens: usize,
-) -> Vec<Message> {
-    let (from, to) = (
-        messages.first().map_or(0, |m| m.sequence.get()),
-        messages.last().map_or(0, |m| m.sequence.get()),
-    );
-    let previous_text = match previous {
-        Some(s) => format!(
-            "Previous summary (messages 1 to {}):\n{}",
-            s.through_sequence, s.text
-        ),
-        None => "Previous summary: none yet.".to_owned(),
-    };
-    let body = format!(
-        "{previous_text}\n\nNew messages ({from} to {to}):\n{}",
-        transcript(messages)
-    );
-    vec![
-        Message::text(Role::System, instructions(max_summary_tokens)),
-        Message::text(Role::User, body),
-    ]
-}
-
-/// Renders plain chat messages as an OpenAI chat `messages` JSON array.
-pub fn render_chat(messages: &[Message]) -> String {
-    let array: Vec<_> = messages
-        .iter()
-        .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-        .collect();
-    serde_json::Value::Array(array).to_string()
 }
 
 /// Words that mark a sentence as a decision, requirement or constraint worth keeping.
@@ -364,6 +279,7 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     use super::*;
+    use crate::domain::Message;
     use crate::domain::{context::TokenCounts, message::ToolCall};
 
     fn stored(sequence: u64, message: Message, call_sequence: Option<u64>) -> StoredMessage {

@@ -1,115 +1,70 @@
-//! The transport's error type and its one mapping to gRPC statuses (DESIGN.md section 3).
+//! The one mapping from the service's errors to gRPC statuses (DESIGN.md section 3). Pure: the
+//! edge ([`super::respond`]) logs server-side failures once, with their cause chain; the caller
+//! gets a generic message for those.
 
 use std::collections::HashMap;
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::{domain::Violations, store::StoreError, summarize::OpenAiError};
+use crate::{domain::Violations, service::ServiceError, store::StoreError};
 
 /// Error domain reported in google.rpc.ErrorInfo details.
 const ERROR_DOMAIN: &str = "ctxd.v1";
 
-/// Why an RPC failed, before it becomes a gRPC status.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// The request is malformed; nothing was stored.
-    #[error("invalid request: {violations}")]
-    InvalidArgument {
-        /// What is wrong, by field.
-        violations: Violations,
-    },
-    /// The store refused or failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A bug: a task failed or an invariant broke. The message is logged, never returned.
-    #[error("internal error: {message}")]
-    Internal {
-        /// What went wrong, for logs.
-        message: String,
-    },
-    /// A dependency (the summarizer endpoint) failed; the stored state is unchanged.
-    #[error("unavailable: {message}")]
-    Unavailable {
-        /// What failed, for the caller and logs.
-        message: String,
-    },
-}
+/// Why an RPC failed, before it becomes a gRPC status: the service's error, or the request's
+/// own violations found while parsing.
+pub type ApiError = ServiceError;
 
-impl From<Violations> for ApiError {
-    fn from(violations: Violations) -> Self {
-        ApiError::InvalidArgument { violations }
-    }
-}
-
-impl From<OpenAiError> for ApiError {
-    fn from(error: OpenAiError) -> Self {
-        ApiError::Unavailable {
-            message: error.to_string(),
-        }
-    }
-}
-
-impl From<ApiError> for Status {
-    fn from(error: ApiError) -> Self {
+impl From<ServiceError> for Status {
+    fn from(error: ServiceError) -> Self {
         match error {
-            ApiError::InvalidArgument { violations } => invalid_argument(&violations),
-            ApiError::Internal { message } => {
-                tracing::error!(%message, "internal error");
-                Status::internal("internal error")
+            ServiceError::InvalidArgument { violations } => invalid_argument(&violations),
+            ServiceError::Summarizer { source } => {
+                Status::unavailable(format!("{source}; nothing was changed, retry later"))
             }
-            ApiError::Unavailable { message } => {
-                tracing::error!(%message, "dependency unavailable");
-                Status::unavailable(format!("{message}; nothing was changed, retry later"))
-            }
-            ApiError::Store(store) => match store {
-                StoreError::Invalid { violations } => invalid_argument(&violations),
-                StoreError::NotFound => Status::not_found("conversation not found"),
-                StoreError::SequenceMismatch { current } => Status::with_error_details(
-                    Code::Aborted,
-                    format!(
-                        "expected_last_sequence does not match: the conversation's last sequence is {current}"
-                    ),
-                    ErrorDetails::with_error_info(
-                        "SEQUENCE_MISMATCH",
-                        ERROR_DOMAIN,
-                        HashMap::from([("current_last_sequence".to_string(), current.to_string())]),
-                    ),
-                ),
-                StoreError::SummaryMoved { current } => Status::with_error_details(
-                    Code::Aborted,
-                    format!("the summary watermark moved: it is now {current}"),
-                    ErrorDetails::with_error_info(
-                        "SUMMARY_MOVED",
-                        ERROR_DOMAIN,
-                        HashMap::from([("current_through_sequence".to_string(), current.to_string())]),
-                    ),
-                ),
-                StoreError::MemoryVersionMismatch { current } => Status::with_error_details(
-                    Code::Aborted,
-                    format!("expected_version does not match: the working memory version is {current}"),
-                    ErrorDetails::with_error_info(
-                        "MEMORY_VERSION_MISMATCH",
-                        ERROR_DOMAIN,
-                        HashMap::from([("current_version".to_string(), current.to_string())]),
-                    ),
-                ),
-                StoreError::IdempotencyKeyReused => Status::with_error_details(
-                    Code::FailedPrecondition,
-                    "idempotency_key was already used for a different payload",
-                    ErrorDetails::with_error_info("IDEMPOTENCY_KEY_REUSED", ERROR_DOMAIN, HashMap::new()),
-                ),
-                StoreError::Unavailable { source } => {
-                    tracing::error!(error = %source, "store unavailable");
-                    Status::unavailable("storage is unavailable; retry")
-                }
-                StoreError::Internal { source } => {
-                    tracing::error!(error = %ErrorChain(&*source), "internal store failure");
-                    Status::internal("internal error")
-                }
-            },
+            ServiceError::Task { .. } => Status::internal("internal error"),
+            ServiceError::Store(store) => store_status(store),
         }
     }
+}
+
+fn store_status(error: StoreError) -> Status {
+    match error {
+        StoreError::Invalid { violations } => invalid_argument(&violations),
+        StoreError::NotFound => Status::not_found("conversation not found"),
+        StoreError::SequenceMismatch { current } => aborted(
+            format!("expected_last_sequence does not match: the conversation's last sequence is {current}"),
+            "SEQUENCE_MISMATCH",
+            ("current_last_sequence", current.to_string()),
+        ),
+        StoreError::SummaryMoved { current } => aborted(
+            format!("the summary watermark moved: it is now {current}"),
+            "SUMMARY_MOVED",
+            ("current_through_sequence", current.to_string()),
+        ),
+        StoreError::MemoryVersionMismatch { current } => aborted(
+            format!("expected_version does not match: the working memory version is {current}"),
+            "MEMORY_VERSION_MISMATCH",
+            ("current_version", current.to_string()),
+        ),
+        StoreError::IdempotencyKeyReused => Status::with_error_details(
+            Code::FailedPrecondition,
+            "idempotency_key was already used for a different payload",
+            ErrorDetails::with_error_info("IDEMPOTENCY_KEY_REUSED", ERROR_DOMAIN, HashMap::new()),
+        ),
+        StoreError::Unavailable { .. } => Status::unavailable("storage is unavailable; retry"),
+        StoreError::Internal { .. } => Status::internal("internal error"),
+    }
+}
+
+/// ABORTED with the current value in google.rpc.ErrorInfo metadata.
+fn aborted(message: String, reason: &str, (key, value): (&str, String)) -> Status {
+    Status::with_error_details(
+        Code::Aborted,
+        message,
+        ErrorDetails::with_error_info(reason, ERROR_DOMAIN, HashMap::from([(key.to_owned(), value)])),
+    )
 }
 
 /// Violations reported in one status. Statuses travel in HTTP/2 headers, which peers cap
@@ -132,19 +87,4 @@ fn invalid_argument(violations: &Violations) -> Status {
         message.push_str(&format!(" (and {} more)", total - MAX_REPORTED_VIOLATIONS));
     }
     Status::with_error_details(Code::InvalidArgument, message, details)
-}
-
-/// Displays an error with all its sources, for logs.
-struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(cause) = source {
-            write!(f, ": {cause}")?;
-            source = cause.source();
-        }
-        Ok(())
-    }
 }

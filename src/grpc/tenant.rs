@@ -8,63 +8,14 @@
 
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
 use tonic::{Request, Status, metadata::MetadataMap, service::Interceptor};
 
-use crate::domain::TenantId;
+use crate::{auth::ApiKey, domain::TenantId};
 
 /// Metadata header naming the tenant.
 pub const TENANT_HEADER: &str = "x-tenant-id";
 /// Metadata header carrying an API key (alternative to `authorization: Bearer`).
 pub const API_KEY_HEADER: &str = "x-api-key";
-
-/// One configured API key: the SHA-256 of the key and the tenant it acts for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiKey {
-    /// SHA-256 of the key.
-    pub hash: [u8; 32],
-    /// The tenant the key acts for.
-    pub tenant: TenantId,
-}
-
-impl ApiKey {
-    /// Parses `sha256hex=tenant` (also `sha256hex tenant`, the key-file line format).
-    pub fn parse(entry: &str) -> Result<Self, String> {
-        let (hash, tenant) = entry
-            .trim()
-            .split_once(['=', ' ', '\t'])
-            .ok_or_else(|| format!("API key entry {entry:?} is not `sha256hex=tenant`"))?;
-        let bytes = decode_hex(hash.trim()).ok_or("an API key hash must be 64 hex characters (SHA-256)")?;
-        Ok(Self {
-            hash: bytes,
-            tenant: TenantId::parse(tenant.trim())?,
-        })
-    }
-
-    /// The SHA-256 hex of a key, as configured (`ctxd hash-key`).
-    pub fn hash_hex(key: &str) -> String {
-        Sha256::digest(key.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
-}
-
-fn decode_hex(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
-/// Compares two hashes in time independent of where they differ.
-fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 /// Resolves the tenant of each call and stores it in the request's extensions.
 #[derive(Debug, Clone)]
@@ -101,17 +52,7 @@ impl TenantInterceptor {
                 let key = presented_key(metadata).ok_or_else(|| {
                     Status::unauthenticated("an API key is required (authorization: Bearer <key>)")
                 })?;
-                let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-                // Every entry is compared, so timing does not reveal which one matched.
-                let tenant = keys
-                    .iter()
-                    .fold(None, |found, k| {
-                        if constant_time_eq(&k.hash, &hash) {
-                            Some(&k.tenant)
-                        } else {
-                            found
-                        }
-                    })
+                let tenant = ApiKey::tenant_of(keys, &key)
                     .ok_or_else(|| Status::unauthenticated("unknown API key"))?;
                 match header {
                     Some(claimed) if &claimed != tenant => Err(Status::permission_denied(format!(

@@ -1,23 +1,45 @@
 //! Conversation storage: one [`Store`] trait, a Postgres implementation for production and an
-//! in-memory one for development, both held to the same contract tests.
+//! in-memory one for development, both held to the same contract tests (`tests/api/store.rs`).
+//!
+//! A store reads and writes; it decides nothing the domain can decide (the append decision is
+//! [`crate::domain::append::plan`]). Each implementation lives in its own folder; [`open`] is
+//! the one place that knows them all.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use async_trait::async_trait;
 
 use crate::domain::{
-    AppendBatch, AppendOutcome, ConversationId, Message, Role, Sequence, StoredMessage, TenantId, Violations,
+    AppendBatch, AppendOutcome, AppendRejection, ConversationId, Sequence, StoredMessage, TenantId,
+    Violations,
     context::{ContextSnapshot, PageRequest},
     memory::WorkingMemory,
     summary::Summary,
 };
 
 pub mod memory;
-pub mod migrations;
 pub mod postgres;
 
 pub use memory::MemoryStore;
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresOptions, PostgresStore};
+
+/// Opens the configured store: PostgreSQL when `postgres` is set, else the in-memory store.
+/// Connections open lazily; call [`Store::migrate`] before serving.
+pub fn open(postgres: Option<&PostgresOptions>) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(match postgres {
+        Some(options) => {
+            tracing::info!(pool_size = options.pool_size, "serving from PostgreSQL");
+            Arc::new(PostgresStore::connect(options)?)
+        }
+        None => {
+            tracing::warn!(
+                "NO DATABASE_URL: serving from the IN-MEMORY store. \
+                 All data is lost when this process stops. Set DATABASE_URL for production."
+            );
+            Arc::new(MemoryStore::new())
+        }
+    })
+}
 
 /// Failures of a store operation, by what the caller can do about them.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +88,16 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+impl From<AppendRejection> for StoreError {
+    fn from(rejection: AppendRejection) -> Self {
+        match rejection {
+            AppendRejection::KeyReused => StoreError::IdempotencyKeyReused,
+            AppendRejection::SequenceMismatch { current } => StoreError::SequenceMismatch { current },
+            AppendRejection::Invalid { violations } => StoreError::Invalid { violations },
+        }
+    }
 }
 
 impl StoreError {
@@ -169,6 +201,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError>;
 
     /// Reads a page of the log's tail, newest first, leaving out excluded (UI-only) messages.
+    /// Empty for an unknown conversation (the caller opened it with [`Store::open_context`]; a
+    /// concurrent delete leaves nothing to page).
     async fn tail(
         &self,
         tenant: &TenantId,
@@ -177,6 +211,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<StoredMessage>, StoreError>;
 
     /// The calls among `ids` that are open (no result yet), with the sequence that made them.
+    /// Empty for an unknown conversation.
     async fn open_calls(
         &self,
         tenant: &TenantId,
@@ -230,54 +265,55 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Checks that the store can serve requests (used by health reporting).
     async fn ping(&self) -> Result<(), StoreError>;
-}
 
-/// Per-conversation facts an append updates: the newest user message that counts for context
-/// and the newest assistant response id. Shared by both stores.
-pub(crate) fn newest_facts(messages: &[Message], last: Sequence) -> (Option<Sequence>, Option<String>) {
-    let mut user = None;
-    let mut response_id = None;
-    for (i, m) in messages.iter().enumerate() {
-        if m.role == Role::User && !m.exclude_from_context {
-            user = Some(last.plus(i as u64 + 1));
-        }
-        if m.role == Role::Assistant && !m.response_id.is_empty() {
-            response_id = Some(m.response_id.clone());
-        }
+    /// Brings the store's schema up to date; returns how many migrations were applied. Safe to
+    /// run from many processes at once. Stores without a schema have nothing to do.
+    async fn migrate(&self) -> Result<usize, StoreError> {
+        Ok(0)
     }
-    (user, response_id)
+
+    /// Connection pool figures for the metrics endpoint, for stores that pool connections.
+    fn pool_stats(&self) -> Option<PoolStats> {
+        None
+    }
+
+    /// Stops handing out connections (after the server drained); idle ones are closed.
+    fn close(&self) {}
 }
 
-/// A held background-summarizer lease; released by [`Lease::release`] or, as a fallback, on drop.
+/// A connection pool's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Open connections.
+    pub size: usize,
+    /// Idle connections.
+    pub available: usize,
+    /// Requests waiting for a connection.
+    pub waiting: usize,
+}
+
+/// A held background-summarizer lease; released by [`Lease::release`] or, as a fallback, on
+/// drop (each store's [`HeldLease`] makes sure a dropped lease does not stay held).
 #[derive(Debug)]
 pub struct Lease {
-    inner: LeaseInner,
-}
-
-#[derive(Debug)]
-enum LeaseInner {
-    Memory(memory::MemoryLease),
-    Postgres(postgres::PostgresLease),
+    held: Box<dyn HeldLease>,
 }
 
 impl Lease {
-    pub(crate) fn memory(lease: memory::MemoryLease) -> Self {
-        Self {
-            inner: LeaseInner::Memory(lease),
-        }
-    }
-
-    pub(crate) fn postgres(lease: postgres::PostgresLease) -> Self {
-        Self {
-            inner: LeaseInner::Postgres(lease),
-        }
+    /// Wraps a store's lease.
+    pub fn new(held: impl HeldLease + 'static) -> Self {
+        Self { held: Box::new(held) }
     }
 
     /// Gives the lease back.
     pub async fn release(self) {
-        match self.inner {
-            LeaseInner::Memory(lease) => drop(lease),
-            LeaseInner::Postgres(lease) => lease.release().await,
-        }
+        self.held.release().await;
     }
+}
+
+/// A store's implementation of a held lease.
+#[async_trait]
+pub trait HeldLease: Send + std::fmt::Debug {
+    /// Gives the lease back.
+    async fn release(self: Box<Self>);
 }

@@ -5,15 +5,18 @@ use std::sync::Arc;
 
 use crate::{
     domain::{
-        memory::{WorkingMemory, extract_rules, extraction_request, extraction_schema, parse_extraction},
+        memory::{WorkingMemory, extract_rules},
         message::StoredMessage,
-        summary::{Summary, extractive_summary, summary_request},
+        summary::{Summary, extractive_summary},
     },
     metrics::METRICS,
     tokenize::Tokenizer,
 };
 
 pub mod openai;
+pub mod prompts;
+
+use prompts::{extraction_request, extraction_schema, parse_extraction, summary_request};
 
 pub use openai::{OpenAiClient, OpenAiError, OpenAiOptions};
 

@@ -11,6 +11,7 @@ mod openai;
 mod production;
 mod retention;
 mod server;
+mod store_contract;
 mod summary;
 mod tenancy;
 mod tls;

@@ -15,6 +15,7 @@ pub use pack::{ContextPacker, PageRequest, initial_page_limit};
 
 use super::{
     ids::{ConversationId, Sequence},
+    memory::WorkingMemory,
     message::{Message, Role, StoredMessage},
     violation::Violations,
 };
@@ -127,8 +128,8 @@ pub struct ContextSnapshot {
     pub last_response_id: Option<String>,
     /// The rolling summary, if any.
     pub summary: Option<SummarySection>,
-    /// The working memory rendered as text, if any.
-    pub memory: Option<String>,
+    /// The working memory, if any (the packer renders it).
+    pub memory: Option<WorkingMemory>,
     /// Every pinned message of the log (never excluded ones), oldest first.
     pub pinned: Vec<StoredMessage>,
     /// Sequences of the stored calls that pending tool results answer, by call id.

@@ -20,6 +20,7 @@ use super::{
 use crate::{
     domain::{
         ids::Sequence,
+        memory::WorkingMemory,
         message::{Message, Role, StoredMessage},
     },
     tokenize::{REPLY_PRIMING, Tokenizer},
@@ -360,8 +361,9 @@ impl ContextPacker {
         let memory = self
             .snapshot
             .memory
-            .clone()
-            .filter(|_| self.request.include_memory);
+            .as_ref()
+            .filter(|_| self.request.include_memory)
+            .and_then(WorkingMemory::render);
         if let Some(memory) = memory
             && !self.add_section(Source::WorkingMemory, memory)
         {

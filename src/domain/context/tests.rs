@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::{
+    super::memory::WorkingMemory,
     ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, Source, SummarySection, TokenBudget,
     TokenCounts,
     cost::{context_text, message_cost_with_text},
@@ -257,7 +258,10 @@ fn snapshot(case: &Case) -> ContextSnapshot {
             text: "Earlier: the user asked about weather.".into(),
             through_sequence: Sequence::parse(through).unwrap(),
         }),
-        memory: Some("Goals: plan a trip.".into()),
+        memory: Some(WorkingMemory {
+            summary: "Goals: plan a trip.".into(),
+            ..WorkingMemory::default()
+        }),
         ..ContextSnapshot::of_log(&case.log)
     }
 }

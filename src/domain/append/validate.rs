@@ -1,99 +1,10 @@
-//! The rules of appending messages: per-message checks by role, size limits, and the payload
-//! hash that makes idempotent retries recognisable.
+//! Per-message checks on append: what each role needs, and the size limits.
 
-use sha2::{Digest, Sha256};
-
-use super::{
-    context::TokenCounts,
-    ids::{ConversationId, IdempotencyKey, Sequence},
+use super::{AppendLimits, MAX_SHORT_FIELD_BYTES};
+use crate::domain::{
     message::{AttachmentSource, Message, Role},
     violation::Violations,
 };
-
-/// Maximum length of a tool call id, tool name, message name or response id, in bytes.
-pub const MAX_SHORT_FIELD_BYTES: usize = 256;
-
-/// Configurable size limits of an append. Defaults are documented in the README.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppendLimits {
-    /// Messages in one request.
-    pub max_messages_per_request: usize,
-    /// Bytes of one message's `content` (and of an error's `partial_output`).
-    pub max_content_bytes: usize,
-    /// Bytes of one attachment's inline data or URI.
-    pub max_attachment_bytes: usize,
-    /// Attachments on one message.
-    pub max_attachments_per_message: usize,
-    /// Tool calls on one message.
-    pub max_tool_calls_per_message: usize,
-    /// Metadata entries on one message.
-    pub max_metadata_entries: usize,
-}
-
-impl Default for AppendLimits {
-    fn default() -> Self {
-        Self {
-            max_messages_per_request: 100,
-            max_content_bytes: 1024 * 1024,
-            max_attachment_bytes: 8 * 1024 * 1024,
-            max_attachments_per_message: 16,
-            max_tool_calls_per_message: 128,
-            max_metadata_entries: 64,
-        }
-    }
-}
-
-/// A parsed, valid AppendMessage request.
-#[derive(Debug, Clone)]
-pub struct AppendBatch {
-    /// Target conversation.
-    pub conversation_id: ConversationId,
-    /// Messages in order; never empty.
-    pub messages: Vec<Message>,
-    /// Idempotency key, when the caller gave one.
-    pub idempotency_key: Option<IdempotencyKey>,
-    /// Optimistic concurrency guard, when the caller gave one.
-    pub expected_last_sequence: Option<Sequence>,
-    /// Each message's token counts, in order (see [`AppendBatch::count_tokens`]).
-    pub tokens: Vec<TokenCounts>,
-}
-
-impl AppendBatch {
-    /// Computes the token counts of every message under every tokenizer (CPU work: callers
-    /// with large batches run it off the async executor).
-    pub fn count_tokens(&mut self) {
-        self.tokens = self.messages.iter().map(TokenCounts::of).collect();
-    }
-
-    /// Hash of the payload (the messages), compared on idempotent retries.
-    pub fn payload_hash(&self) -> PayloadHash {
-        let mut hasher = Sha256::new();
-        for message in &self.messages {
-            // Serializing a plain struct with ordered maps cannot fail and is deterministic.
-            let encoded = serde_json::to_vec(message).unwrap_or_default();
-            hasher.update((encoded.len() as u64).to_le_bytes());
-            hasher.update(&encoded);
-        }
-        PayloadHash(hasher.finalize().into())
-    }
-}
-
-/// SHA-256 of an append's messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PayloadHash(pub [u8; 32]);
-
-/// What an append did, as returned to the caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppendOutcome {
-    /// Sequence of the first stored message.
-    pub first_sequence: Sequence,
-    /// Sequence of the last stored message.
-    pub last_sequence: Sequence,
-    /// The conversation's last sequence right after the append.
-    pub conversation_last_sequence: Sequence,
-    /// True for an idempotent replay of an earlier append.
-    pub replayed: bool,
-}
 
 /// Checks the number of messages of a request against the limits.
 pub fn check_batch_size(count: usize, limits: &AppendLimits) -> Violations {
@@ -345,6 +256,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::domain::append::AppendBatch;
     use crate::domain::message::{LlmError, ToolCall};
 
     fn message(role: Role, content: &str) -> Message {
@@ -425,70 +337,5 @@ mod tests {
         };
         assert_eq!(batch("a").payload_hash(), batch("a").payload_hash());
         assert_ne!(batch("a").payload_hash(), batch("b").payload_hash());
-    }
-}
-
-/// An earlier append recorded under the batch's idempotency key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IdempotencyRecord {
-    /// Hash of the earlier append's messages.
-    pub payload_hash: PayloadHash,
-    /// What the earlier append returned.
-    pub outcome: AppendOutcome,
-}
-
-/// Whether an append may go ahead, decided with the conversation locked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AppendDecision {
-    /// Store the batch after `last_sequence`.
-    Proceed,
-    /// A retry of an earlier append: answer with its outcome, store nothing.
-    Replay(AppendOutcome),
-    /// The key was used for different messages.
-    KeyReused,
-    /// `expected_last_sequence` differs from the current last sequence.
-    SequenceMismatch {
-        /// The conversation's current last sequence.
-        current: Sequence,
-    },
-}
-
-/// Decides an append from the locked conversation's last sequence and the record stored under
-/// the batch's idempotency key, if any. Replays win over the sequence guard, so a retry of an
-/// append that succeeded is answered even though the conversation has moved on.
-pub fn decide_append(
-    batch: &AppendBatch,
-    hash: PayloadHash,
-    last_sequence: Sequence,
-    record: Option<IdempotencyRecord>,
-) -> AppendDecision {
-    if let Some(record) = record {
-        return if record.payload_hash == hash {
-            AppendDecision::Replay(AppendOutcome {
-                replayed: true,
-                ..record.outcome
-            })
-        } else {
-            AppendDecision::KeyReused
-        };
-    }
-    match batch.expected_last_sequence {
-        Some(expected) if expected != last_sequence => AppendDecision::SequenceMismatch {
-            current: last_sequence,
-        },
-        _ => AppendDecision::Proceed,
-    }
-}
-
-impl AppendOutcome {
-    /// The outcome of storing `count` messages after `last_sequence`.
-    pub fn stored(last_sequence: Sequence, count: usize) -> Self {
-        let count = count as u64;
-        Self {
-            first_sequence: last_sequence.plus(1),
-            last_sequence: last_sequence.plus(count),
-            conversation_last_sequence: last_sequence.plus(count),
-            replayed: false,
-        }
     }
 }

@@ -10,15 +10,15 @@ use std::{
 
 use async_trait::async_trait;
 
-use super::{Lease, MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState, newest_facts};
+use super::{HeldLease, Lease, MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState};
 use crate::domain::{
-    AppendBatch, AppendDecision, AppendOutcome, CallState, ConversationId, IdempotencyRecord, KnownCall,
-    Sequence, StoredMessage, TenantId,
+    AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, ConversationId, IdempotencyRecord,
+    KnownCall, Sequence, StoredMessage, TenantId, WritePlan,
+    append::plan,
     context::{ContextSnapshot, PageRequest, SummarySection},
-    decide_append,
     memory::WorkingMemory,
     summary::Summary,
-    tool_protocol::{check_tool_protocol, mentioned_call_ids},
+    tool_protocol::mentioned_call_ids,
 };
 
 type Key = (TenantId, ConversationId);
@@ -47,6 +47,58 @@ impl Conversation {
             .checked_sub(1)
             .and_then(|i| self.messages.get(i))
     }
+
+    /// What [`plan`] needs to decide `batch`.
+    fn append_state(&self, batch: &AppendBatch) -> AppendState {
+        AppendState {
+            last_sequence: self.last_sequence(),
+            idempotency: batch
+                .idempotency_key
+                .as_ref()
+                .and_then(|k| self.idempotency.get(k.as_str()).copied()),
+            known_calls: mentioned_call_ids(&batch.messages)
+                .into_iter()
+                .filter_map(|id| self.calls.get(&id).map(|k| (id, *k)))
+                .collect(),
+        }
+    }
+
+    /// Writes an accepted batch.
+    fn apply(&mut self, batch: &AppendBatch, write: WritePlan) {
+        let now = SystemTime::now();
+        for (i, message) in batch.messages.iter().enumerate() {
+            let sequence = write.sequence_of(i);
+            if message.pinned && !message.exclude_from_context {
+                self.pinned.push(sequence);
+            }
+            self.messages.push(StoredMessage {
+                sequence,
+                created_at: now,
+                tokens: batch.tokens.get(i).copied().unwrap_or_default(),
+                call_sequence: write.call_sequences[i],
+                message: message.clone(),
+            });
+        }
+        for (i, id) in write.effects.new_calls {
+            let call = KnownCall {
+                state: CallState::Open,
+                sequence: write.after.plus(i as u64 + 1),
+            };
+            self.calls.insert(id, call);
+        }
+        for (_, id, sequence) in write.effects.answered {
+            let call = KnownCall {
+                state: CallState::Answered,
+                sequence,
+            };
+            self.calls.insert(id, call);
+        }
+        self.last_user_sequence = write.newest_user.or(self.last_user_sequence);
+        self.last_response_id = write.newest_response_id.or(self.last_response_id.take());
+        if let (Some(k), Some(record)) = (&batch.idempotency_key, write.idempotency) {
+            self.idempotency.insert(k.as_str().to_owned(), record);
+        }
+    }
 }
 
 /// Conversations held in process memory.
@@ -58,9 +110,14 @@ pub struct MemoryStore {
 
 /// A background-summarizer lease of the in-memory store: removed from the held set on drop.
 #[derive(Debug)]
-pub(crate) struct MemoryLease {
+struct MemoryLease {
     held: Arc<Mutex<HashSet<Key>>>,
     key: Key,
+}
+
+#[async_trait]
+impl HeldLease for MemoryLease {
+    async fn release(self: Box<Self>) {}
 }
 
 impl Drop for MemoryLease {
@@ -96,82 +153,17 @@ impl Store for MemoryStore {
         tenant: &TenantId,
         batch: &AppendBatch,
     ) -> Result<AppendOutcome, StoreError> {
-        let hash = batch.payload_hash();
         let mut conversations = self.lock();
-        let empty = Conversation::default();
-        let existing = conversations
-            .get(&key(tenant, &batch.conversation_id))
-            .unwrap_or(&empty);
-        let record = batch
-            .idempotency_key
-            .as_ref()
-            .and_then(|k| existing.idempotency.get(k.as_str()).copied());
-        let last = existing.last_sequence();
-        match decide_append(batch, hash, last, record) {
-            AppendDecision::Proceed => {}
-            AppendDecision::Replay(outcome) => return Ok(outcome),
-            AppendDecision::KeyReused => return Err(StoreError::IdempotencyKeyReused),
-            AppendDecision::SequenceMismatch { current } => {
-                return Err(StoreError::SequenceMismatch { current });
-            }
-        }
-        let known: HashMap<String, KnownCall> = mentioned_call_ids(&batch.messages)
-            .into_iter()
-            .filter_map(|id| existing.calls.get(&id).map(|k| (id, *k)))
-            .collect();
-        let effects = check_tool_protocol(&batch.messages, last, &known)
-            .map_err(|violations| StoreError::Invalid { violations })?;
-
-        let conversation = conversations
-            .entry(key(tenant, &batch.conversation_id))
-            .or_default();
-        let now = SystemTime::now();
-        let call_sequences = effects.call_sequences(batch.messages.len());
-        for (i, message) in batch.messages.iter().enumerate() {
-            let sequence = last.plus(i as u64 + 1);
-            if message.pinned && !message.exclude_from_context {
-                conversation.pinned.push(sequence);
-            }
-            conversation.messages.push(StoredMessage {
-                sequence,
-                created_at: now,
-                tokens: batch.tokens.get(i).copied().unwrap_or_default(),
-                call_sequence: call_sequences[i],
-                message: message.clone(),
-            });
-        }
-        for (i, id) in effects.new_calls {
-            let sequence = last.plus(i as u64 + 1);
-            conversation.calls.insert(
-                id,
-                KnownCall {
-                    state: CallState::Open,
-                    sequence,
-                },
-            );
-        }
-        for (_, id, sequence) in effects.answered {
-            conversation.calls.insert(
-                id,
-                KnownCall {
-                    state: CallState::Answered,
-                    sequence,
-                },
-            );
-        }
-        let (user, response_id) = newest_facts(&batch.messages, last);
-        conversation.last_user_sequence = user.or(conversation.last_user_sequence);
-        conversation.last_response_id = response_id.or(conversation.last_response_id.take());
-        let outcome = AppendOutcome::stored(last, batch.messages.len());
-        if let Some(k) = &batch.idempotency_key {
-            conversation.idempotency.insert(
-                k.as_str().to_owned(),
-                IdempotencyRecord {
-                    payload_hash: hash,
-                    outcome,
-                },
-            );
-        }
+        let key = key(tenant, &batch.conversation_id);
+        let state = conversations
+            .get(&key)
+            .map_or_else(AppendState::default, |c| c.append_state(batch));
+        let write = match plan(batch, &state)? {
+            AppendPlan::Replay(outcome) => return Ok(outcome),
+            AppendPlan::Write(write) => write,
+        };
+        let outcome = write.outcome;
+        conversations.entry(key).or_default().apply(batch, write);
         Ok(outcome)
     }
 
@@ -232,7 +224,7 @@ impl Store for MemoryStore {
                 text: s.text.clone(),
                 through_sequence: s.through_sequence,
             }),
-            memory: c.memory.as_ref().and_then(WorkingMemory::render),
+            memory: c.memory.clone(),
             pending_calls: HashMap::new(),
         };
         Ok((snapshot, newest.cloned().collect()))
@@ -245,9 +237,9 @@ impl Store for MemoryStore {
         page: PageRequest,
     ) -> Result<Vec<StoredMessage>, StoreError> {
         let conversations = self.lock();
-        let c = conversations
-            .get(&key(tenant, conversation))
-            .ok_or(StoreError::NotFound)?;
+        let Some(c) = conversations.get(&key(tenant, conversation)) else {
+            return Ok(Vec::new());
+        };
         let end = (page.before.get() as usize)
             .saturating_sub(1)
             .min(c.messages.len());
@@ -268,9 +260,9 @@ impl Store for MemoryStore {
         ids: &[String],
     ) -> Result<HashMap<String, Sequence>, StoreError> {
         let conversations = self.lock();
-        let c = conversations
-            .get(&key(tenant, conversation))
-            .ok_or(StoreError::NotFound)?;
+        let Some(c) = conversations.get(&key(tenant, conversation)) else {
+            return Ok(HashMap::new());
+        };
         Ok(ids
             .iter()
             .filter_map(|id| match c.calls.get(id) {
@@ -386,7 +378,7 @@ impl Store for MemoryStore {
         if !held.insert(key.clone()) {
             return Ok(None);
         }
-        Ok(Some(Lease::memory(MemoryLease {
+        Ok(Some(Lease::new(MemoryLease {
             held: self.leases.clone(),
             key,
         })))

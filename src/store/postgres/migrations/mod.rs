@@ -3,7 +3,7 @@
 
 use tokio_postgres::Client;
 
-use super::{StoreError, postgres::classify};
+use crate::store::StoreError;
 
 /// One migration: its number and SQL.
 #[derive(Debug)]
@@ -36,18 +36,17 @@ const MIGRATIONS: &[Migration] = &[
 const MIGRATION_LOCK_KEY: i64 = 0x6374_7864;
 
 /// Applies every migration not yet applied; returns how many it applied.
-pub async fn run(client: &mut Client) -> Result<usize, StoreError> {
+pub(super) async fn run(client: &mut Client) -> Result<usize, StoreError> {
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
-        .await
-        .map_err(classify)?;
+        .await?;
     let result = apply_pending(client).await;
     // Release even after a failure; the session ending would release it too.
     let unlock = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY])
         .await;
     let applied = result?;
-    unlock.map_err(classify)?;
+    unlock?;
     Ok(applied)
 }
 
@@ -60,27 +59,24 @@ async fn apply_pending(client: &mut Client) -> Result<usize, StoreError> {
                 applied_at timestamptz NOT NULL DEFAULT now()
             )",
         )
-        .await
-        .map_err(classify)?;
+        .await?;
     let row = client
         .query_one(
             "SELECT coalesce(max(version), 0) FROM ctxd_schema_migrations",
             &[],
         )
-        .await
-        .map_err(classify)?;
+        .await?;
     let current: i64 = row.get(0);
     let mut applied = 0;
     for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
-        let tx = client.transaction().await.map_err(classify)?;
-        tx.batch_execute(migration.sql).await.map_err(classify)?;
+        let tx = client.transaction().await?;
+        tx.batch_execute(migration.sql).await?;
         tx.execute(
             "INSERT INTO ctxd_schema_migrations (version, name) VALUES ($1, $2)",
             &[&migration.version, &migration.name],
         )
-        .await
-        .map_err(classify)?;
-        tx.commit().await.map_err(classify)?;
+        .await?;
+        tx.commit().await?;
         tracing::info!(
             version = migration.version,
             name = migration.name,

@@ -1,0 +1,134 @@
+//! The rules of appending messages: per-message checks by role and size limits
+//! ([`validate`]), the payload hash that makes idempotent retries recognisable, and the append
+//! decision itself ([`plan`]): the stores read the conversation's state and write the plan.
+
+use sha2::{Digest, Sha256};
+
+use super::{
+    context::TokenCounts,
+    ids::{ConversationId, IdempotencyKey, Sequence},
+    message::Message,
+};
+
+mod plan;
+mod validate;
+
+pub use plan::{
+    AppendPlan, AppendRejection, AppendState, IdempotencyRecord, WritePlan, needs_state, newest_facts, plan,
+};
+pub use validate::{check_batch_size, check_message};
+
+/// Maximum length of a tool call id, tool name, message name or response id, in bytes.
+pub const MAX_SHORT_FIELD_BYTES: usize = 256;
+
+/// Configurable size limits of an append. Defaults are documented in the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendLimits {
+    /// Messages in one request.
+    pub max_messages_per_request: usize,
+    /// Bytes of one message's `content` (and of an error's `partial_output`).
+    pub max_content_bytes: usize,
+    /// Bytes of one attachment's inline data or URI.
+    pub max_attachment_bytes: usize,
+    /// Attachments on one message.
+    pub max_attachments_per_message: usize,
+    /// Tool calls on one message.
+    pub max_tool_calls_per_message: usize,
+    /// Metadata entries on one message.
+    pub max_metadata_entries: usize,
+}
+
+impl Default for AppendLimits {
+    fn default() -> Self {
+        Self {
+            max_messages_per_request: 100,
+            max_content_bytes: 1024 * 1024,
+            max_attachment_bytes: 8 * 1024 * 1024,
+            max_attachments_per_message: 16,
+            max_tool_calls_per_message: 128,
+            max_metadata_entries: 64,
+        }
+    }
+}
+
+/// A parsed, valid AppendMessage request.
+#[derive(Debug, Clone)]
+pub struct AppendBatch {
+    /// Target conversation.
+    pub conversation_id: ConversationId,
+    /// Messages in order; never empty.
+    pub messages: Vec<Message>,
+    /// Idempotency key, when the caller gave one.
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Optimistic concurrency guard, when the caller gave one.
+    pub expected_last_sequence: Option<Sequence>,
+    /// Each message's token counts, in order (see [`AppendBatch::count_tokens`]).
+    pub tokens: Vec<TokenCounts>,
+}
+
+impl AppendBatch {
+    /// Computes the token counts of every message under every tokenizer (CPU work: callers
+    /// with large batches run it off the async executor).
+    pub fn count_tokens(&mut self) {
+        self.tokens = self.messages.iter().map(TokenCounts::of).collect();
+    }
+
+    /// Bytes of text token counting reads (content, partial outputs, tool calls): what
+    /// decides whether counting runs off the async workers.
+    pub fn text_bytes(&self) -> usize {
+        self.messages
+            .iter()
+            .map(|m| {
+                let calls: usize = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len())
+                    .sum();
+                let partial = m.error.as_ref().map_or(0, |e| e.partial_output.len());
+                m.content.len() + partial + calls
+            })
+            .sum()
+    }
+
+    /// Hash of the payload (the messages), compared on idempotent retries.
+    pub fn payload_hash(&self) -> PayloadHash {
+        let mut hasher = Sha256::new();
+        for message in &self.messages {
+            // Serializing a plain struct with ordered maps cannot fail and is deterministic.
+            let encoded = serde_json::to_vec(message).unwrap_or_default();
+            hasher.update((encoded.len() as u64).to_le_bytes());
+            hasher.update(&encoded);
+        }
+        PayloadHash(hasher.finalize().into())
+    }
+}
+
+/// SHA-256 of an append's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PayloadHash(pub [u8; 32]);
+
+/// What an append did, as returned to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Sequence of the first stored message.
+    pub first_sequence: Sequence,
+    /// Sequence of the last stored message.
+    pub last_sequence: Sequence,
+    /// The conversation's last sequence right after the append.
+    pub conversation_last_sequence: Sequence,
+    /// True for an idempotent replay of an earlier append.
+    pub replayed: bool,
+}
+
+impl AppendOutcome {
+    /// The outcome of storing `count` messages after `last_sequence`.
+    pub fn stored(last_sequence: Sequence, count: usize) -> Self {
+        let count = count as u64;
+        Self {
+            first_sequence: last_sequence.plus(1),
+            last_sequence: last_sequence.plus(count),
+            conversation_last_sequence: last_sequence.plus(count),
+            replayed: false,
+        }
+    }
+}

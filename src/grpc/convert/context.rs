@@ -1,0 +1,214 @@
+//! BuildContext on the wire.
+
+use super::{
+    conversation_id,
+    log::{message, stored_message},
+    tokenizer,
+};
+use crate::{
+    domain::{
+        Sequence, StoredMessage, Violations,
+        append::check_message,
+        context::{
+            ContextMessage, ContextPack, ContextRequest, ContextStats, Format, Source, TokenBudget,
+            TokenCounts,
+        },
+    },
+    proto,
+    service::Limits,
+};
+
+/// Parses a BuildContext request, with every violation found.
+pub(crate) fn context_request(
+    request: proto::BuildContextRequest,
+    settings: &Limits,
+) -> Result<ContextRequest, Violations> {
+    let proto::BuildContextRequest {
+        conversation_id: raw_id,
+        budget,
+        tokenizer: raw_tokenizer,
+        system_prompt,
+        pending_messages,
+        omit_summary,
+        omit_working_memory,
+        tool_output_max_tokens,
+        format,
+    } = request;
+    let mut v = Violations::default();
+    let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
+    let proto::Budget {
+        max_tokens,
+        reserve_output_tokens,
+        max_messages,
+        max_turns,
+    } = budget.unwrap_or_default();
+    let budget = TokenBudget::parse(max_tokens, reserve_output_tokens, max_messages, max_turns)
+        .map_err(|e| v.extend(e))
+        .ok();
+    let tokenizer = tokenizer(raw_tokenizer, "tokenizer", settings.default_tokenizer, &mut v);
+    let limits = &settings.append;
+    if system_prompt.len() > limits.max_content_bytes {
+        v.add(
+            "system_prompt",
+            format!(
+                "{} bytes; the limit is {}",
+                system_prompt.len(),
+                limits.max_content_bytes
+            ),
+        );
+    }
+    if pending_messages.len() > limits.max_messages_per_request {
+        v.add(
+            "pending_messages",
+            format!(
+                "{} pending messages; the limit is {}",
+                pending_messages.len(),
+                limits.max_messages_per_request
+            ),
+        );
+    }
+    let mut pending = Vec::new();
+    for (i, raw) in pending_messages
+        .into_iter()
+        .take(limits.max_messages_per_request)
+        .enumerate()
+    {
+        let path = format!("pending_messages[{i}]");
+        match message(raw, &path) {
+            Ok(m) => {
+                v.extend(check_message(&m, &path, limits));
+                pending.push(m);
+            }
+            Err(errors) => v.extend(errors),
+        }
+    }
+    let format = match proto::Format::try_from(format) {
+        Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
+        Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,
+        Err(_) => {
+            v.add("format", format!("unknown format value {format}"));
+            Format::OpenAiChat
+        }
+    };
+    match (conversation_id, budget, v.is_empty()) {
+        (Some(conversation_id), Some(budget), true) => Ok(ContextRequest {
+            conversation_id,
+            budget,
+            tokenizer,
+            system_prompt,
+            pending,
+            include_summary: !omit_summary,
+            include_memory: !omit_working_memory,
+            tool_output_max_tokens: (tool_output_max_tokens > 0).then_some(tool_output_max_tokens),
+            format,
+        }),
+        _ => Err(v),
+    }
+}
+
+/// The wire form of a pack.
+pub(crate) fn context_response(pack: ContextPack, rendered: String) -> proto::BuildContextResponse {
+    let ContextPack {
+        messages,
+        stats,
+        needs_summary,
+        previous_response_id,
+    } = pack;
+    proto::BuildContextResponse {
+        messages: messages.into_iter().map(context_message).collect(),
+        rendered,
+        stats: Some(context_stats(stats)),
+        needs_summary,
+        previous_response_id: previous_response_id.unwrap_or_default(),
+    }
+}
+
+fn context_message(context: ContextMessage) -> proto::ContextMessage {
+    let ContextMessage {
+        source,
+        sequence,
+        tokens,
+        message,
+    } = context;
+    let proto::Message {
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        attachments,
+        error,
+        response_id,
+        ..
+    } = stored_message(StoredMessage {
+        sequence: Sequence::ZERO,
+        created_at: std::time::UNIX_EPOCH,
+        tokens: TokenCounts::default(),
+        call_sequence: None,
+        message,
+    });
+    let source = match source {
+        Source::SystemPrompt => proto::ContextSource::SystemPrompt,
+        Source::Summary => proto::ContextSource::Summary,
+        Source::WorkingMemory => proto::ContextSource::WorkingMemory,
+        Source::TruncationNotice => proto::ContextSource::TruncationNotice,
+        Source::History => proto::ContextSource::History,
+        Source::Pending => proto::ContextSource::Pending,
+    };
+    proto::ContextMessage {
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        attachments,
+        error,
+        response_id,
+        source: source as i32,
+        sequence: sequence.map_or(0, Sequence::get),
+        tokens,
+    }
+}
+
+fn context_stats(stats: ContextStats) -> proto::ContextStats {
+    let ContextStats {
+        total_tokens,
+        system_prompt_tokens,
+        summary_tokens,
+        working_memory_tokens,
+        truncation_notice_tokens,
+        history_tokens,
+        pending_tokens,
+        budget_tokens,
+        messages_considered,
+        messages_included,
+        messages_dropped,
+        tool_groups_dropped,
+        incomplete_tool_groups,
+        oldest_included_sequence,
+        summary_through_sequence,
+        log_last_sequence,
+        truncated,
+        over_budget,
+    } = stats;
+    proto::ContextStats {
+        total_tokens,
+        system_prompt_tokens,
+        summary_tokens,
+        working_memory_tokens,
+        truncation_notice_tokens,
+        history_tokens,
+        pending_tokens,
+        budget_tokens,
+        messages_considered,
+        messages_included,
+        messages_dropped,
+        tool_groups_dropped,
+        incomplete_tool_groups,
+        oldest_included_sequence,
+        summary_through_sequence,
+        log_last_sequence,
+        truncated,
+        over_budget,
+    }
+}

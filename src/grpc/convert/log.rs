@@ -1,0 +1,246 @@
+//! AppendMessage, ListMessages and DeleteConversation on the wire; messages both ways.
+
+use super::{conversation_id, role_to_proto, sequence};
+use crate::{
+    domain::{
+        AppendBatch, AppendLimits, Attachment, AttachmentSource, ConversationId, IdempotencyKey, LlmError,
+        Message, Role, Sequence, StoredMessage, ToolCall, Violations,
+        append::{check_batch_size, check_message},
+    },
+    proto,
+};
+
+/// Parses an AppendMessage request into a batch, with every violation found.
+pub(crate) fn append_batch(
+    request: proto::AppendMessageRequest,
+    limits: &AppendLimits,
+) -> Result<AppendBatch, Violations> {
+    let proto::AppendMessageRequest {
+        conversation_id: raw_id,
+        messages: raw_messages,
+        idempotency_key,
+        expected_last_sequence,
+    } = request;
+    let mut v = Violations::default();
+    let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
+    let idempotency_key = IdempotencyKey::parse_optional(idempotency_key)
+        .map_err(|e| v.add("idempotency_key", e))
+        .ok();
+    let expected_last_sequence = match expected_last_sequence.map(Sequence::parse).transpose() {
+        Ok(expected) => expected,
+        Err(e) => {
+            v.add("expected_last_sequence", e);
+            None
+        }
+    };
+    v.extend(check_batch_size(raw_messages.len(), limits));
+    let count = raw_messages.len().min(limits.max_messages_per_request);
+    let mut messages = Vec::with_capacity(count);
+    for (i, raw) in raw_messages.into_iter().take(count).enumerate() {
+        let path = format!("messages[{i}]");
+        match message(raw, &path) {
+            Ok(m) => {
+                v.extend(check_message(&m, &path, limits));
+                messages.push(m);
+            }
+            Err(errors) => v.extend(errors),
+        }
+    }
+    match (conversation_id, idempotency_key, v.is_empty()) {
+        (Some(conversation_id), Some(idempotency_key), true) => Ok(AppendBatch {
+            conversation_id,
+            messages,
+            idempotency_key,
+            expected_last_sequence,
+            tokens: Vec::new(),
+        }),
+        _ => Err(v),
+    }
+}
+
+/// Parses one message; `path` prefixes the field names of violations.
+pub(super) fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
+    let proto::Message {
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        attachments,
+        metadata,
+        exclude_from_context,
+        pinned,
+        error,
+        response_id,
+        // Server-set fields are ignored on input, as the contract says.
+        sequence: _,
+        created_at: _,
+        tokens: _,
+    } = raw;
+    let mut v = Violations::default();
+    let role = match proto::Role::try_from(role) {
+        Ok(proto::Role::System) => Some(Role::System),
+        Ok(proto::Role::User) => Some(Role::User),
+        Ok(proto::Role::Assistant) => Some(Role::Assistant),
+        Ok(proto::Role::Tool) => Some(Role::Tool),
+        Ok(proto::Role::Unspecified) => {
+            v.add(format!("{path}.role"), "role is required");
+            None
+        }
+        Err(_) => {
+            v.add(format!("{path}.role"), format!("unknown role value {role}"));
+            None
+        }
+    };
+    let attachments = attachments
+        .into_iter()
+        .enumerate()
+        .filter_map(|(j, a)| {
+            attachment(a)
+                .map_err(|e| v.add(format!("{path}.attachments[{j}]"), e))
+                .ok()
+        })
+        .collect();
+    let tool_calls = tool_calls
+        .into_iter()
+        .map(|proto::ToolCall { id, name, arguments }| ToolCall { id, name, arguments })
+        .collect();
+    let error = error.map(
+        |proto::LlmError {
+             code,
+             message,
+             partial_output,
+         }| LlmError {
+            code,
+            message,
+            partial_output,
+        },
+    );
+    let message = role.map(|role| Message {
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id: Some(tool_call_id).filter(|id| !id.is_empty()),
+        attachments,
+        metadata,
+        exclude_from_context,
+        pinned,
+        error,
+        response_id,
+    });
+    match message {
+        Some(m) if v.is_empty() => Ok(m),
+        _ => Err(v),
+    }
+}
+
+fn attachment(raw: proto::Attachment) -> Result<Attachment, &'static str> {
+    let proto::Attachment {
+        mime_type,
+        filename,
+        source,
+    } = raw;
+    let source = match source {
+        Some(proto::attachment::Source::Data(data)) => AttachmentSource::Data(data),
+        Some(proto::attachment::Source::Uri(uri)) => AttachmentSource::Uri(uri),
+        None => return Err("an attachment needs data or uri"),
+    };
+    Ok(Attachment {
+        mime_type,
+        filename,
+        source,
+    })
+}
+
+/// Parses a ListMessages request into (conversation, after, page size).
+pub(crate) fn list_request(
+    request: proto::ListMessagesRequest,
+) -> Result<(ConversationId, Sequence, usize), Violations> {
+    let proto::ListMessagesRequest {
+        conversation_id: raw_id,
+        after_sequence,
+        page_size,
+    } = request;
+    let mut v = Violations::default();
+    let conversation = conversation_id(raw_id, "conversation_id", &mut v);
+    let after = sequence(after_sequence, "after_sequence", &mut v);
+    match (conversation, after) {
+        (Some(conversation), Some(after)) if v.is_empty() => Ok((conversation, after, page_size as usize)),
+        _ => Err(v),
+    }
+}
+
+/// The wire form of a stored message.
+pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
+    let StoredMessage {
+        sequence,
+        created_at,
+        message,
+        tokens,
+        call_sequence: _,
+    } = stored;
+    let Message {
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        attachments,
+        metadata,
+        exclude_from_context,
+        pinned,
+        error,
+        response_id,
+    } = message;
+    proto::Message {
+        role: role_to_proto(role) as i32,
+        content,
+        name,
+        tool_calls: tool_calls
+            .into_iter()
+            .map(|ToolCall { id, name, arguments }| proto::ToolCall { id, name, arguments })
+            .collect(),
+        tool_call_id: tool_call_id.unwrap_or_default(),
+        attachments: attachments.into_iter().map(attachment_to_proto).collect(),
+        metadata,
+        exclude_from_context,
+        pinned,
+        error: error.map(
+            |LlmError {
+                 code,
+                 message,
+                 partial_output,
+             }| proto::LlmError {
+                code,
+                message,
+                partial_output,
+            },
+        ),
+        response_id,
+        sequence: sequence.get(),
+        created_at: Some(created_at.into()),
+        tokens: Some(proto::TokenCounts {
+            o200k_base: tokens.o200k_base,
+            cl100k_base: tokens.cl100k_base,
+            approx: tokens.approx,
+        }),
+    }
+}
+
+fn attachment_to_proto(attachment: Attachment) -> proto::Attachment {
+    let Attachment {
+        mime_type,
+        filename,
+        source,
+    } = attachment;
+    let source = match source {
+        AttachmentSource::Data(data) => proto::attachment::Source::Data(data),
+        AttachmentSource::Uri(uri) => proto::attachment::Source::Uri(uri),
+    };
+    proto::Attachment {
+        mime_type,
+        filename,
+        source: Some(source),
+    }
+}

@@ -1,0 +1,57 @@
+//! AppendMessage, ListMessages, DeleteConversation.
+
+use super::{ApiError, ContextApi, convert};
+use crate::{
+    domain::{TenantId, Violations},
+    proto,
+};
+
+impl ContextApi {
+    pub(super) async fn append(
+        &self,
+        tenant: TenantId,
+        request: proto::AppendMessageRequest,
+    ) -> Result<proto::AppendMessageResponse, ApiError> {
+        let batch = convert::append_batch(request, &self.service.limits().append)?;
+        let outcome = self.service.append(&tenant, batch).await?;
+        Ok(proto::AppendMessageResponse {
+            first_sequence: outcome.first_sequence.get(),
+            last_sequence: outcome.last_sequence.get(),
+            conversation_last_sequence: outcome.conversation_last_sequence.get(),
+            replayed: outcome.replayed,
+        })
+    }
+
+    pub(super) async fn list(
+        &self,
+        tenant: TenantId,
+        request: proto::ListMessagesRequest,
+    ) -> Result<proto::ListMessagesResponse, ApiError> {
+        let (conversation, after, page_size) = convert::list_request(request)?;
+        let page = self
+            .service
+            .list_messages(&tenant, &conversation, after, page_size)
+            .await?;
+        let next_after_sequence = match (page.has_more, page.messages.last()) {
+            (true, Some(last)) => last.sequence.get(),
+            _ => 0,
+        };
+        Ok(proto::ListMessagesResponse {
+            messages: page.messages.into_iter().map(convert::stored_message).collect(),
+            next_after_sequence,
+        })
+    }
+
+    pub(super) async fn delete(
+        &self,
+        tenant: TenantId,
+        request: proto::DeleteConversationRequest,
+    ) -> Result<proto::DeleteConversationResponse, ApiError> {
+        let proto::DeleteConversationRequest { conversation_id } = request;
+        let mut v = Violations::default();
+        let conversation = convert::conversation_id(conversation_id, "conversation_id", &mut v);
+        let conversation = conversation.ok_or(v)?;
+        let messages_deleted = self.service.delete_conversation(&tenant, &conversation).await?;
+        Ok(proto::DeleteConversationResponse { messages_deleted })
+    }
+}

@@ -1,0 +1,134 @@
+//! BuildContext and CountTokens: the page loop around the sans-IO packer, and the rule that
+//! pending tool results answer open calls.
+
+use std::collections::HashSet;
+
+use super::{Service, ServiceError, offload};
+use crate::{
+    domain::{
+        Role, TenantId, Violations,
+        context::{
+            ContextPack, ContextPacker, ContextRequest, ContextSnapshot, initial_page_limit, render::render,
+        },
+    },
+    metrics::METRICS,
+    store::Store,
+    tokenize::Tokenizer,
+};
+
+/// A built pack and its rendering in the requested provider format.
+#[derive(Debug, Clone)]
+pub struct ContextOutcome {
+    /// The pack: messages, stats, flags.
+    pub pack: ContextPack,
+    /// The pack as provider JSON, ready to send.
+    pub rendered: String,
+    /// Tail pages read from the store.
+    pub pages: usize,
+}
+
+impl Service {
+    /// Builds the pack `request` asks for: reads the conversation's state and the log's tail
+    /// page by page until the packer has what fits, then renders it.
+    #[tracing::instrument(name = "build_context", skip_all, fields(%tenant, conversation_id = %request.conversation_id))]
+    pub async fn build_context(
+        &self,
+        tenant: &TenantId,
+        request: ContextRequest,
+    ) -> Result<ContextOutcome, ServiceError> {
+        let outcome = build_context_pack(&*self.store, tenant, request).await?;
+        let s = &outcome.pack.stats;
+        METRICS.context_tokens.observe(f64::from(s.total_tokens));
+        METRICS.messages_dropped.inc_by(u64::from(s.messages_dropped));
+        tracing::info!(
+            pages = outcome.pages,
+            total_tokens = s.total_tokens,
+            budget_tokens = s.budget_tokens,
+            messages_included = s.messages_included,
+            messages_dropped = s.messages_dropped,
+            tool_groups_dropped = s.tool_groups_dropped,
+            incomplete_tool_groups = s.incomplete_tool_groups,
+            truncated = s.truncated,
+            over_budget = s.over_budget,
+            needs_summary = outcome.pack.needs_summary,
+            "context built"
+        );
+        Ok(outcome)
+    }
+
+    /// Counts `text`'s tokens, on the blocking pool when it is large.
+    pub async fn count_tokens(&self, text: String, tokenizer: Tokenizer) -> Result<usize, ServiceError> {
+        let limit = self.limits.append.max_content_bytes;
+        if text.len() > limit {
+            let problem = format!("{} bytes; the limit is {limit}", text.len());
+            return Err(Violations::single("text", problem).into());
+        }
+        offload(text.len(), move || tokenizer.count(&text)).await
+    }
+}
+
+/// The pack for `request` from `store`.
+async fn build_context_pack(
+    store: &dyn Store,
+    tenant: &TenantId,
+    request: ContextRequest,
+) -> Result<ContextOutcome, ServiceError> {
+    let conversation = request.conversation_id.clone();
+    let first_page = initial_page_limit(&request);
+    let (mut snapshot, newest) = store.open_context(tenant, &conversation, first_page).await?;
+    resolve_pending_results(store, tenant, &request, &mut snapshot).await?;
+
+    let format = request.format;
+    let mut packer = ContextPacker::new(request, snapshot);
+    packer.feed_first(newest, first_page);
+    let mut pages = 1;
+    while let Some(page) = packer.next_page() {
+        let messages = store.tail(tenant, &conversation, page).await?;
+        packer.feed(messages, page);
+        pages += 1;
+    }
+    let pack = packer.finish();
+    let rendered = render(&pack.messages, format);
+    Ok(ContextOutcome {
+        pack,
+        rendered,
+        pages,
+    })
+}
+
+/// Pending tool results must answer open calls of the log (or calls made by earlier pending
+/// messages); the packer needs those calls' sequences to keep each group whole.
+async fn resolve_pending_results(
+    store: &dyn Store,
+    tenant: &TenantId,
+    request: &ContextRequest,
+    snapshot: &mut ContextSnapshot,
+) -> Result<(), ServiceError> {
+    let mut called_in_pending = HashSet::new();
+    let mut wanted = Vec::new();
+    for (i, m) in request.pending.iter().enumerate() {
+        called_in_pending.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
+        match m.tool_call_id.as_deref() {
+            Some(id) if m.role == Role::Tool && !called_in_pending.contains(id) => {
+                wanted.push((i, id.to_owned()))
+            }
+            _ => {}
+        }
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = wanted.iter().map(|(_, id)| id.clone()).collect();
+    let open = store.open_calls(tenant, &request.conversation_id, &ids).await?;
+    let mut v = Violations::default();
+    for (i, id) in &wanted {
+        if !open.contains_key(id) {
+            v.add(
+                format!("pending_messages[{i}].tool_call_id"),
+                format!("{id:?} does not answer an open tool call of this conversation"),
+            );
+        }
+    }
+    snapshot.pending_calls = open;
+    Ok(v.into_result(())?)
+}

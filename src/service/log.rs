@@ -1,0 +1,72 @@
+//! The conversation log: append, list, delete.
+
+use super::{Service, ServiceError, offload};
+use crate::{
+    domain::{AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId},
+    store::MessagePage,
+};
+
+/// Page size of ListMessages when the request leaves it at 0.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+/// Largest page size ListMessages serves; larger requests are capped.
+pub const MAX_PAGE_SIZE: usize = 1000;
+
+impl Service {
+    /// Appends a parsed batch: counts its tokens (on the blocking pool when large), stores it
+    /// atomically, and starts a background summary check when the log crossed a check point.
+    #[tracing::instrument(name = "append", skip_all, fields(%tenant, conversation_id = %batch.conversation_id, messages = batch.messages.len()))]
+    pub async fn append(
+        &self,
+        tenant: &TenantId,
+        mut batch: AppendBatch,
+    ) -> Result<AppendOutcome, ServiceError> {
+        let batch = offload(batch.text_bytes(), move || {
+            batch.count_tokens();
+            batch
+        })
+        .await?;
+        let outcome = self.store.append_messages(tenant, &batch).await?;
+        if !outcome.replayed {
+            self.after_append(tenant, &batch.conversation_id, outcome);
+        }
+        tracing::info!(
+            first_sequence = outcome.first_sequence.get(),
+            last_sequence = outcome.last_sequence.get(),
+            replayed = outcome.replayed,
+            "appended"
+        );
+        Ok(outcome)
+    }
+
+    /// A page of the log after `after`; `page_size` 0 means [`DEFAULT_PAGE_SIZE`], larger than
+    /// [`MAX_PAGE_SIZE`] is capped.
+    #[tracing::instrument(name = "list_messages", skip_all, fields(%tenant, conversation_id = %conversation))]
+    pub async fn list_messages(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        after: Sequence,
+        page_size: usize,
+    ) -> Result<MessagePage, ServiceError> {
+        let limit = match page_size {
+            0 => DEFAULT_PAGE_SIZE,
+            n => n.min(MAX_PAGE_SIZE),
+        };
+        Ok(self
+            .store
+            .list_messages(tenant, conversation, after, limit)
+            .await?)
+    }
+
+    /// Erases a conversation; returns how many messages it held.
+    #[tracing::instrument(name = "delete_conversation", skip_all, fields(%tenant, conversation_id = %conversation))]
+    pub async fn delete_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<u64, ServiceError> {
+        let messages_deleted = self.store.delete_conversation(tenant, conversation).await?;
+        tracing::info!(messages_deleted, "conversation deleted");
+        Ok(messages_deleted)
+    }
+}

@@ -1,0 +1,115 @@
+//! Working memory: read, refresh with the configured extractor, prepare the extraction request
+//! for the caller's model, and merge the caller's update.
+
+use super::{PreparedRequest, Service, ServiceError};
+use crate::{
+    domain::{ConversationId, TenantId, Violations, memory::WorkingMemory},
+    store::{MemoryState, StoreError},
+    summarize::prompts::extraction_request,
+};
+
+/// Refreshes retry this many times when a concurrent update bumped the version.
+const REFRESH_ATTEMPTS: usize = 3;
+
+/// What GetWorkingMemory answers.
+#[derive(Debug, Clone)]
+pub struct MemoryOutcome {
+    /// The current memory (version 0 when none was stored).
+    pub memory: WorkingMemory,
+    /// With `prepare`: the extraction request over the messages after the memory's
+    /// watermark, when there are any.
+    pub prepared: Option<PreparedRequest>,
+}
+
+impl Service {
+    /// The working memory; with `refresh`, the configured extractor folds in the messages
+    /// after its watermark first; with `prepare`, nothing is stored and the extraction request
+    /// for the caller's model comes back instead.
+    #[tracing::instrument(name = "working_memory", skip_all, fields(%tenant, conversation_id = %conversation, refresh, prepare))]
+    pub async fn working_memory(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        refresh: bool,
+        prepare: bool,
+    ) -> Result<MemoryOutcome, ServiceError> {
+        for attempt in 1..=REFRESH_ATTEMPTS {
+            let MemoryState { memory, messages, .. } = self
+                .store
+                .memory_state(tenant, conversation, refresh || prepare)
+                .await?;
+            if prepare {
+                let prepared = messages.last().map(|last| {
+                    let request = extraction_request(&memory, &messages);
+                    PreparedRequest::new(request, memory.through_sequence, last.sequence)
+                });
+                return Ok(MemoryOutcome { memory, prepared });
+            }
+            if !refresh || messages.is_empty() {
+                return Ok(MemoryOutcome {
+                    memory,
+                    prepared: None,
+                });
+            }
+            let mut refreshed = memory.clone();
+            self.ai.extractor.extract(&mut refreshed, &messages).await?;
+            match self
+                .store
+                .store_memory(tenant, conversation, memory.version, &refreshed)
+                .await
+            {
+                Ok(stored) => {
+                    tracing::info!(
+                        version = stored.version,
+                        through = stored.through_sequence.get(),
+                        "memory refreshed"
+                    );
+                    return Ok(MemoryOutcome {
+                        memory: stored,
+                        prepared: None,
+                    });
+                }
+                Err(StoreError::MemoryVersionMismatch { .. }) if attempt < REFRESH_ATTEMPTS => {
+                    tracing::info!(attempt, "working memory changed concurrently; refreshing again");
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// Merges the caller's extracted facts into the stored memory, if its version is still
+    /// `expected_version` (when given).
+    #[tracing::instrument(name = "update_working_memory", skip_all, fields(%tenant, conversation_id = %conversation))]
+    pub async fn update_working_memory(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        update: WorkingMemory,
+        expected_version: Option<u64>,
+    ) -> Result<WorkingMemory, ServiceError> {
+        let MemoryState {
+            memory: current,
+            last_sequence: log,
+            ..
+        } = self.store.memory_state(tenant, conversation, false).await?;
+        if let Some(expected) = expected_version
+            && expected != current.version
+        {
+            let current = current.version;
+            return Err(StoreError::MemoryVersionMismatch { current }.into());
+        }
+        if update.through_sequence > log {
+            let problem = format!("the conversation's last sequence is {log}");
+            return Err(Violations::single("memory.through_sequence", problem).into());
+        }
+        let mut merged = current.clone();
+        merged.merge(update);
+        let stored = self
+            .store
+            .store_memory(tenant, conversation, current.version, &merged)
+            .await?;
+        tracing::info!(version = stored.version, "memory updated");
+        Ok(stored)
+    }
+}

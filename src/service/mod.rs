@@ -1,0 +1,154 @@
+//! The application layer: one function per use case (append, build context, summarize, working
+//! memory, list, delete, count tokens), taking domain types and the [`Store`], returning domain
+//! results. No tonic here: the gRPC handlers parse, call one of these, and convert the answer.
+//! Background work (auto summarization) runs in a tracked task set that shutdown drains.
+
+use std::sync::Arc;
+
+use crate::{
+    domain::{AppendLimits, Violations},
+    store::{Store, StoreError},
+    summarize::{Extractor, OpenAiError, Summarizer},
+    tokenize::Tokenizer,
+};
+
+mod context;
+mod log;
+mod memory;
+mod summary;
+mod tasks;
+
+pub use context::ContextOutcome;
+pub use log::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use memory::MemoryOutcome;
+pub use summary::{AutoSummarize, PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
+pub use tasks::BackgroundTasks;
+
+/// Texts and requests larger than this are tokenized on the blocking pool, off the async
+/// workers.
+pub const OFFLOAD_BYTES: usize = 64 * 1024;
+
+/// Limits and defaults of requests.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Size limits of AppendMessage (also applied to BuildContext's pending messages and
+    /// other caller-sent text).
+    pub append: AppendLimits,
+    /// Tokenizer used when a request leaves it unspecified.
+    pub default_tokenizer: Tokenizer,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            append: AppendLimits::default(),
+            default_tokenizer: Tokenizer::O200kBase,
+        }
+    }
+}
+
+/// The summarizer and extractor the service runs, and the default summary size.
+#[derive(Debug, Clone)]
+pub struct AiSettings {
+    /// Runs SUMMARIZE_MODE_SERVER.
+    pub summarizer: Summarizer,
+    /// Refreshes working memory.
+    pub extractor: Extractor,
+    /// `max_summary_tokens` when a request leaves it at 0.
+    pub max_summary_tokens: usize,
+    /// Background summarization, when enabled.
+    pub auto_summarize: Option<AutoSummarize>,
+}
+
+impl Default for AiSettings {
+    fn default() -> Self {
+        Self {
+            summarizer: Summarizer::Extractive,
+            extractor: Extractor::Rules,
+            max_summary_tokens: 1_000,
+            auto_summarize: None,
+        }
+    }
+}
+
+/// Why a use case failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request is malformed or contradicts the stored conversation; nothing was stored.
+    #[error("invalid request: {violations}")]
+    InvalidArgument {
+        /// What is wrong, by field.
+        violations: Violations,
+    },
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The summarizer or extractor endpoint failed; the stored state is unchanged.
+    #[error("summarizer endpoint failed")]
+    Summarizer {
+        /// What failed.
+        #[from]
+        source: OpenAiError,
+    },
+    /// A task on the blocking pool panicked or was cancelled: a bug.
+    #[error("background task failed")]
+    Task {
+        /// The join failure.
+        #[from]
+        source: tokio::task::JoinError,
+    },
+}
+
+impl From<Violations> for ServiceError {
+    fn from(violations: Violations) -> Self {
+        ServiceError::InvalidArgument { violations }
+    }
+}
+
+/// The use cases over one store. Cheap to clone: everything is shared.
+#[derive(Debug, Clone)]
+pub struct Service {
+    store: Arc<dyn Store>,
+    limits: Limits,
+    ai: AiSettings,
+    tasks: Arc<BackgroundTasks>,
+}
+
+impl Service {
+    /// The use cases over `store`.
+    pub fn new(store: Arc<dyn Store>, limits: Limits, ai: AiSettings) -> Self {
+        Self {
+            store,
+            limits,
+            ai,
+            tasks: Arc::new(BackgroundTasks::default()),
+        }
+    }
+
+    /// Request limits and defaults, for parsing.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// `max_summary_tokens` when a request leaves it at 0.
+    pub fn default_summary_tokens(&self) -> usize {
+        self.ai.max_summary_tokens
+    }
+
+    /// The background tasks, for shutdown to drain.
+    pub fn background(&self) -> &BackgroundTasks {
+        &self.tasks
+    }
+}
+
+/// Runs CPU work proportional to `bytes` on the blocking pool when large, inline when small.
+async fn offload<T: Send + 'static>(
+    bytes: usize,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ServiceError> {
+    if bytes > OFFLOAD_BYTES {
+        Ok(tokio::task::spawn_blocking(work).await?)
+    } else {
+        Ok(work())
+    }
+}

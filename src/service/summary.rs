@@ -1,0 +1,315 @@
+//! Summarize in its three modes (server, prepare, provided) and background summarization.
+
+use super::{Service, ServiceError};
+use crate::{
+    domain::{
+        AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId, Violations,
+        message::Message,
+        summary::{Summary, is_boundary, messages_to_fold},
+    },
+    store::{NewSummary, StoreError, SummaryState},
+    summarize::prompts::{render_chat, summary_request},
+    tokenize::Tokenizer,
+};
+
+/// SERVER summaries retry this many times when a concurrent summary moved the watermark.
+const SERVER_ATTEMPTS: usize = 3;
+
+/// Background summarization is considered each time a conversation passes a multiple of this
+/// many messages, so the check's read stays rare.
+const AUTO_CHECK_EVERY: u64 = 16;
+
+/// A parsed Summarize request.
+#[derive(Debug)]
+pub struct SummarizeRequest {
+    /// The conversation.
+    pub conversation: ConversationId,
+    /// Tokens of recent history left verbatim.
+    pub keep_recent_tokens: usize,
+    /// Tokenizer of the verbatim window and the summary's size.
+    pub tokenizer: Tokenizer,
+    /// What to do.
+    pub mode: SummarizeMode,
+    /// The watermark the caller based its request on (ABORTED when it moved).
+    pub expected_through: Option<Sequence>,
+    /// Size of the summary to ask for.
+    pub max_summary_tokens: usize,
+}
+
+/// How a summary is produced.
+#[derive(Debug)]
+pub enum SummarizeMode {
+    /// The configured summarizer.
+    Server,
+    /// Nothing stored: return the request for the caller's model.
+    Prepare,
+    /// The caller's own summary, covering 1..=`through`.
+    Provided {
+        /// The summary text.
+        text: String,
+        /// The last sequence it covers.
+        through: Sequence,
+    },
+}
+
+impl SummarizeMode {
+    /// The mode's name, for logs (never the summary text).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SummarizeMode::Server => "server",
+            SummarizeMode::Prepare => "prepare",
+            SummarizeMode::Provided { .. } => "provided",
+        }
+    }
+}
+
+/// An LLM request ready to run on the caller's model (bring-your-own-LLM).
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    /// The request messages.
+    pub messages: Vec<Message>,
+    /// The same as OpenAI chat JSON text.
+    pub rendered: String,
+    /// The watermark it starts from.
+    pub base_through_sequence: Sequence,
+    /// The watermark it reaches.
+    pub through_sequence: Sequence,
+}
+
+impl PreparedRequest {
+    pub(super) fn new(messages: Vec<Message>, base: Sequence, through: Sequence) -> Self {
+        Self {
+            rendered: render_chat(&messages),
+            messages,
+            base_through_sequence: base,
+            through_sequence: through,
+        }
+    }
+}
+
+/// What Summarize answers.
+#[derive(Debug, Clone)]
+pub struct SummarizeOutcome {
+    /// The current summary (after the change, if any).
+    pub summary: Option<Summary>,
+    /// Whether a new version was stored.
+    pub changed: bool,
+    /// PREPARE's request, when there is something to fold in.
+    pub prepared: Option<PreparedRequest>,
+}
+
+/// Background summarization: when a conversation's unsummarized history passes `threshold`
+/// tokens, one replica folds it in, keeping `keep_recent_tokens` verbatim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoSummarize {
+    /// Unsummarized tokens that trigger a summary.
+    pub threshold: usize,
+    /// Tokens left verbatim.
+    pub keep_recent_tokens: usize,
+}
+
+impl Service {
+    /// Advances (or prepares) the rolling summary. SERVER retries when a concurrent summary
+    /// moved the watermark, unless the caller pinned it with `expected_through`.
+    #[tracing::instrument(name = "summarize", skip_all, fields(%tenant, conversation_id = %request.conversation, mode = request.mode.name()))]
+    pub async fn summarize(
+        &self,
+        tenant: &TenantId,
+        request: SummarizeRequest,
+    ) -> Result<SummarizeOutcome, ServiceError> {
+        for attempt in 1..=SERVER_ATTEMPTS {
+            let state = self.store.summary_state(tenant, &request.conversation).await?;
+            if let Some(expected) = request.expected_through
+                && expected != state.watermark()
+            {
+                let current = state.watermark();
+                return Err(StoreError::SummaryMoved { current }.into());
+            }
+            match self.summarize_once(tenant, &request, &state).await {
+                Err(ServiceError::Store(StoreError::SummaryMoved { .. }))
+                    if attempt < SERVER_ATTEMPTS
+                        && request.expected_through.is_none()
+                        && matches!(request.mode, SummarizeMode::Server) =>
+                {
+                    tracing::info!(attempt, "summary watermark moved concurrently; recomputing");
+                }
+                other => return other,
+            }
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    async fn summarize_once(
+        &self,
+        tenant: &TenantId,
+        request: &SummarizeRequest,
+        state: &SummaryState,
+    ) -> Result<SummarizeOutcome, ServiceError> {
+        let base = state.watermark();
+        let unchanged = |prepared| SummarizeOutcome {
+            summary: state.summary.clone(),
+            changed: false,
+            prepared,
+        };
+        let summary = match &request.mode {
+            SummarizeMode::Provided { text, through } => {
+                check_provided_through(state, *through)?;
+                NewSummary {
+                    text: text.clone(),
+                    through_sequence: *through,
+                    summarizer: "provided".to_owned(),
+                }
+            }
+            SummarizeMode::Prepare | SummarizeMode::Server => {
+                let Some((through, folded)) =
+                    messages_to_fold(&state.messages, request.keep_recent_tokens, request.tokenizer)
+                else {
+                    return Ok(unchanged(None));
+                };
+                if matches!(request.mode, SummarizeMode::Prepare) {
+                    let messages =
+                        summary_request(state.summary.as_ref(), folded, request.max_summary_tokens);
+                    return Ok(unchanged(Some(PreparedRequest::new(messages, base, through))));
+                }
+                self.server_summary(
+                    state,
+                    folded,
+                    through,
+                    request.max_summary_tokens,
+                    request.tokenizer,
+                )
+                .await?
+            }
+        };
+        let through = summary.through_sequence;
+        let stored = self
+            .store
+            .store_summary(tenant, &request.conversation, base, summary)
+            .await?;
+        tracing::info!(
+            base = base.get(),
+            through = through.get(),
+            version = stored.version,
+            "summary advanced"
+        );
+        Ok(SummarizeOutcome {
+            summary: Some(stored),
+            changed: true,
+            prepared: None,
+        })
+    }
+
+    /// Runs the configured summarizer over `folded` (the messages up to `through`).
+    async fn server_summary(
+        &self,
+        state: &SummaryState,
+        folded: &[StoredMessage],
+        through: Sequence,
+        max_summary_tokens: usize,
+        tokenizer: Tokenizer,
+    ) -> Result<NewSummary, ServiceError> {
+        let summarizer = &self.ai.summarizer;
+        let text = summarizer
+            .summarize(state.summary.as_ref(), folded, max_summary_tokens, tokenizer)
+            .await?;
+        Ok(NewSummary {
+            text,
+            through_sequence: through,
+            summarizer: summarizer.name().to_owned(),
+        })
+    }
+
+    /// Starts a background summarization check when the append crossed a check point.
+    pub(super) fn after_append(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        outcome: AppendOutcome,
+    ) {
+        let Some(auto) = self.ai.auto_summarize else {
+            return;
+        };
+        let (first, last) = (outcome.first_sequence.get(), outcome.last_sequence.get());
+        if (first - 1) / AUTO_CHECK_EVERY == last / AUTO_CHECK_EVERY {
+            return;
+        }
+        let (service, tenant, conversation) = (self.clone(), tenant.clone(), conversation.clone());
+        self.tasks.spawn(async move {
+            if let Err(error) = service.auto_summarize(&tenant, &conversation, auto).await {
+                let error = crate::telemetry::ErrorChain(&error);
+                tracing::warn!(%tenant, %conversation, %error, "background summarization failed");
+            }
+        });
+    }
+
+    /// Folds unsummarized history past the threshold, single-flight per conversation across
+    /// replicas (the store's lease); a concurrent manual summary wins the compare-and-set.
+    async fn auto_summarize(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        auto: AutoSummarize,
+    ) -> Result<(), ServiceError> {
+        let Some(lease) = self.store.try_summarizer_lease(tenant, conversation).await? else {
+            return Ok(());
+        };
+        let result = self.auto_summarize_held(tenant, conversation, auto).await;
+        lease.release().await;
+        result
+    }
+
+    async fn auto_summarize_held(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        auto: AutoSummarize,
+    ) -> Result<(), ServiceError> {
+        let tokenizer = self.limits.default_tokenizer;
+        let state = self.store.summary_state(tenant, conversation).await?;
+        let unsummarized: usize = state
+            .messages
+            .iter()
+            .filter(|m| !m.message.exclude_from_context)
+            .map(|m| m.tokens.get(tokenizer) as usize)
+            .sum();
+        if unsummarized <= auto.threshold {
+            return Ok(());
+        }
+        let Some((through, folded)) = messages_to_fold(&state.messages, auto.keep_recent_tokens, tokenizer)
+        else {
+            return Ok(());
+        };
+        let summary = self
+            .server_summary(&state, folded, through, self.ai.max_summary_tokens, tokenizer)
+            .await?;
+        match self
+            .store
+            .store_summary(tenant, conversation, state.watermark(), summary)
+            .await
+        {
+            Ok(stored) => {
+                tracing::info!(%tenant, %conversation, through = through.get(), version = stored.version, unsummarized, "background summary stored");
+                Ok(())
+            }
+            Err(StoreError::SummaryMoved { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// A provided summary must move the watermark forward, stay within the log, and end at a
+/// boundary (never inside a tool-call group).
+fn check_provided_through(state: &SummaryState, through: Sequence) -> Result<(), Violations> {
+    let base = state.watermark();
+    if through <= base || through > state.last_sequence || !is_boundary(&state.messages, through) {
+        return Err(Violations::single(
+            "through_sequence",
+            format!(
+                "must be after the current watermark ({base}), at most the last sequence ({}), \
+                 and not inside a tool-call group",
+                state.last_sequence
+            ),
+        ));
+    }
+    Ok(())
+}

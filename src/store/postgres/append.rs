@@ -1,0 +1,291 @@
+//! AppendMessage on PostgreSQL: read the locked conversation's state, let the domain
+//! [`plan`] the append, write the plan.
+
+use std::collections::HashMap;
+
+use deadpool_postgres::{Pool, Transaction};
+use tokio_postgres::types::ToSql;
+
+use super::{corrupt, rows::Columns};
+use crate::{
+    domain::{
+        AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, IdempotencyRecord, KnownCall,
+        PayloadHash, Sequence, TenantId, WritePlan,
+        append::{needs_state, newest_facts, plan},
+        tool_protocol::mentioned_call_ids,
+    },
+    store::StoreError,
+};
+
+/// Creates or locks the conversation and allocates the batch's sequences in one statement.
+/// `$4` is the 1-based position of the batch's newest user message (NULL if none) and `$5` its
+/// newest response id; SET expressions see the row as it was before the update. A macro so that
+/// [`APPEND_PLAIN`] can embed the same text.
+macro_rules! allocate_sql {
+    () => {
+        "INSERT INTO conversations
+             (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
+             last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
+             last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
+             last_response_id = coalesce($5, conversations.last_response_id)
+         RETURNING last_sequence"
+    };
+}
+
+/// See [`allocate_sql`].
+const ALLOCATE: &str = allocate_sql!();
+
+/// Inserts a batch: `$3` holds the sequences, `$4..=$17` the [`Columns`], `$18` the sequence
+/// of the call each tool result answers.
+const INSERT_MESSAGES: &str =
+    "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
+         tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error, response_id,
+         tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, created_at)
+     SELECT $1, $2, u.*, now()
+     FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::text[], $9::jsonb[],
+                 $10::jsonb[], $11::bool[], $12::bool[], $13::jsonb[], $14::text[],
+                 $15::int[], $16::int[], $17::int[], $18::bigint[]) AS u";
+
+/// The whole append of a batch without tool calls, results, idempotency key or expected
+/// sequence, in one statement (one round trip, its own transaction): [`ALLOCATE`]'s upsert
+/// locks the conversation and allocates, and the insert numbers the rows after it. `$6..=$19`
+/// are the [`Columns`].
+const APPEND_PLAIN: &str = concat!(
+    "WITH allocated AS (",
+    allocate_sql!(),
+    "     ), stored AS (
+         INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
+             tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
+             response_id, tokens_o200k, tokens_cl100k, tokens_approx, created_at)
+         SELECT $1, $2, a.last_sequence - $3 + u.n, u.role, u.content, u.name, u.tool_calls,
+                u.tool_call_id, u.attachments, u.metadata, u.excluded, u.pinned, u.error,
+                u.response_id, u.o200k, u.cl100k, u.approx, now()
+         FROM allocated a,
+              unnest($6::text[], $7::text[], $8::text[], $9::jsonb[], $10::text[], $11::jsonb[],
+                     $12::jsonb[], $13::bool[], $14::bool[], $15::jsonb[], $16::text[],
+                     $17::int[], $18::int[], $19::int[])
+                  WITH ORDINALITY AS u(role, content, name, tool_calls, tool_call_id, attachments,
+                     metadata, excluded, pinned, error, response_id, o200k, cl100k, approx, n)
+     )
+     SELECT last_sequence FROM allocated"
+);
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %batch.conversation_id, count = batch.messages.len()))]
+pub(super) async fn append_messages(
+    pool: &Pool,
+    tenant: &TenantId,
+    batch: &AppendBatch,
+) -> Result<AppendOutcome, StoreError> {
+    if !needs_state(batch) {
+        return append_plain(pool, tenant, batch).await;
+    }
+    let count = batch.messages.len() as i64;
+    let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+
+    let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
+    let user_offset = user_offset.map(Sequence::as_i64);
+    let allocate = tx.prepare_cached(ALLOCATE).await?;
+    let row = tx
+        .query_one(&allocate, &[&t, &c, &count, &user_offset, &response_id])
+        .await?;
+    let last_sequence = Sequence::from_stored(row.get::<_, i64>(0) - count);
+    let idempotency = match &batch.idempotency_key {
+        Some(key) => idempotency_record(&tx, t, c, key.as_str()).await?,
+        None => None,
+    };
+    let mentioned = mentioned_call_ids(&batch.messages);
+    let known_calls = match mentioned.is_empty() {
+        true => HashMap::new(),
+        false => call_states(&tx, t, c, &mentioned).await?,
+    };
+    let state = AppendState {
+        last_sequence,
+        idempotency,
+        known_calls,
+    };
+    let write = match plan(batch, &state)? {
+        // Dropping the transaction rolls back the counter increment.
+        AppendPlan::Replay(outcome) => return Ok(outcome),
+        AppendPlan::Write(write) => write,
+    };
+    insert_messages(&tx, t, c, batch, &write).await?;
+    record_tool_calls(&tx, t, c, &write).await?;
+    if let (Some(key), Some(record)) = (&batch.idempotency_key, write.idempotency) {
+        let insert = tx
+            .prepare_cached(
+                "INSERT INTO idempotency_keys (tenant_id, conversation_id, idempotency_key, payload_hash,
+                     first_sequence, last_sequence, conversation_last_sequence)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .await?;
+        let outcome = record.outcome;
+        let (first, last) = (outcome.first_sequence.as_i64(), outcome.last_sequence.as_i64());
+        let conversation_last = outcome.conversation_last_sequence.as_i64();
+        let hash = &record.payload_hash.0[..];
+        tx.execute(
+            &insert,
+            &[&t, &c, &key.as_str(), &hash, &first, &last, &conversation_last],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(write.outcome)
+}
+
+/// [`APPEND_PLAIN`]: a batch that [`needs_state`] says any conversation accepts, in one round
+/// trip.
+async fn append_plain(
+    pool: &Pool,
+    tenant: &TenantId,
+    batch: &AppendBatch,
+) -> Result<AppendOutcome, StoreError> {
+    let count = batch.messages.len() as i64;
+    let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
+    let user_offset = user_offset.map(Sequence::as_i64);
+    let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
+    let columns = Columns::of(batch);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&t, &c, &count, &user_offset, &response_id];
+    params.extend(columns.params());
+    let client = pool.get().await?;
+    let statement = client.prepare_cached(APPEND_PLAIN).await?;
+    let row = client.query_one(&statement, &params).await?;
+    let last = Sequence::from_stored(row.get::<_, i64>(0) - count);
+    Ok(AppendOutcome::stored(last, batch.messages.len()))
+}
+
+async fn idempotency_record(
+    tx: &Transaction<'_>,
+    tenant: &str,
+    conversation: &str,
+    key: &str,
+) -> Result<Option<IdempotencyRecord>, StoreError> {
+    let statement = tx
+        .prepare_cached(
+            "SELECT payload_hash, first_sequence, last_sequence, conversation_last_sequence
+             FROM idempotency_keys WHERE tenant_id = $1 AND conversation_id = $2 AND idempotency_key = $3",
+        )
+        .await?;
+    let Some(row) = tx.query_opt(&statement, &[&tenant, &conversation, &key]).await? else {
+        return Ok(None);
+    };
+    let hash: Vec<u8> = row.get(0);
+    let payload_hash = PayloadHash(hash.try_into().map_err(|_| corrupt("idempotency payload hash"))?);
+    let outcome = AppendOutcome {
+        first_sequence: Sequence::from_stored(row.get(1)),
+        last_sequence: Sequence::from_stored(row.get(2)),
+        conversation_last_sequence: Sequence::from_stored(row.get(3)),
+        replayed: false,
+    };
+    Ok(Some(IdempotencyRecord {
+        payload_hash,
+        outcome,
+    }))
+}
+
+async fn call_states(
+    tx: &Transaction<'_>,
+    tenant: &str,
+    conversation: &str,
+    ids: &[String],
+) -> Result<HashMap<String, KnownCall>, StoreError> {
+    let statement = tx
+        .prepare_cached(
+            "SELECT call_id, result_sequence IS NOT NULL, call_sequence FROM tool_calls
+             WHERE tenant_id = $1 AND conversation_id = $2 AND call_id = ANY($3)",
+        )
+        .await?;
+    let rows = tx.query(&statement, &[&tenant, &conversation, &ids]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let state = if row.get::<_, bool>(1) {
+                CallState::Answered
+            } else {
+                CallState::Open
+            };
+            let sequence = Sequence::from_stored(row.get(2));
+            (row.get::<_, String>(0), KnownCall { state, sequence })
+        })
+        .collect())
+}
+
+async fn insert_messages(
+    tx: &Transaction<'_>,
+    tenant: &str,
+    conversation: &str,
+    batch: &AppendBatch,
+    write: &WritePlan,
+) -> Result<(), StoreError> {
+    let count = batch.messages.len();
+    let sequences: Vec<i64> = (0..count).map(|i| write.sequence_of(i).as_i64()).collect();
+    let call_sequences: Vec<Option<i64>> = write
+        .call_sequences
+        .iter()
+        .map(|s| s.map(Sequence::as_i64))
+        .collect();
+    let columns = Columns::of(batch);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant, &conversation, &sequences];
+    params.extend(columns.params());
+    params.push(&call_sequences);
+    let statement = tx.prepare_cached(INSERT_MESSAGES).await?;
+    tx.execute(&statement, &params).await?;
+    Ok(())
+}
+
+async fn record_tool_calls(
+    tx: &Transaction<'_>,
+    tenant: &str,
+    conversation: &str,
+    write: &WritePlan,
+) -> Result<(), StoreError> {
+    let effects = &write.effects;
+    let sequence_of = |index: usize| write.sequence_of(index).as_i64();
+    let answered_here: HashMap<&str, i64> = effects
+        .answered
+        .iter()
+        .map(|(i, id, _)| (id.as_str(), sequence_of(*i)))
+        .collect();
+    if !effects.new_calls.is_empty() {
+        let ids: Vec<&str> = effects.new_calls.iter().map(|(_, id)| id.as_str()).collect();
+        let call_sequences: Vec<i64> = effects.new_calls.iter().map(|(i, _)| sequence_of(*i)).collect();
+        let results: Vec<Option<i64>> = ids.iter().map(|id| answered_here.get(id).copied()).collect();
+        let statement = tx
+            .prepare_cached(
+                "INSERT INTO tool_calls (tenant_id, conversation_id, call_id, call_sequence, result_sequence)
+                 SELECT $1, $2, u.* FROM unnest($3::text[], $4::bigint[], $5::bigint[]) AS u",
+            )
+            .await?;
+        tx.execute(
+            &statement,
+            &[&tenant, &conversation, &ids, &call_sequences, &results],
+        )
+        .await?;
+    }
+    let new_here: Vec<&str> = effects.new_calls.iter().map(|(_, id)| id.as_str()).collect();
+    let (earlier_ids, earlier_results): (Vec<&str>, Vec<i64>) = effects
+        .answered
+        .iter()
+        .filter(|(_, id, _)| !new_here.contains(&id.as_str()))
+        .map(|(i, id, _)| (id.as_str(), sequence_of(*i)))
+        .unzip();
+    if !earlier_ids.is_empty() {
+        let statement = tx
+            .prepare_cached(
+                "UPDATE tool_calls SET result_sequence = u.result_sequence
+                 FROM unnest($3::text[], $4::bigint[]) AS u(call_id, result_sequence)
+                 WHERE tool_calls.tenant_id = $1 AND tool_calls.conversation_id = $2
+                   AND tool_calls.call_id = u.call_id",
+            )
+            .await?;
+        tx.execute(
+            &statement,
+            &[&tenant, &conversation, &earlier_ids, &earlier_results],
+        )
+        .await?;
+    }
+    Ok(())
+}

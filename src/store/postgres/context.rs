@@ -1,0 +1,138 @@
+//! What BuildContext reads on PostgreSQL: the conversation's state with the first page of its
+//! tail in one round trip, further pages, and the open calls pending results answer.
+
+use std::collections::HashMap;
+
+use deadpool_postgres::Pool;
+use tokio_postgres::types::ToSql;
+
+use super::rows::{MESSAGE_COLUMNS, memory_from_row, stored_message};
+use crate::{
+    domain::{
+        ConversationId, Sequence, StoredMessage, TenantId,
+        context::{ContextSnapshot, PageRequest, SummarySection},
+    },
+    store::StoreError,
+};
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
+pub(super) async fn open_context(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    first_page: usize,
+) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let client = pool.get().await?;
+    let state = client
+        .prepare_cached(
+            "SELECT c.last_sequence, c.last_user_sequence, c.last_response_id,
+                    s.text, s.through_sequence, m.document, m.through_sequence, m.version
+             FROM conversations c
+             LEFT JOIN summaries s ON s.tenant_id = c.tenant_id
+                  AND s.conversation_id = c.conversation_id AND s.version = c.summary_version
+             LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
+             WHERE c.tenant_id = $1 AND c.conversation_id = $2",
+        )
+        .await?;
+    let pinned_query = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages
+         WHERE tenant_id = $1 AND conversation_id = $2 AND pinned AND NOT exclude_from_context
+         ORDER BY sequence"
+    );
+    let pinned = client.prepare_cached(&pinned_query).await?;
+    let newest_query = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages
+         WHERE tenant_id = $1 AND conversation_id = $2 AND NOT exclude_from_context
+         ORDER BY sequence DESC LIMIT $3"
+    );
+    let newest = client.prepare_cached(&newest_query).await?;
+    let limit = first_page as i64;
+    let newest_params: &[&(dyn ToSql + Sync)] = &[&t, &c, &limit];
+    let params: &[&(dyn ToSql + Sync)] = &[&t, &c];
+    // The three queries go out together on one connection: one network round trip. The
+    // server runs them in order, so the pages never miss a message the state counts;
+    // anything newer than the state is dropped here or by the packer.
+    let (state, pinned, newest) = tokio::try_join!(
+        client.query_opt(&state, params),
+        client.query(&pinned, params),
+        client.query(&newest, newest_params),
+    )?;
+    let state = state.ok_or(StoreError::NotFound)?;
+    let last_sequence = Sequence::from_stored(state.get(0));
+    let last_user: Option<i64> = state.get(1);
+    let pinned: Vec<StoredMessage> = pinned.iter().map(stored_message).collect::<Result<_, _>>()?;
+    let summary_text: Option<String> = state.get(3);
+    let summary = summary_text.map(|text| SummarySection {
+        text,
+        through_sequence: Sequence::from_stored(state.get(4)),
+    });
+    let memory = memory_from_row(&state, 5)?;
+    let snapshot = ContextSnapshot {
+        last_sequence,
+        last_user_sequence: last_user.map(Sequence::from_stored),
+        last_response_id: state.get(2),
+        pinned: pinned
+            .into_iter()
+            .filter(|m| m.sequence <= last_sequence)
+            .collect(),
+        summary,
+        memory,
+        pending_calls: HashMap::new(),
+    };
+    Ok((
+        snapshot,
+        newest.iter().map(stored_message).collect::<Result<_, _>>()?,
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, before = page.before.get(), limit = page.limit))]
+pub(super) async fn tail(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    page: PageRequest,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let client = pool.get().await?;
+    let query = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages
+         WHERE tenant_id = $1 AND conversation_id = $2 AND sequence < $3 AND sequence > $4
+           AND NOT exclude_from_context
+         ORDER BY sequence DESC LIMIT $5"
+    );
+    let statement = client.prepare_cached(&query).await?;
+    let limit = page.limit as i64;
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &tenant.as_str(),
+                &conversation.as_str(),
+                &page.before.as_i64(),
+                &page.floor.as_i64(),
+                &limit,
+            ],
+        )
+        .await?;
+    rows.iter().map(stored_message).collect()
+}
+
+pub(super) async fn open_calls(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    ids: &[String],
+) -> Result<HashMap<String, Sequence>, StoreError> {
+    let client = pool.get().await?;
+    let rows = client
+        .query(
+            "SELECT call_id, call_sequence FROM tool_calls
+             WHERE tenant_id = $1 AND conversation_id = $2 AND call_id = ANY($3) AND result_sequence IS NULL",
+            &[&tenant.as_str(), &conversation.as_str(), &ids],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), Sequence::from_stored(r.get(1))))
+        .collect())
+}

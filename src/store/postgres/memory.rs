@@ -1,0 +1,97 @@
+//! Working memory on PostgreSQL: one versioned JSON document per conversation.
+
+use deadpool_postgres::Pool;
+use tokio_postgres::types::Json;
+
+use super::{log::messages_after, rows::memory_from_row};
+use crate::{
+    domain::{ConversationId, Sequence, TenantId, memory::WorkingMemory},
+    store::{MemoryState, StoreError},
+};
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
+pub(super) async fn memory_state(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    with_messages: bool,
+) -> Result<MemoryState, StoreError> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let client = pool.get().await?;
+    let row = client
+        .query_opt(
+            "SELECT m.document, m.through_sequence, m.version, m.updated_at, c.last_sequence
+             FROM conversations c
+             LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
+             WHERE c.tenant_id = $1 AND c.conversation_id = $2",
+            &[&t, &c],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let mut memory = memory_from_row(&row, 0)?.unwrap_or_default();
+    memory.updated_at = row.get(3);
+    let messages = match with_messages {
+        true => messages_after(&client, t, c, memory.through_sequence).await?,
+        false => Vec::new(),
+    };
+    Ok(MemoryState {
+        memory,
+        messages,
+        last_sequence: Sequence::from_stored(row.get(4)),
+    })
+}
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, expected_version))]
+pub(super) async fn store_memory(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    expected_version: u64,
+    memory: &WorkingMemory,
+) -> Result<WorkingMemory, StoreError> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let client = pool.get().await?;
+    let (document, through) = (Json(memory), memory.through_sequence.as_i64());
+    let row = if expected_version == 0 {
+        client
+            .query_opt(
+                "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
+                 SELECT $1, $2, $3, $4, 1 WHERE EXISTS (
+                     SELECT 1 FROM conversations WHERE tenant_id = $1 AND conversation_id = $2)
+                 ON CONFLICT (tenant_id, conversation_id) DO NOTHING
+                 RETURNING version, updated_at",
+                &[&t, &c, &document, &through],
+            )
+            .await
+    } else {
+        client
+            .query_opt(
+                "UPDATE working_memory
+                 SET document = $3, through_sequence = $4, version = version + 1, updated_at = now()
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND version = $5
+                 RETURNING version, updated_at",
+                &[&t, &c, &document, &through, &(expected_version as i64)],
+            )
+            .await
+    }?;
+    if let Some(row) = row {
+        return Ok(WorkingMemory {
+            version: row.get::<_, i64>(0).max(0) as u64,
+            updated_at: row.get(1),
+            ..memory.clone()
+        });
+    }
+    let current = client
+        .query_opt(
+            "SELECT m.version FROM conversations c
+             LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
+             WHERE c.tenant_id = $1 AND c.conversation_id = $2",
+            &[&t, &c],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let current: Option<i64> = current.get(0);
+    Err(StoreError::MemoryVersionMismatch {
+        current: current.unwrap_or(0).max(0) as u64,
+    })
+}

@@ -1,0 +1,255 @@
+//! The production store on PostgreSQL (tokio-postgres + deadpool-postgres), one file per
+//! concept: [`append`], [`log`] reads and deletion, [`context`] reads, [`summary`], [`memory`],
+//! [`leases`], [`rows`] (decoding and column lists) and [`migrations`].
+//!
+//! An append is one transaction: the conversation's counter row is incremented by the batch size
+//! first (creating it on first use), which both allocates the sequences and locks the
+//! conversation, so concurrent appenders to one conversation queue on that row and sequences stay
+//! gapless. Everything after that decides against a stable state.
+
+use std::{collections::HashMap, time::Duration};
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use super::{Lease, MemoryState, MessagePage, NewSummary, PoolStats, Store, StoreError, SummaryState};
+use crate::domain::{
+    AppendBatch, AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId,
+    context::{ContextSnapshot, PageRequest},
+    memory::WorkingMemory,
+    summary::Summary,
+};
+
+mod append;
+mod context;
+mod leases;
+mod log;
+mod memory;
+mod migrations;
+mod rows;
+mod summary;
+
+/// Pool and connection settings of the Postgres store.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// libpq-style URL, e.g. `postgres://ctxd:secret@db:5432/ctxd`.
+    pub url: String,
+    /// Maximum pooled connections.
+    pub pool_size: usize,
+    /// How long a request waits for a pooled connection or a new one before UNAVAILABLE.
+    pub connect_timeout: Duration,
+    /// Server-side cap on any one statement (`statement_timeout`), so no request holds the
+    /// database past its own deadline.
+    pub statement_timeout: Duration,
+}
+
+/// Conversations in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl PostgresStore {
+    /// Builds the pool. Connections are opened lazily; see [`Store::migrate`].
+    pub fn connect(options: &PostgresOptions) -> Result<Self, StoreError> {
+        let mut pg_config: tokio_postgres::Config = options
+            .url
+            .parse()
+            .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
+        pg_config.connect_timeout(options.connect_timeout);
+        pg_config.application_name("ctxd");
+        pg_config.options(format!(
+            "-c statement_timeout={}",
+            options.statement_timeout.as_millis()
+        ));
+        let manager = Manager::from_config(
+            pg_config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
+        Ok(Self { pool })
+    }
+}
+
+/// Sorts a Postgres failure into retryable (connection trouble) and internal.
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        let retryable = match error.code() {
+            // No server verdict: retryable only if the connection itself failed.
+            None => {
+                error.is_closed()
+                    || std::error::Error::source(&error)
+                        .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+            }
+            Some(state) => {
+                let code = state.code();
+                code.starts_with("08")
+                    || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01")
+            }
+        };
+        if retryable {
+            StoreError::Unavailable {
+                source: Box::new(error),
+            }
+        } else {
+            StoreError::Internal {
+                source: Box::new(error),
+            }
+        }
+    }
+}
+
+/// A connection that cannot be had is retryable, unless the server gave a verdict.
+impl From<PoolError> for StoreError {
+    fn from(error: PoolError) -> Self {
+        match error {
+            PoolError::Backend(e) => e.into(),
+            other => StoreError::Unavailable {
+                source: Box::new(other),
+            },
+        }
+    }
+}
+
+/// Stored data that cannot be decoded: a bug or a hand-edited row.
+fn corrupt(what: &str) -> StoreError {
+    StoreError::internal(format!("corrupt stored data: {what}"))
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn append_messages(
+        &self,
+        tenant: &TenantId,
+        batch: &AppendBatch,
+    ) -> Result<AppendOutcome, StoreError> {
+        append::append_messages(&self.pool, tenant, batch).await
+    }
+
+    async fn list_messages(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        after: Sequence,
+        limit: usize,
+    ) -> Result<MessagePage, StoreError> {
+        log::list_messages(&self.pool, tenant, conversation, after, limit).await
+    }
+
+    async fn delete_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<u64, StoreError> {
+        log::delete_conversation(&self.pool, tenant, conversation).await
+    }
+
+    async fn open_context(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        first_page: usize,
+    ) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError> {
+        context::open_context(&self.pool, tenant, conversation, first_page).await
+    }
+
+    async fn tail(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        page: PageRequest,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        context::tail(&self.pool, tenant, conversation, page).await
+    }
+
+    async fn open_calls(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        ids: &[String],
+    ) -> Result<HashMap<String, Sequence>, StoreError> {
+        context::open_calls(&self.pool, tenant, conversation, ids).await
+    }
+
+    async fn summary_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<SummaryState, StoreError> {
+        summary::summary_state(&self.pool, tenant, conversation).await
+    }
+
+    async fn store_summary(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        base: Sequence,
+        summary: NewSummary,
+    ) -> Result<Summary, StoreError> {
+        summary::store_summary(&self.pool, tenant, conversation, base, summary).await
+    }
+
+    async fn memory_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        with_messages: bool,
+    ) -> Result<MemoryState, StoreError> {
+        memory::memory_state(&self.pool, tenant, conversation, with_messages).await
+    }
+
+    async fn store_memory(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        expected_version: u64,
+        memory: &WorkingMemory,
+    ) -> Result<WorkingMemory, StoreError> {
+        memory::store_memory(&self.pool, tenant, conversation, expected_version, memory).await
+    }
+
+    async fn try_summarizer_lease(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<Option<Lease>, StoreError> {
+        leases::try_summarizer_lease(&self.pool, tenant, conversation).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let client = self.pool.get().await?;
+        client.simple_query("SELECT 1").await?;
+        Ok(())
+    }
+
+    /// Applies pending migrations under the advisory lock; returns how many were applied.
+    async fn migrate(&self) -> Result<usize, StoreError> {
+        let mut client = self.pool.get().await?;
+        migrations::run(&mut client).await
+    }
+
+    fn pool_stats(&self) -> Option<PoolStats> {
+        let status = self.pool.status();
+        Some(PoolStats {
+            size: status.size,
+            available: status.available,
+            waiting: status.waiting,
+        })
+    }
+
+    /// Closes the pool: idle connections are dropped and new checkouts fail.
+    fn close(&self) {
+        self.pool.close();
+    }
+}

@@ -1,0 +1,147 @@
+//! Row decoding and the column lists statements share.
+
+use std::collections::BTreeMap;
+
+use tokio_postgres::{
+    Row,
+    types::{Json, ToSql},
+};
+
+use super::corrupt;
+use crate::{
+    domain::{
+        AppendBatch, Role, Sequence, StoredMessage,
+        context::TokenCounts,
+        memory::WorkingMemory,
+        message::{Attachment, LlmError, Message, ToolCall},
+    },
+    store::StoreError,
+};
+
+/// Columns of a stored message, in the positions [`stored_message`] reads.
+/// Empty JSON lists and maps come back as NULL: most messages have no tool calls, attachments or
+/// metadata, and skipping their JSON decoding is a sizeable part of BuildContext's CPU.
+pub(super) const MESSAGE_COLUMNS: &str =
+    "sequence, role, content, name, NULLIF(tool_calls, '[]'), tool_call_id,
+     NULLIF(attachments, '[]'), NULLIF(metadata, '{}'),
+     exclude_from_context, pinned, error, response_id, created_at,
+     tokens_o200k, tokens_cl100k, tokens_approx, call_sequence";
+
+/// A row of [`MESSAGE_COLUMNS`], read by position (name lookups cost a scan per column on
+/// every row of every BuildContext).
+pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
+    let decode = |e: tokio_postgres::Error| StoreError::Internal { source: Box::new(e) };
+    let role_name: &str = row.try_get(1).map_err(decode)?;
+    let role = Role::from_name(role_name).ok_or_else(|| corrupt("role"))?;
+    let tool_calls: Option<Json<_>> = row.try_get(4).map_err(decode)?;
+    let attachments: Option<Json<_>> = row.try_get(6).map_err(decode)?;
+    let metadata: Option<Json<_>> = row.try_get(7).map_err(decode)?;
+    let error: Option<Json<LlmError>> = row.try_get(10).map_err(decode)?;
+    let count = |column: usize| -> Result<u32, StoreError> {
+        Ok(row.try_get::<_, i32>(column).map_err(decode)?.max(0) as u32)
+    };
+    let call_sequence: Option<i64> = row.try_get(16).map_err(decode)?;
+    Ok(StoredMessage {
+        sequence: Sequence::from_stored(row.try_get(0).map_err(decode)?),
+        created_at: row.try_get(12).map_err(decode)?,
+        tokens: TokenCounts {
+            o200k_base: count(13)?,
+            cl100k_base: count(14)?,
+            approx: count(15)?,
+        },
+        call_sequence: call_sequence.map(Sequence::from_stored),
+        message: Message {
+            role,
+            content: row.try_get(2).map_err(decode)?,
+            name: row.try_get(3).map_err(decode)?,
+            tool_calls: tool_calls.map(|Json(v)| v).unwrap_or_default(),
+            tool_call_id: row.try_get(5).map_err(decode)?,
+            attachments: attachments.map(|Json(v)| v).unwrap_or_default(),
+            metadata: metadata.map(|Json(v)| v).unwrap_or_default(),
+            exclude_from_context: row.try_get(8).map_err(decode)?,
+            pinned: row.try_get(9).map_err(decode)?,
+            error: error.map(|Json(e)| e),
+            response_id: row.try_get(11).map_err(decode)?,
+        },
+    })
+}
+
+/// A working memory from `document, through_sequence, version` columns starting at `first`.
+pub(super) fn memory_from_row(row: &Row, first: usize) -> Result<Option<WorkingMemory>, StoreError> {
+    let decode = |e: tokio_postgres::Error| StoreError::Internal { source: Box::new(e) };
+    let document: Option<Json<WorkingMemory>> = row.try_get(first).map_err(decode)?;
+    let through: Option<i64> = row.try_get(first + 1).map_err(decode)?;
+    let version: Option<i64> = row.try_get(first + 2).map_err(decode)?;
+    Ok(document.map(|Json(mut memory)| {
+        memory.through_sequence = Sequence::from_stored(through.unwrap_or(0));
+        memory.version = version.unwrap_or(0).max(0) as u64;
+        memory
+    }))
+}
+
+/// A batch's messages as one array per column, for `unnest`; token counts included.
+pub(super) struct Columns<'a> {
+    roles: Vec<&'a str>,
+    contents: Vec<&'a str>,
+    names: Vec<&'a str>,
+    tool_calls: Vec<Json<&'a Vec<ToolCall>>>,
+    tool_call_ids: Vec<Option<&'a str>>,
+    attachments: Vec<Json<&'a Vec<Attachment>>>,
+    metadata: Vec<Json<&'a BTreeMap<String, String>>>,
+    excluded: Vec<bool>,
+    pinned: Vec<bool>,
+    errors: Vec<Option<Json<&'a LlmError>>>,
+    response_ids: Vec<&'a str>,
+    o200k: Vec<i32>,
+    cl100k: Vec<i32>,
+    approx: Vec<i32>,
+}
+
+impl<'a> Columns<'a> {
+    pub(super) fn of(batch: &'a AppendBatch) -> Self {
+        let m = &batch.messages;
+        let count = |pick: fn(&TokenCounts) -> u32| -> Vec<i32> {
+            batch
+                .tokens
+                .iter()
+                .map(|t| i32::try_from(pick(t)).unwrap_or(i32::MAX))
+                .collect()
+        };
+        Columns {
+            roles: m.iter().map(|m| m.role.as_str()).collect(),
+            contents: m.iter().map(|m| m.content.as_str()).collect(),
+            names: m.iter().map(|m| m.name.as_str()).collect(),
+            tool_calls: m.iter().map(|m| Json(&m.tool_calls)).collect(),
+            tool_call_ids: m.iter().map(|m| m.tool_call_id.as_deref()).collect(),
+            attachments: m.iter().map(|m| Json(&m.attachments)).collect(),
+            metadata: m.iter().map(|m| Json(&m.metadata)).collect(),
+            excluded: m.iter().map(|m| m.exclude_from_context).collect(),
+            pinned: m.iter().map(|m| m.pinned).collect(),
+            errors: m.iter().map(|m| m.error.as_ref().map(Json)).collect(),
+            response_ids: m.iter().map(|m| m.response_id.as_str()).collect(),
+            o200k: count(|t| t.o200k_base),
+            cl100k: count(|t| t.cl100k_base),
+            approx: count(|t| t.approx),
+        }
+    }
+
+    /// In the order of the `unnest` lists of the append statements (`super::append`).
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 14] {
+        [
+            &self.roles,
+            &self.contents,
+            &self.names,
+            &self.tool_calls,
+            &self.tool_call_ids,
+            &self.attachments,
+            &self.metadata,
+            &self.excluded,
+            &self.pinned,
+            &self.errors,
+            &self.response_ids,
+            &self.o200k,
+            &self.cl100k,
+            &self.approx,
+        ]
+    }
+}

@@ -1,0 +1,103 @@
+//! Rolling summaries on PostgreSQL: the state Summarize reads and the compare-and-set that
+//! stores a new version.
+
+use deadpool_postgres::Pool;
+
+use super::log::messages_after;
+use crate::{
+    domain::{ConversationId, Sequence, TenantId, summary::Summary},
+    store::{NewSummary, StoreError, SummaryState},
+};
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
+pub(super) async fn summary_state(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+) -> Result<SummaryState, StoreError> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let client = pool.get().await?;
+    let state = client
+        .query_opt(
+            "SELECT c.last_sequence, s.text, s.through_sequence, s.summarizer, s.version, s.created_at
+             FROM conversations c
+             LEFT JOIN summaries s ON s.tenant_id = c.tenant_id
+                  AND s.conversation_id = c.conversation_id AND s.version = c.summary_version
+             WHERE c.tenant_id = $1 AND c.conversation_id = $2",
+            &[&t, &c],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let text: Option<String> = state.get(1);
+    let summary = text.map(|text| Summary {
+        text,
+        through_sequence: Sequence::from_stored(state.get(2)),
+        summarizer: state.get(3),
+        version: state.get::<_, i64>(4).max(0) as u64,
+        updated_at: state.get(5),
+    });
+    let watermark = summary.as_ref().map_or(Sequence::ZERO, |s| s.through_sequence);
+    let messages = messages_after(&client, t, c, watermark).await?;
+    Ok(SummaryState {
+        summary,
+        messages,
+        last_sequence: Sequence::from_stored(state.get(0)),
+    })
+}
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, base = base.get()))]
+pub(super) async fn store_summary(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    base: Sequence,
+    summary: NewSummary,
+) -> Result<Summary, StoreError> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let client = pool.get().await?;
+    let through = summary.through_sequence.as_i64();
+    // Compare-and-set of the watermark and the new version row, in one statement.
+    let row = client
+        .query_opt(
+            "WITH moved AS (
+                 UPDATE conversations
+                 SET summary_through_sequence = $4, summary_version = summary_version + 1
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND summary_through_sequence = $3
+                   AND $4 > $3 AND $4 <= last_sequence
+                 RETURNING summary_version)
+             INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence, summarizer)
+             SELECT $1, $2, summary_version, $5, $4, $6 FROM moved
+             RETURNING version, created_at",
+            &[
+                &t,
+                &c,
+                &base.as_i64(),
+                &through,
+                &summary.text,
+                &summary.summarizer,
+            ],
+        )
+        .await?;
+    match row {
+        Some(row) => Ok(Summary {
+            text: summary.text,
+            through_sequence: summary.through_sequence,
+            summarizer: summary.summarizer,
+            version: row.get::<_, i64>(0).max(0) as u64,
+            updated_at: row.get(1),
+        }),
+        None => {
+            let current = client
+                .query_opt(
+                    "SELECT summary_through_sequence FROM conversations
+                     WHERE tenant_id = $1 AND conversation_id = $2",
+                    &[&t, &c],
+                )
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            Err(StoreError::SummaryMoved {
+                current: Sequence::from_stored(current.get(0)),
+            })
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! The `Store` contract, at the trait: every implementation (the in-memory store and
+//! PostgreSQL) must answer these the same way. A new store joins by adding itself to
+//! [`store_of`].
+
+use std::{sync::Arc, time::Duration};
+
+use ctxd::{
+    domain::{
+        AppendBatch, ConversationId, IdempotencyKey, Message, Role, Sequence, TenantId, ToolCall,
+        context::PageRequest, memory::WorkingMemory,
+    },
+    store::{self, NewSummary, PostgresOptions, Store, StoreError},
+};
+
+use crate::{
+    contract_tests,
+    helpers::{StoreKind, fresh_database},
+};
+
+contract_tests!(
+    store_appends_gapless_sequences_and_reads_them_back,
+    store_reads_of_an_unknown_conversation_are_not_found,
+    store_tail_and_open_calls_of_an_unknown_conversation_are_empty,
+    store_keeps_tenants_apart,
+    store_replays_an_idempotent_append_and_refuses_a_reused_key,
+    store_refuses_a_stale_expected_last_sequence_and_stores_nothing,
+    store_tracks_open_calls_and_refuses_a_result_without_its_call,
+    store_tail_pages_newest_first_within_bounds_without_excluded_messages,
+    store_open_context_carries_pinned_messages_summary_and_memory,
+    store_summary_watermark_moves_only_forward_by_compare_and_set,
+    store_memory_versions_are_compare_and_set,
+    store_summarizer_lease_is_exclusive_until_released,
+);
+
+/// A fresh, empty store of `kind`, migrated.
+async fn store_of(kind: StoreKind) -> Arc<dyn Store> {
+    let options = match kind {
+        StoreKind::Memory => None,
+        StoreKind::Postgres => Some(PostgresOptions {
+            url: fresh_database().await,
+            pool_size: 4,
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(30),
+        }),
+    };
+    let store = store::open(options.as_ref()).expect("store opens");
+    store.migrate().await.expect("store migrates");
+    store
+}
+
+fn tenant(name: &str) -> TenantId {
+    TenantId::parse(name).unwrap()
+}
+
+fn conversation(name: &str) -> ConversationId {
+    ConversationId::parse(name).unwrap()
+}
+
+fn seq(n: u64) -> Sequence {
+    Sequence::parse(n).unwrap()
+}
+
+fn text(role: Role, content: &str) -> Message {
+    Message::text(role, content.into())
+}
+
+fn calling(ids: &[&str]) -> Message {
+    Message {
+        tool_calls: ids
+            .iter()
+            .map(|id| ToolCall {
+                id: (*id).into(),
+                name: "search".into(),
+                arguments: "{}".into(),
+            })
+            .collect(),
+        ..text(Role::Assistant, "")
+    }
+}
+
+fn result(id: &str) -> Message {
+    Message {
+        tool_call_id: Some(id.into()),
+        ..text(Role::Tool, "done")
+    }
+}
+
+fn batch(id: &str, messages: Vec<Message>) -> AppendBatch {
+    let mut batch = AppendBatch {
+        conversation_id: conversation(id),
+        messages,
+        idempotency_key: None,
+        expected_last_sequence: None,
+        tokens: Vec::new(),
+    };
+    batch.count_tokens();
+    batch
+}
+
+async fn store_appends_gapless_sequences_and_reads_them_back(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let t = tenant("t");
+    let first = store
+        .append_messages(
+            &t,
+            &batch("c", vec![text(Role::User, "a"), text(Role::Assistant, "b")]),
+        )
+        .await
+        .unwrap();
+    assert_eq!((first.first_sequence, first.last_sequence), (seq(1), seq(2)));
+    let second = store
+        .append_messages(&t, &batch("c", vec![text(Role::User, "c")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (second.first_sequence, second.conversation_last_sequence),
+        (seq(3), seq(3))
+    );
+    let page = store
+        .list_messages(&t, &conversation("c"), seq(1), 1)
+        .await
+        .unwrap();
+    assert_eq!(page.messages.len(), 1);
+    assert_eq!(page.messages[0].sequence, seq(2));
+    assert_eq!(page.messages[0].message.content, "b");
+    assert!(page.has_more);
+    let rest = store
+        .list_messages(&t, &conversation("c"), seq(2), 10)
+        .await
+        .unwrap();
+    assert_eq!(rest.messages.len(), 1);
+    assert!(!rest.has_more);
+    assert_eq!(
+        store.delete_conversation(&t, &conversation("c")).await.unwrap(),
+        3
+    );
+}
+
+async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("missing"));
+    let not_found = |r: Result<(), StoreError>| matches!(r, Err(StoreError::NotFound));
+    assert!(not_found(
+        store.list_messages(&t, &c, Sequence::ZERO, 10).await.map(drop)
+    ));
+    assert!(not_found(store.open_context(&t, &c, 10).await.map(drop)));
+    assert!(not_found(store.summary_state(&t, &c).await.map(drop)));
+    assert!(not_found(store.memory_state(&t, &c, true).await.map(drop)));
+    assert!(not_found(store.delete_conversation(&t, &c).await.map(drop)));
+    let summary = NewSummary {
+        text: "s".into(),
+        through_sequence: seq(1),
+        summarizer: "provided".into(),
+    };
+    assert!(not_found(
+        store
+            .store_summary(&t, &c, Sequence::ZERO, summary)
+            .await
+            .map(drop)
+    ));
+    let memory = WorkingMemory::default();
+    assert!(not_found(store.store_memory(&t, &c, 0, &memory).await.map(drop)));
+}
+
+async fn store_tail_and_open_calls_of_an_unknown_conversation_are_empty(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("missing"));
+    let page = PageRequest {
+        before: seq(100),
+        floor: Sequence::ZERO,
+        limit: 10,
+    };
+    assert!(store.tail(&t, &c, page).await.unwrap().is_empty());
+    assert!(
+        store
+            .open_calls(&t, &c, &["call-1".into()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn store_keeps_tenants_apart(kind: StoreKind) {
+    let store = store_of(kind).await;
+    store
+        .append_messages(&tenant("a"), &batch("shared", vec![text(Role::User, "mine")]))
+        .await
+        .unwrap();
+    let other = tenant("b");
+    let c = conversation("shared");
+    assert!(matches!(
+        store.list_messages(&other, &c, Sequence::ZERO, 10).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        store.delete_conversation(&other, &c).await,
+        Err(StoreError::NotFound)
+    ));
+    let outcome = store
+        .append_messages(&other, &batch("shared", vec![text(Role::User, "theirs")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.first_sequence,
+        seq(1),
+        "each tenant's conversation has its own log"
+    );
+}
+
+async fn store_replays_an_idempotent_append_and_refuses_a_reused_key(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let t = tenant("t");
+    let keyed = |content: &str| AppendBatch {
+        idempotency_key: IdempotencyKey::parse_optional("key-1".into()).unwrap(),
+        ..batch("c", vec![text(Role::User, content)])
+    };
+    let first = store.append_messages(&t, &keyed("hello")).await.unwrap();
+    assert!(!first.replayed);
+    store
+        .append_messages(&t, &batch("c", vec![text(Role::Assistant, "hi")]))
+        .await
+        .unwrap();
+    let replay = store.append_messages(&t, &keyed("hello")).await.unwrap();
+    assert!(replay.replayed);
+    assert_eq!(
+        (
+            replay.first_sequence,
+            replay.last_sequence,
+            replay.conversation_last_sequence
+        ),
+        (
+            first.first_sequence,
+            first.last_sequence,
+            first.conversation_last_sequence
+        )
+    );
+    assert!(matches!(
+        store.append_messages(&t, &keyed("different")).await,
+        Err(StoreError::IdempotencyKeyReused)
+    ));
+    let log = store
+        .list_messages(&t, &conversation("c"), Sequence::ZERO, 10)
+        .await
+        .unwrap();
+    assert_eq!(log.messages.len(), 2, "replays and refusals store nothing");
+}
+
+async fn store_refuses_a_stale_expected_last_sequence_and_stores_nothing(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let t = tenant("t");
+    store
+        .append_messages(&t, &batch("c", vec![text(Role::User, "a")]))
+        .await
+        .unwrap();
+    let guarded = AppendBatch {
+        expected_last_sequence: Some(Sequence::ZERO),
+        ..batch("c", vec![text(Role::User, "b")])
+    };
+    match store.append_messages(&t, &guarded).await {
+        Err(StoreError::SequenceMismatch { current }) => assert_eq!(current, seq(1)),
+        other => panic!("expected SequenceMismatch, got {other:?}"),
+    }
+    let next = store
+        .append_messages(&t, &batch("c", vec![text(Role::User, "c")]))
+        .await
+        .unwrap();
+    assert_eq!(next.first_sequence, seq(2), "the refused append left no gap");
+}
+
+async fn store_tracks_open_calls_and_refuses_a_result_without_its_call(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    store
+        .append_messages(
+            &t,
+            &batch("c", vec![text(Role::User, "go"), calling(&["x", "y"])]),
+        )
+        .await
+        .unwrap();
+    let open = store
+        .open_calls(&t, &c, &["x".into(), "y".into(), "z".into()])
+        .await
+        .unwrap();
+    assert_eq!(open.len(), 2);
+    assert_eq!(open["x"], seq(2));
+    store
+        .append_messages(&t, &batch("c", vec![result("x")]))
+        .await
+        .unwrap();
+    let open = store.open_calls(&t, &c, &["x".into(), "y".into()]).await.unwrap();
+    assert_eq!(open.keys().collect::<Vec<_>>(), ["y"]);
+    for bad in [result("x"), result("nope")] {
+        assert!(matches!(
+            store.append_messages(&t, &batch("c", vec![bad])).await,
+            Err(StoreError::Invalid { .. })
+        ));
+    }
+    assert!(matches!(
+        store
+            .append_messages(&t, &batch("c", vec![calling(&["y"])]))
+            .await,
+        Err(StoreError::Invalid { .. })
+    ));
+    let log = store.list_messages(&t, &c, Sequence::ZERO, 10).await.unwrap();
+    assert_eq!(log.messages.len(), 3);
+    assert_eq!(log.messages[2].call_sequence, Some(seq(2)));
+}
+
+async fn store_tail_pages_newest_first_within_bounds_without_excluded_messages(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let hidden = Message {
+        exclude_from_context: true,
+        ..text(Role::Assistant, "ui only")
+    };
+    let messages = vec![
+        text(Role::User, "1"),
+        text(Role::Assistant, "2"),
+        hidden,
+        text(Role::User, "4"),
+        text(Role::Assistant, "5"),
+    ];
+    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    let page = PageRequest {
+        before: seq(5),
+        floor: seq(1),
+        limit: 10,
+    };
+    let tail = store.tail(&t, &c, page).await.unwrap();
+    let sequences: Vec<u64> = tail.iter().map(|m| m.sequence.get()).collect();
+    assert_eq!(sequences, [4, 2]);
+    let limited = store
+        .tail(&t, &c, PageRequest { limit: 1, ..page })
+        .await
+        .unwrap();
+    assert_eq!(limited[0].sequence, seq(4));
+}
+
+async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let opener = Message {
+        pinned: true,
+        ..text(Role::Assistant, "Welcome!")
+    };
+    let answer = Message {
+        response_id: "resp-1".into(),
+        ..text(Role::Assistant, "answer")
+    };
+    let messages = vec![opener, text(Role::User, "question"), answer];
+    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    let summary = NewSummary {
+        text: "the user asked".into(),
+        through_sequence: seq(2),
+        summarizer: "provided".into(),
+    };
+    store
+        .store_summary(&t, &c, Sequence::ZERO, summary)
+        .await
+        .unwrap();
+    let mut memory = WorkingMemory::default();
+    memory.summary = "facts".into();
+    store.store_memory(&t, &c, 0, &memory).await.unwrap();
+
+    let (snapshot, newest) = store.open_context(&t, &c, 2).await.unwrap();
+    assert_eq!(snapshot.last_sequence, seq(3));
+    assert_eq!(snapshot.last_user_sequence, Some(seq(2)));
+    assert_eq!(snapshot.last_response_id.as_deref(), Some("resp-1"));
+    assert_eq!(
+        snapshot.pinned.iter().map(|m| m.sequence).collect::<Vec<_>>(),
+        [seq(1)]
+    );
+    let summary = snapshot.summary.expect("the summary");
+    assert_eq!(
+        (summary.text.as_str(), summary.through_sequence),
+        ("the user asked", seq(2))
+    );
+    assert_eq!(snapshot.memory.expect("the memory").summary, "facts");
+    assert_eq!(
+        newest.iter().map(|m| m.sequence.get()).collect::<Vec<_>>(),
+        [3, 2]
+    );
+}
+
+async fn store_summary_watermark_moves_only_forward_by_compare_and_set(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let messages = (0..4).map(|i| text(Role::User, &i.to_string())).collect();
+    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    let summary = |through: u64| NewSummary {
+        text: format!("through {through}"),
+        through_sequence: seq(through),
+        summarizer: "provided".into(),
+    };
+    let v1 = store
+        .store_summary(&t, &c, Sequence::ZERO, summary(2))
+        .await
+        .unwrap();
+    assert_eq!((v1.version, v1.through_sequence), (1, seq(2)));
+    for (base, through) in [(0, 3), (2, 2), (2, 5)] {
+        let base = Sequence::from_stored(base);
+        match store.store_summary(&t, &c, base, summary(through)).await {
+            Err(StoreError::SummaryMoved { current }) => assert_eq!(current, seq(2)),
+            other => panic!("expected SummaryMoved for {base}->{through}, got {other:?}"),
+        }
+    }
+    let v2 = store.store_summary(&t, &c, seq(2), summary(4)).await.unwrap();
+    assert_eq!(v2.version, 2);
+    let state = store.summary_state(&t, &c).await.unwrap();
+    assert_eq!(state.watermark(), seq(4));
+    assert!(state.messages.is_empty());
+    assert_eq!(state.last_sequence, seq(4));
+}
+
+async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    store
+        .append_messages(
+            &t,
+            &batch("c", vec![text(Role::User, "a"), text(Role::User, "b")]),
+        )
+        .await
+        .unwrap();
+    let state = store.memory_state(&t, &c, true).await.unwrap();
+    assert_eq!((state.memory.version, state.messages.len()), (0, 2));
+    let mut memory = WorkingMemory::default();
+    memory.summary = "one".into();
+    memory.through_sequence = seq(1);
+    let v1 = store.store_memory(&t, &c, 0, &memory).await.unwrap();
+    assert_eq!(v1.version, 1);
+    match store.store_memory(&t, &c, 0, &memory).await {
+        Err(StoreError::MemoryVersionMismatch { current }) => assert_eq!(current, 1),
+        other => panic!("expected MemoryVersionMismatch, got {other:?}"),
+    }
+    let state = store.memory_state(&t, &c, true).await.unwrap();
+    assert_eq!((state.memory.version, state.memory.summary.as_str()), (1, "one"));
+    assert_eq!(
+        state.messages.iter().map(|m| m.sequence).collect::<Vec<_>>(),
+        [seq(2)]
+    );
+    assert!(
+        store
+            .memory_state(&t, &c, false)
+            .await
+            .unwrap()
+            .messages
+            .is_empty()
+    );
+}
+
+async fn store_summarizer_lease_is_exclusive_until_released(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let held = store
+        .try_summarizer_lease(&t, &c)
+        .await
+        .unwrap()
+        .expect("a free lease");
+    assert!(store.try_summarizer_lease(&t, &c).await.unwrap().is_none());
+    let other = store
+        .try_summarizer_lease(&t, &conversation("other"))
+        .await
+        .unwrap();
+    assert!(other.is_some(), "leases are per conversation");
+    held.release().await;
+    let again = store.try_summarizer_lease(&t, &c).await.unwrap();
+    assert!(again.is_some(), "a released lease can be taken again");
+}
