@@ -358,8 +358,10 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         .store_summary(&t, &c, Sequence::ZERO, summary)
         .await
         .unwrap();
-    let mut memory = WorkingMemory::default();
-    memory.summary = "facts".into();
+    let memory = WorkingMemory {
+        summary: "facts".into(),
+        ..WorkingMemory::default()
+    };
     store.store_memory(&t, &c, 0, &memory).await.unwrap();
 
     let (snapshot, newest) = store.open_context(&t, &c, 2).await.unwrap();
@@ -424,9 +426,11 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
         .unwrap();
     let state = store.memory_state(&t, &c, true).await.unwrap();
     assert_eq!((state.memory.version, state.messages.len()), (0, 2));
-    let mut memory = WorkingMemory::default();
-    memory.summary = "one".into();
-    memory.through_sequence = seq(1);
+    let memory = WorkingMemory {
+        summary: "one".into(),
+        through_sequence: seq(1),
+        ..WorkingMemory::default()
+    };
     let v1 = store.store_memory(&t, &c, 0, &memory).await.unwrap();
     assert_eq!(v1.version, 1);
     match store.store_memory(&t, &c, 0, &memory).await {
