@@ -2,13 +2,12 @@
 
 use super::{
     conversation_id,
-    log::{message, stored_message},
+    log::{messages, stored_message},
     tokenizer,
 };
 use crate::{
     domain::{
         Sequence, StoredMessage, Violations,
-        append::check_message,
         context::{
             ContextMessage, ContextPack, ContextRequest, ContextStats, Format, Source, TokenBudget,
             TokenCounts,
@@ -67,21 +66,7 @@ pub(crate) fn context_request(
             ),
         );
     }
-    let mut pending = Vec::new();
-    for (i, raw) in pending_messages
-        .into_iter()
-        .take(limits.max_messages_per_request)
-        .enumerate()
-    {
-        let path = format!("pending_messages[{i}]");
-        match message(raw, &path) {
-            Ok(m) => {
-                v.extend(check_message(&m, &path, limits));
-                pending.push(m);
-            }
-            Err(errors) => v.extend(errors),
-        }
-    }
+    let pending = messages(pending_messages, "pending_messages", limits, &mut v);
     let format = match proto::Format::try_from(format) {
         Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
         Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,

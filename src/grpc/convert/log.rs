@@ -34,18 +34,7 @@ pub(crate) fn append_batch(
         }
     };
     v.extend(check_batch_size(raw_messages.len(), limits));
-    let count = raw_messages.len().min(limits.max_messages_per_request);
-    let mut messages = Vec::with_capacity(count);
-    for (i, raw) in raw_messages.into_iter().take(count).enumerate() {
-        let path = format!("messages[{i}]");
-        match message(raw, &path) {
-            Ok(m) => {
-                v.extend(check_message(&m, &path, limits));
-                messages.push(m);
-            }
-            Err(errors) => v.extend(errors),
-        }
-    }
+    let messages = messages(raw_messages, "messages", limits, &mut v);
     match (conversation_id, idempotency_key, v.is_empty()) {
         (Some(conversation_id), Some(idempotency_key), true) => Ok(AppendBatch {
             conversation_id,
@@ -58,8 +47,30 @@ pub(crate) fn append_batch(
     }
 }
 
+/// Parses and checks up to the per-request limit of `raw` messages of the list `field`.
+pub(super) fn messages(
+    raw: Vec<proto::Message>,
+    field: &str,
+    limits: &AppendLimits,
+    v: &mut Violations,
+) -> Vec<Message> {
+    let count = raw.len().min(limits.max_messages_per_request);
+    let mut messages = Vec::with_capacity(count);
+    for (i, raw) in raw.into_iter().take(count).enumerate() {
+        let path = format!("{field}[{i}]");
+        match message(raw, &path) {
+            Ok(m) => {
+                v.extend(check_message(&m, &path, limits));
+                messages.push(m);
+            }
+            Err(errors) => v.extend(errors),
+        }
+    }
+    messages
+}
+
 /// Parses one message; `path` prefixes the field names of violations.
-pub(super) fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
+fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
     let proto::Message {
         role,
         content,
