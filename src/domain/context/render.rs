@@ -190,6 +190,9 @@ fn anthropic(messages: &[ContextMessage]) -> Value {
             _ => turns.push((role, blocks)),
         }
     }
+    if let Some(("assistant", content)) = turns.last_mut() {
+        trim_final_text(content);
+    }
     let messages: Vec<Value> = turns
         .into_iter()
         .map(|(role, mut content)| {
@@ -206,15 +209,29 @@ fn anthropic(messages: &[ContextMessage]) -> Value {
     Value::Object(out)
 }
 
+/// The only image types Anthropic accepts as image blocks; other images become a text
+/// reference, like any other attachment it cannot take.
+const ANTHROPIC_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// Anthropic refuses a final assistant message that ends in whitespace (it is the prefill the
+/// model continues from): the last text block loses its trailing whitespace.
+fn trim_final_text(content: &mut [Value]) {
+    if let Some(Value::String(text)) = content.last_mut().and_then(|block| block.get_mut("text")) {
+        let trimmed = text.trim_end().len();
+        text.truncate(trimmed);
+    }
+}
+
 fn user_blocks(message: &Message) -> Vec<Value> {
     let text = context_text(message);
     let mut blocks = Vec::new();
-    if !text.is_empty() {
+    // Anthropic refuses empty and whitespace-only text blocks.
+    if !text.trim().is_empty() {
         blocks.push(json!({"type": "text", "text": text}));
     }
     for attachment in &message.attachments {
         let kind = match attachment.mime_type.as_str() {
-            mime if mime.starts_with("image/") => "image",
+            mime if ANTHROPIC_IMAGE_TYPES.contains(&mime) => "image",
             "application/pdf" => "document",
             _ => {
                 let reference = match &attachment.source {
@@ -244,7 +261,7 @@ fn user_blocks(message: &Message) -> Vec<Value> {
 fn assistant_blocks(message: &Message) -> Vec<Value> {
     let text = context_text(message);
     let mut blocks = Vec::new();
-    if !text.is_empty() {
+    if !text.trim().is_empty() {
         blocks.push(json!({"type": "text", "text": text}));
     }
     for call in &message.tool_calls {
@@ -276,6 +293,36 @@ mod tests {
             tokens: 1,
             message,
         }
+    }
+
+    #[test]
+    fn anthropic_packs_carry_no_blank_text_no_trailing_prefill_whitespace_and_only_accepted_images() {
+        let text = |role, content: &str| packed(Message::text(role, content.into()));
+        let svg = Message {
+            attachments: vec![Attachment {
+                mime_type: "image/svg+xml".into(),
+                filename: "logo.svg".into(),
+                source: AttachmentSource::Data(b"<svg/>".to_vec()),
+            }],
+            ..Message::text(Role::User, " ".into())
+        };
+        let pack = vec![
+            packed(svg),
+            text(Role::Assistant, " "),
+            text(Role::User, "go on"),
+            text(Role::Assistant, "Sure: "),
+        ];
+        let rendered: Value = serde_json::from_str(&render(&pack, Format::AnthropicMessages)).unwrap();
+        let messages = rendered["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 2, "the blank assistant turn is gone: {rendered}");
+        let first = messages[0]["content"].as_array().unwrap();
+        assert_eq!(first.len(), 2, "no blank text block: {first:?}");
+        assert!(
+            first.iter().all(|b| b["type"] == "text"),
+            "an SVG is a reference, not an image block"
+        );
+        assert_eq!(first[1]["text"], "go on");
+        assert_eq!(messages[1]["content"][0]["text"], "Sure:");
     }
 
     #[test]
