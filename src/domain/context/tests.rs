@@ -411,6 +411,15 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
     if pack.stats.messages_dropped > 0 && !pack.stats.over_budget {
         prop_assert!(notice, "history dropped without a notice");
     }
+    let cut_in_pack = pack
+        .messages
+        .iter()
+        .any(|m| m.message.role == Role::Tool && m.message.content.contains("tool output omitted"));
+    prop_assert_eq!(
+        pack.stats.truncated,
+        cut_in_pack,
+        "truncated says whether a cut tool output is in the pack"
+    );
     Ok(())
 }
 

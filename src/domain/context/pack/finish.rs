@@ -22,6 +22,7 @@ impl ContextPacker {
             .and_then(|m| m.sequence)
             .map_or(0, Sequence::get);
         let in_window: HashSet<Sequence> = self.window.iter().filter_map(|m| m.sequence).collect();
+        self.stats.truncated = !in_window.is_disjoint(&self.cut);
         let older_pinned: Vec<StoredMessage> = self
             .snapshot
             .pinned

@@ -84,6 +84,9 @@ pub struct ContextPacker {
     optional_floor: Sequence,
     notice_reserve: usize,
     pinned: HashSet<Sequence>,
+    /// Tool results whose output was cut to head + tail; `truncated` counts only those that
+    /// end up in the pack (a cut result of a dropped group is not in it).
+    cut: HashSet<Sequence>,
     /// Messages of the unit being built, newest first.
     unit: Vec<StoredMessage>,
     /// Results in `unit` whose call has not been reached yet: call id -> call sequence.
@@ -143,6 +146,7 @@ impl ContextPacker {
             optional_floor: Sequence::ZERO,
             notice_reserve: notice_reserve(snapshot.last_sequence, tokenizer),
             pinned: snapshot.pinned.iter().map(|m| m.sequence).collect(),
+            cut: HashSet::new(),
             unit: Vec::new(),
             open: HashMap::new(),
             window: Vec::new(),
@@ -416,7 +420,7 @@ impl ContextPacker {
                      ListMessages returns it in full at sequence {sequence} ...]\n{tail}"
                 );
                 cost = message_cost_with_text(&message, &context_text(&message), tokenizer);
-                self.stats.truncated = true;
+                self.cut.insert(sequence);
             }
         }
         ContextMessage {
