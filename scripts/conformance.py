@@ -53,9 +53,17 @@ def check_types(adapters, fmt, pack):
     return problems
 
 
+def json_object(text):
+    try:
+        return isinstance(json.loads(text), dict)
+    except (TypeError, ValueError):
+        return False
+
+
 def openai_rules(pack):
     problems = []
     waiting = set()
+    seen_ids = set()
     for i, m in enumerate(pack):
         role = m.get("role")
         if role == "tool":
@@ -67,7 +75,15 @@ def openai_rules(pack):
             problems.append(f"[{i}] {role} message before calls {sorted(waiting)} were answered")
             waiting = set()
         if role == "assistant":
-            waiting = {c["id"] for c in m.get("tool_calls") or []}
+            calls = m.get("tool_calls") or []
+            waiting = {c["id"] for c in calls}
+            for c in calls:
+                if c["id"] in seen_ids:
+                    problems.append(f"[{i}] call id {c['id']!r} used twice")
+                seen_ids.add(c["id"])
+                # Client libraries and OpenAI-compatible servers parse the arguments as JSON.
+                if not json_object(c["function"]["arguments"]):
+                    problems.append(f"[{i}] arguments of {c['id']!r} are not a JSON object")
     if waiting:
         problems.append(f"calls {sorted(waiting)} are never answered")
     return problems
@@ -84,6 +100,11 @@ def anthropic_rules(pack):
         return ["messages is empty"]
     if messages[0].get("role") != "user":
         problems.append("the first message is not user")
+    system = pack.get("system")
+    if system is not None and isinstance(system, str) and blank(system):
+        problems.append("system is empty or whitespace-only")
+    tool_use_ids = set()
+    previous_calls = set()
     for i, (a, b) in enumerate(zip(messages, messages[1:])):
         if a.get("role") == b.get("role"):
             problems.append(f"[{i + 1}] roles do not alternate")
@@ -96,9 +117,19 @@ def anthropic_rules(pack):
             kind = block.get("type")
             if kind == "text" and blank(block.get("text")):
                 problems.append(f"[{i}] empty or whitespace-only text block")
+            if kind == "tool_use":
+                if block.get("id") in tool_use_ids:
+                    problems.append(f"[{i}] tool_use id {block.get('id')!r} used twice")
+                tool_use_ids.add(block.get("id"))
+            if kind == "tool_result":
+                if block.get("tool_use_id") not in previous_calls:
+                    problems.append(f"[{i}] tool_result {block.get('tool_use_id')!r} answers no tool_use of the previous message")
+                if "content" in block and isinstance(block["content"], str) and blank(block["content"]):
+                    problems.append(f"[{i}] whitespace-only tool_result content")
             if kind == "image" and block.get("source", {}).get("type") == "base64":
                 if block["source"].get("media_type") not in ANTHROPIC_IMAGE_TYPES:
                     problems.append(f"[{i}] image of type {block['source'].get('media_type')}")
+        previous_calls = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
         if m.get("role") == "assistant":
             calls = [b["id"] for b in blocks if b.get("type") == "tool_use"]
             nxt = messages[i + 1] if i + 1 < len(messages) else None
@@ -144,6 +175,18 @@ BROKEN = [
     ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
         {"type": "tool_use", "id": "a", "name": "f", "input": {}}]}, {"role": "user", "content": "no result"}]}),
     ("anthropic_messages", {"messages": [{"role": "user", "content": [{"type": "texx", "text": "q"}]}]}),
+    ("openai_chat", [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "[1, 2]"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "r"}]),
+    ("anthropic_messages", {"messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": "orphan"}]}]}),
+    ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "a", "name": "f", "input": {}}]}, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": "  "}]}]}),
+    ("anthropic_messages", {"system": " ", "messages": [{"role": "user", "content": "q"}]}),
+    ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "a", "name": "f", "input": []}]}, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]}),
     ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
         {"type": "tool_use", "id": "a", "name": "f", "input": {}}]}, {"role": "user", "content": [
         {"type": "text", "text": "hurry"}, {"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]}),

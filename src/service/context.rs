@@ -1,14 +1,16 @@
 //! BuildContext and CountTokens: the page loop around the sans-IO packer, and the rule that
 //! pending tool results answer open calls.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use super::{Service, ServiceError, offload};
 use crate::{
     domain::{
-        Role, TenantId, Violations,
+        TenantId, Violations,
         context::{
-            ContextPack, ContextPacker, ContextRequest, ContextSnapshot, initial_page_limit, render::render,
+            ContextPack, ContextPacker, ContextRequest, ContextSnapshot, initial_page_limit,
+            pending::{check_pending, stored_calls_answered},
+            render::render,
         },
     },
     metrics::METRICS,
@@ -97,38 +99,23 @@ async fn build_context_pack(
 }
 
 /// Pending tool results must answer open calls of the log (or calls made by earlier pending
-/// messages); the packer needs those calls' sequences to keep each group whole.
+/// messages) and complete their call's group; the packer needs those calls' sequences to keep
+/// each group whole.
 async fn resolve_pending_results(
     store: &dyn Store,
     tenant: &TenantId,
     request: &ContextRequest,
     snapshot: &mut ContextSnapshot,
 ) -> Result<(), ServiceError> {
-    let mut called_in_pending = HashSet::new();
-    let mut wanted = Vec::new();
-    for (i, m) in request.pending.iter().enumerate() {
-        called_in_pending.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
-        match m.tool_call_id.as_deref() {
-            Some(id) if m.role == Role::Tool && !called_in_pending.contains(id) => {
-                wanted.push((i, id.to_owned()))
-            }
-            _ => {}
-        }
-    }
-    if wanted.is_empty() {
+    if request.pending.is_empty() {
         return Ok(());
     }
-    let ids: Vec<String> = wanted.iter().map(|(_, id)| id.clone()).collect();
-    let open = store.open_calls(tenant, &request.conversation_id, &ids).await?;
-    let mut v = Violations::default();
-    for (i, id) in &wanted {
-        if !open.contains_key(id) {
-            v.add(
-                format!("pending_messages[{i}].tool_call_id"),
-                format!("{id:?} does not answer an open tool call of this conversation"),
-            );
-        }
-    }
+    let ids = stored_calls_answered(&request.pending);
+    let open = match ids.is_empty() {
+        true => HashMap::new(),
+        false => store.open_calls(tenant, &request.conversation_id, &ids).await?,
+    };
+    check_pending(&request.pending, &open).into_result(())?;
     snapshot.pending_calls = open;
-    Ok(v.into_result(())?)
+    Ok(())
 }

@@ -210,8 +210,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         page: PageRequest,
     ) -> Result<Vec<StoredMessage>, StoreError>;
 
-    /// The calls among `ids` that are open (no result yet), with the sequence that made them.
-    /// Empty for an unknown conversation.
+    /// Every open call (no result yet) of the messages that made an open call among `ids`, with
+    /// the sequence of that message: the calls among `ids` and their open siblings, which
+    /// pending results must answer too. Empty for an unknown conversation.
     async fn open_calls(
         &self,
         tenant: &TenantId,

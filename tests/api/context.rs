@@ -7,8 +7,8 @@ use tonic::Code;
 use crate::{
     contract_tests,
     helpers::{
-        StoreKind, TestApp, as_tenant, assert_field_violation, assistant_calling, spawn_app, tool_result,
-        user,
+        StoreKind, TestApp, as_tenant, assert_field_violation, assistant, assistant_calling, spawn_app,
+        tool_result, user,
     },
 };
 
@@ -22,6 +22,7 @@ contract_tests!(
     oversize_tool_output_is_cut_with_a_marker_naming_its_sequence,
     pending_messages_come_last_and_may_answer_open_calls,
     anthropic_packs_alternate_roles,
+    packs_of_the_reported_failure_classes_are_valid_for_both_providers,
     stored_messages_carry_their_token_counts,
 );
 
@@ -327,6 +328,36 @@ async fn pending_messages_come_last_and_may_answer_open_calls(kind: StoreKind) {
         .unwrap_err();
     assert_field_violation(&status, "pending_messages[0].tool_call_id");
 
+    // A pending result must complete its call's group: one of two parallel calls is refused.
+    app.append_ok(
+        "pending",
+        vec![tool_result("w", "sunny"), assistant_calling(&["a", "b"])],
+    )
+    .await;
+    let status = app
+        .client
+        .clone()
+        .build_context(proto::BuildContextRequest {
+            pending_messages: vec![tool_result("b", "x")],
+            ..request("pending", 1_000)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_field_violation(&status, "pending_messages[0].tool_call_id");
+    assert!(status.message().contains("complete"), "{}", status.message());
+    let both = build(
+        &app,
+        proto::BuildContextRequest {
+            pending_messages: vec![tool_result("b", "x"), tool_result("a", "y")],
+            ..request("pending", 1_000)
+        },
+    )
+    .await;
+    assert_eq!(both.stats.unwrap().incomplete_tool_groups, 0);
+    app.append_ok("pending", vec![tool_result("a", "y"), tool_result("b", "x")])
+        .await;
+
     let next_turn = vec![user("and tomorrow?")];
     let response = build(
         &app,
@@ -375,6 +406,104 @@ async fn anthropic_packs_alternate_roles(kind: StoreKind) {
     assert_eq!(roles, ["user", "assistant", "user"]);
     assert_eq!(pack["messages"][2]["content"][0]["type"], "tool_result");
     assert_eq!(pack["messages"][2]["content"][1]["text"], "thanks");
+}
+
+/// The failure classes of issue 11, end to end: an assistant opener, a message typed while a
+/// tool runs, non-object arguments, a prefill ending in whitespace, a log with no visible turn.
+async fn packs_of_the_reported_failure_classes_are_valid_for_both_providers(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut calling = assistant_calling(&["w"]);
+    calling.tool_calls[0].arguments = "[\"Paris\"]".into();
+    app.append_ok(
+        "classes",
+        vec![
+            proto::Message {
+                pinned: true,
+                ..assistant("Welcome! How can I help?")
+            },
+            user("weather in Paris?"),
+            calling,
+            user("hurry up"),
+            tool_result("w", "18C"),
+        ],
+    )
+    .await;
+    let build_as = |format: proto::Format, pending: Vec<proto::Message>| proto::BuildContextRequest {
+        format: format as i32,
+        pending_messages: pending,
+        ..request("classes", 1_000)
+    };
+    let openai = build(&app, build_as(proto::Format::OpenaiChat, vec![])).await;
+    let openai: Value = serde_json::from_str(&openai.rendered).unwrap();
+    let roles: Vec<&str> = openai
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["assistant", "user", "assistant", "tool", "user"]);
+    assert_eq!(
+        openai[2]["tool_calls"][0]["function"]["arguments"],
+        r#"{"_raw":"[\"Paris\"]"}"#
+    );
+
+    let prefill = vec![assistant("It is ")];
+    let response = build(&app, build_as(proto::Format::AnthropicMessages, prefill)).await;
+    assert_eq!(response.messages[0].source(), ContextSource::Placeholder);
+    let anthropic: Value = serde_json::from_str(&response.rendered).unwrap();
+    let turns = anthropic["messages"].as_array().unwrap();
+    let roles: Vec<&str> = turns.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "assistant", "user", "assistant"]
+    );
+    assert_eq!(turns[1]["content"][0]["text"], "Welcome! How can I help?");
+    assert_eq!(
+        turns[3]["content"][0]["input"],
+        serde_json::json!({"_raw": "[\"Paris\"]"})
+    );
+    let answer: Vec<&str> = turns[4]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        answer,
+        ["tool_result", "text"],
+        "the typed message follows the result"
+    );
+    assert_eq!(
+        turns[5]["content"][0]["text"], "It is",
+        "no trailing whitespace on the prefill"
+    );
+
+    app.append_ok(
+        "quiet",
+        vec![
+            proto::Message {
+                role: proto::Role::System as i32,
+                content: "Note: free plan.".into(),
+                ..Default::default()
+            },
+            proto::Message {
+                exclude_from_context: true,
+                ..user("draft")
+            },
+        ],
+    )
+    .await;
+    let response = build(
+        &app,
+        proto::BuildContextRequest {
+            format: proto::Format::AnthropicMessages as i32,
+            ..request("quiet", 1_000)
+        },
+    )
+    .await;
+    let anthropic: Value = serde_json::from_str(&response.rendered).unwrap();
+    assert_eq!(anthropic["messages"].as_array().unwrap().len(), 1, "{anthropic}");
+    assert_eq!(anthropic["messages"][0]["role"], "user");
 }
 
 async fn stored_messages_carry_their_token_counts(kind: StoreKind) {

@@ -121,6 +121,15 @@ pub fn user(content: &str) -> proto::Message {
     }
 }
 
+/// An assistant text message.
+pub fn assistant(content: &str) -> proto::Message {
+    proto::Message {
+        role: proto::Role::Assistant as i32,
+        content: content.into(),
+        ..Default::default()
+    }
+}
+
 /// An assistant message calling tools with the given ids.
 pub fn assistant_calling(ids: &[&str]) -> proto::Message {
     proto::Message {

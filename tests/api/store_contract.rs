@@ -283,6 +283,10 @@ async fn store_tracks_open_calls_and_refuses_a_result_without_its_call(kind: Sto
         .unwrap();
     assert_eq!(open.len(), 2);
     assert_eq!(open["x"], seq(2));
+    // Asked for one call, the store names its open siblings too: pending results must
+    // complete the group.
+    let siblings = store.open_calls(&t, &c, &["y".into()]).await.unwrap();
+    assert_eq!(siblings, open);
     store
         .append_messages(&t, &batch("c", vec![result("x")]))
         .await

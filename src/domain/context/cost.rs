@@ -78,6 +78,23 @@ fn error_note(code: &str, message: &str) -> String {
     }
 }
 
+/// Tool call arguments as every format carries them (DESIGN.md 2.2.1). The log keeps what the
+/// model produced, valid or not; a pack must not carry what providers and client libraries
+/// refuse (Anthropic wants an object; OpenAI-compatible servers and SDKs parse the string as
+/// JSON). So a JSON object goes through verbatim, blank arguments become `{}`, and anything
+/// else (invalid JSON, an array, a string, a number) is wrapped as `{"_raw": "<the text>"}`,
+/// so the model still sees what it said.
+pub fn pack_arguments(arguments: &str) -> Cow<'_, str> {
+    let trimmed = arguments.trim_start();
+    if trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok() {
+        return Cow::Borrowed(arguments);
+    }
+    if trimmed.is_empty() {
+        return Cow::Borrowed("{}");
+    }
+    Cow::Owned(serde_json::json!({ "_raw": arguments }).to_string())
+}
+
 /// Tokens of `message` in a pack when its rendered text is `text` (possibly cut).
 pub fn message_cost_with_text(message: &Message, text: &str, tokenizer: Tokenizer) -> usize {
     let mut tokens = MESSAGE_OVERHEAD + tokenizer.count(message.role.as_str()) + tokenizer.count(text);
@@ -85,7 +102,9 @@ pub fn message_cost_with_text(message: &Message, text: &str, tokenizer: Tokenize
         tokens += tokenizer.count(&message.name) + NAME_OVERHEAD;
     }
     for call in &message.tool_calls {
-        tokens += TOOL_CALL_OVERHEAD + tokenizer.count(&call.name) + tokenizer.count(&call.arguments);
+        tokens += TOOL_CALL_OVERHEAD
+            + tokenizer.count(&call.name)
+            + tokenizer.count(&pack_arguments(&call.arguments));
     }
     for attachment in &message.attachments {
         tokens += ATTACHMENT_TOKENS + tokenizer.count(&attachment.filename);

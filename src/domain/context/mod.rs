@@ -4,6 +4,7 @@
 
 pub mod cost;
 mod pack;
+pub mod pending;
 pub mod render;
 #[cfg(test)]
 mod tests;
@@ -11,7 +12,7 @@ mod tests;
 use std::collections::HashMap;
 
 pub use cost::TokenCounts;
-pub use pack::{ContextPacker, PageRequest, initial_page_limit};
+pub use pack::{ContextPacker, PLACEHOLDER_TURN, PageRequest, initial_page_limit};
 
 use super::{
     ids::{ConversationId, Sequence},
@@ -175,6 +176,8 @@ pub enum Source {
     History,
     /// A pending message of the request.
     Pending,
+    /// The user turn that opens an Anthropic pack whose history does not start with one.
+    Placeholder,
 }
 
 /// One message of a pack.
@@ -201,7 +204,7 @@ pub struct ContextStats {
     pub summary_tokens: u32,
     /// Working memory tokens.
     pub working_memory_tokens: u32,
-    /// Truncation notice tokens.
+    /// Truncation notice tokens, and the placeholder turn's (Anthropic).
     pub truncation_notice_tokens: u32,
     /// History tokens.
     pub history_tokens: u32,

@@ -4,7 +4,10 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Map, Value, json};
 
-use super::{ContextMessage, Format, cost::context_text};
+use super::{
+    ContextMessage, Format,
+    cost::{context_text, pack_arguments},
+};
 use crate::domain::message::{Attachment, AttachmentSource, Message, Role};
 
 /// Renders `messages` (in pack order) in `format` as compact JSON text.
@@ -65,7 +68,7 @@ fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"function\":{\"arguments\":");
-            push_str(out, &call.arguments);
+            push_str(out, &pack_arguments(&call.arguments));
             out.extend_from_slice(b",\"name\":");
             push_str(out, &call.name);
             out.extend_from_slice(b"},\"id\":");
@@ -107,7 +110,7 @@ fn openai_message(message: &Message) -> Value {
                     .tool_calls
                     .iter()
                     .map(|c| {
-                        json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+                        json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": pack_arguments(&c.arguments)}})
                     })
                     .collect();
                 out.insert("tool_calls".into(), Value::Array(calls));
@@ -168,20 +171,17 @@ fn anthropic(messages: &[ContextMessage]) -> Value {
     for m in messages.iter().map(|m| &m.message) {
         let (role, blocks) = match m.role {
             Role::System => {
-                system.push(context_text(m).into_owned());
+                let text = context_text(m);
+                if !text.trim().is_empty() {
+                    system.push(text.into_owned());
+                }
                 continue;
             }
             Role::User => ("user", user_blocks(m)),
-            Role::Tool => (
-                "user",
-                vec![json!({
-                    "type": "tool_result",
-                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
-                    "content": context_text(m),
-                })],
-            ),
+            Role::Tool => ("user", vec![tool_result_block(m)]),
             Role::Assistant => ("assistant", assistant_blocks(m)),
         };
+        debug_assert_eq!(blocks.is_empty(), !anthropic_renders(m));
         if blocks.is_empty() {
             continue;
         }
@@ -220,6 +220,33 @@ fn trim_final_text(content: &mut [Value]) {
         let trimmed = text.trim_end().len();
         text.truncate(trimmed);
     }
+}
+
+/// Whether `message` renders as a turn of an Anthropic pack: system messages go to `system`,
+/// and a user or assistant message with neither visible text nor attachments nor calls is left
+/// out (Anthropic refuses empty and whitespace-only text blocks).
+pub fn anthropic_renders(message: &Message) -> bool {
+    let visible = || !context_text(message).trim().is_empty();
+    match message.role {
+        Role::System => false,
+        Role::Tool => true,
+        Role::User => !message.attachments.is_empty() || visible(),
+        Role::Assistant => !message.tool_calls.is_empty() || visible(),
+    }
+}
+
+/// A tool result; blank output leaves `content` out (it is optional, and a whitespace-only
+/// text is refused).
+fn tool_result_block(message: &Message) -> Value {
+    let mut block = json!({
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id.clone().unwrap_or_default(),
+    });
+    let text = context_text(message);
+    if !text.trim().is_empty() {
+        block["content"] = json!(text);
+    }
+    block
 }
 
 fn user_blocks(message: &Message) -> Vec<Value> {
@@ -265,13 +292,11 @@ fn assistant_blocks(message: &Message) -> Vec<Value> {
         blocks.push(json!({"type": "text", "text": text}));
     }
     for call in &message.tool_calls {
-        // Anthropic wants an object; arguments that are not a JSON object are passed under `_raw`
-        // rather than dropped, so the model still sees what it said.
-        let input = match serde_json::from_str::<Value>(&call.arguments) {
-            Ok(Value::Object(map)) => Value::Object(map),
-            _ if call.arguments.trim().is_empty() => json!({}),
-            _ => json!({"_raw": call.arguments}),
-        };
+        // Always an object (see `pack_arguments`).
+        let input = serde_json::from_str::<Value>(&pack_arguments(&call.arguments))
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({"_raw": call.arguments}));
         blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
     }
     blocks

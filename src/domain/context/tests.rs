@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::{
     super::memory::WorkingMemory,
-    ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, Source, SummarySection, TokenBudget,
-    TokenCounts,
+    ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, PLACEHOLDER_TURN, Source,
+    SummarySection, TokenBudget, TokenCounts,
     cost::{context_text, message_cost_with_text},
     initial_page_limit,
     render::render,
@@ -41,14 +41,27 @@ enum Event {
         failed: bool,
     },
     System(String),
-    /// An assistant message with `calls` calls, followed by results for those in `answered`.
+    /// An assistant message with `calls` calls, followed by results for those in `answered`,
+    /// with a user (or assistant) message typed after `interleave.0` of them.
     Tools {
         calls: usize,
         answered: Vec<bool>,
         output: String,
         huge: bool,
+        arguments: &'static str,
+        interleave: Option<(usize, Role)>,
     },
 }
+
+/// Tool arguments as models produce them, valid or not.
+const ARGUMENTS: [&str; 6] = [
+    r#"{"q":"x"}"#,
+    "",
+    "not json",
+    "[1, 2]",
+    r#""text""#,
+    r#" {"a": {"b": [1]}} "#,
+];
 
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -57,6 +70,8 @@ fn text() -> impl Strategy<Value = String> {
         Just("日本語のテキスト 🎉 émoji ✓".to_string()),
         Just("fn main() { println!(\"hi\"); }\n    // code".to_string()),
         Just("     lots   of    whitespace     \n\n\t".to_string()),
+        Just(" ".to_string()),
+        Just("ends in a space ".to_string()),
     ]
 }
 
@@ -74,8 +89,22 @@ fn event() -> impl Strategy<Value = Event> {
             Event::Assistant { text: if text.is_empty() && !failed { "ok".into() } else { text }, pinned, failed }
         }),
         1 => text().prop_map(|t| Event::System(if t.is_empty() { "be brief".into() } else { t })),
-        3 => (1usize..4, prop::collection::vec(prop::bool::weighted(0.85), 3), text(), prop::bool::weighted(0.2))
-            .prop_map(|(calls, answered, output, huge)| Event::Tools { calls, answered, output, huge }),
+        3 => (
+            1usize..4,
+            prop::collection::vec(prop::bool::weighted(0.85), 3),
+            text(),
+            prop::bool::weighted(0.2),
+            prop::sample::select(&ARGUMENTS[..]),
+            prop::option::weighted(0.25, (0usize..4, prop::sample::select(vec![Role::User, Role::Assistant]))),
+        )
+            .prop_map(|(calls, answered, output, huge, arguments, interleave)| Event::Tools {
+                calls,
+                answered,
+                output,
+                huge,
+                arguments,
+                interleave,
+            }),
     ]
 }
 
@@ -139,6 +168,8 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                 answered,
                 output,
                 huge,
+                arguments,
+                interleave,
             } => {
                 let call_sequence = Sequence::parse(messages.len() as u64 + 1).unwrap();
                 let ids: Vec<String> = (0..calls).map(|k| format!("call-{call_sequence}-{k}")).collect();
@@ -147,7 +178,7 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                     .map(|id| ToolCall {
                         id: id.clone(),
                         name: "lookup".into(),
-                        arguments: r#"{"q":"x"}"#.into(),
+                        arguments: arguments.into(),
                     })
                     .collect();
                 messages.push((
@@ -157,7 +188,12 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                     },
                     None,
                 ));
-                for (k, id) in ids.iter().enumerate().rev() {
+                for (n, (k, id)) in ids.iter().enumerate().rev().enumerate() {
+                    if let Some((at, role)) = interleave
+                        && at == n
+                    {
+                        messages.push((plain(role, "hurry up".into()), None));
+                    }
                     if answered[k] {
                         let content = if huge {
                             format!("{output} {}", "data ".repeat(600))
@@ -196,8 +232,65 @@ struct Case {
     max_turns: u32,
     tool_output_max_tokens: u32,
     summary_through: Option<u64>,
-    pending_user: Option<String>,
+    pending: Pending,
     tokenizer: Tokenizer,
+}
+
+/// Pending messages of a request.
+#[derive(Debug, Clone)]
+enum Pending {
+    None,
+    User(String),
+    /// A pending assistant message (a prefill), possibly the pack's only turn.
+    Assistant(String),
+    /// Results completing the newest stored call message that has unanswered calls.
+    Results,
+}
+
+fn pending() -> impl Strategy<Value = Pending> {
+    prop_oneof![
+        3 => Just(Pending::None),
+        3 => text().prop_map(|t| Pending::User(if t.is_empty() { "next?".into() } else { t })),
+        1 => prop_oneof![Just("Sure, "), Just("ok")].prop_map(|t| Pending::Assistant(t.into())),
+        2 => Just(Pending::Results),
+    ]
+}
+
+/// The pending messages of `case`, and the stored calls they answer (what the store's
+/// `open_calls` returns).
+fn pending_messages(case: &Case) -> (Vec<Message>, HashMap<String, Sequence>) {
+    match &case.pending {
+        Pending::None => (vec![], HashMap::new()),
+        Pending::User(text) => (vec![plain(Role::User, text.clone())], HashMap::new()),
+        Pending::Assistant(text) => (vec![plain(Role::Assistant, text.clone())], HashMap::new()),
+        Pending::Results => {
+            let answered: HashSet<&str> = case
+                .log
+                .iter()
+                .filter_map(|m| m.message.tool_call_id.as_deref())
+                .collect();
+            let newest_open = case.log.iter().rev().find_map(|m| {
+                let open: Vec<&ToolCall> = m
+                    .message
+                    .tool_calls
+                    .iter()
+                    .filter(|c| !answered.contains(c.id.as_str()))
+                    .collect();
+                (!open.is_empty()).then_some((m.sequence, open))
+            });
+            let Some((sequence, open)) = newest_open else {
+                return (vec![], HashMap::new());
+            };
+            let results = open
+                .iter()
+                .map(|c| Message {
+                    tool_call_id: Some(c.id.clone()),
+                    ..plain(Role::Tool, "42".into())
+                })
+                .collect();
+            (results, open.iter().map(|c| (c.id.clone(), sequence)).collect())
+        }
+    }
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -209,7 +302,7 @@ fn case() -> impl Strategy<Value = Case> {
         prop_oneof![3 => Just(0u32), 1 => 1u32..6],
         prop_oneof![Just(0u32), 20u32..200],
         prop::option::weighted(0.3, 0u64..60),
-        prop::option::of(text()),
+        pending(),
         prop_oneof![4 => Just(Tokenizer::Approx), 1 => Just(Tokenizer::O200kBase), 1 => Just(Tokenizer::Cl100kBase)],
     )
         .prop_map(|(events, max_tokens, reserve, max_messages, max_turns, tool_max, summary, pending, tokenizer)| {
@@ -222,7 +315,7 @@ fn case() -> impl Strategy<Value = Case> {
                 max_messages,
                 max_turns,
                 tool_output_max_tokens: tool_max,
-                pending_user: pending.map(|t| if t.is_empty() { "next?".into() } else { t }),
+                pending,
                 tokenizer,
             }
         })
@@ -240,11 +333,7 @@ fn request(case: &Case, max_tokens: u32, format: Format) -> ContextRequest {
         .unwrap(),
         tokenizer: case.tokenizer,
         system_prompt: "You are a careful assistant.".into(),
-        pending: case
-            .pending_user
-            .iter()
-            .map(|t| plain(Role::User, t.clone()))
-            .collect(),
+        pending: pending_messages(case).0,
         include_summary: true,
         include_memory: true,
         tool_output_max_tokens: (case.tool_output_max_tokens > 0).then_some(case.tool_output_max_tokens),
@@ -262,6 +351,7 @@ fn snapshot(case: &Case) -> ContextSnapshot {
             summary: "Goals: plan a trip.".into(),
             ..WorkingMemory::default()
         }),
+        pending_calls: pending_messages(case).1,
         ..ContextSnapshot::of_log(&case.log)
     }
 }
@@ -323,7 +413,8 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
         .filter_map(|m| m.sequence)
         .collect();
     let included: HashSet<Sequence> = history.iter().copied().collect();
-    let complete = complete_calls(&case.log);
+    let mut complete = complete_calls(&case.log);
+    complete.extend(pending_messages(case).1.into_values());
 
     // 1. Tool groups whole: no result without its call, no call without all its results.
     for seq in &history {
@@ -345,7 +436,8 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
 
     // 2. Newest user message (or the pending one), pending and pinned messages are included.
     let snap = snapshot(case);
-    if let (None, Some(user)) = (&case.pending_user, snap.last_user_sequence) {
+    let pending_user = matches!(case.pending, Pending::User(_));
+    if let (false, Some(user)) = (pending_user, snap.last_user_sequence) {
         prop_assert!(included.contains(&user), "newest user message {user} missing");
     }
     let pending = pack
@@ -353,12 +445,16 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
         .iter()
         .filter(|m| m.source == Source::Pending)
         .count();
-    prop_assert_eq!(pending, case.pending_user.iter().count());
-    prop_assert!(
-        pack.messages
-            .last()
-            .is_none_or(|m| m.source == Source::Pending || pending == 0)
-    );
+    let (pending_sent, _) = pending_messages(case);
+    prop_assert_eq!(pending, pending_sent.len());
+    // Pending results follow their call's group; every other pending message comes last.
+    if pending_sent.iter().all(|m| m.role != Role::Tool) {
+        prop_assert!(
+            pack.messages
+                .last()
+                .is_none_or(|m| m.source == Source::Pending || pending == 0)
+        );
+    }
     for pinned in &snap.pinned {
         prop_assert!(
             included.contains(&pinned.sequence),
@@ -385,7 +481,21 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
 
     // 4. History in order, a contiguous suffix of the log (pinned and excluded aside), with a
     //    notice when something after the summary was left out.
-    prop_assert!(history.windows(2).all(|w| w[0] < w[1]), "history out of order");
+    //    Log order, except that results follow their call directly (DESIGN.md 2.2.1).
+    let calls_of = |seq: &Sequence| by_seq[seq].call_sequence;
+    let others: Vec<&Sequence> = history.iter().filter(|s| calls_of(s).is_none()).collect();
+    prop_assert!(others.windows(2).all(|w| w[0] < w[1]), "history out of order");
+    for w in history.windows(2) {
+        if let Some(call) = calls_of(&w[1]) {
+            let follows = w[0] == call || (calls_of(&w[0]) == Some(call) && w[0] < w[1]);
+            prop_assert!(
+                follows,
+                "result {} follows {}, not its call {call}'s group",
+                w[1],
+                w[0]
+            );
+        }
+    }
     let oldest = Sequence::parse(pack.stats.oldest_included_sequence).unwrap();
     if oldest > Sequence::ZERO {
         for m in case
@@ -491,10 +601,11 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
                 .filter(|c| !c.is_empty())
                 .ok_or(format!("message {i}: empty tool_calls"))?;
             for call in calls {
+                let arguments = call["function"]["arguments"].as_str().unwrap_or("-");
                 let ok = call["id"].is_string()
                     && call["type"] == "function"
                     && call["function"]["name"].is_string()
-                    && call["function"]["arguments"].is_string();
+                    && serde_json::from_str::<Value>(arguments).is_ok_and(|a| a.is_object());
                 if !ok {
                     return Err(format!("message {i}: bad tool call {call}"));
                 }
@@ -509,20 +620,27 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
     }
 }
 
-/// Checks a rendered Anthropic pack: optional string `system`, strictly alternating roles,
-/// non-empty content blocks, and every `tool_use` answered by a `tool_result` opening the next
-/// (user) message.
+/// Checks a rendered Anthropic pack against the Messages API rules (DESIGN.md 2.2.1): a
+/// non-blank string `system` if any; at least one message, the first a user turn; strictly
+/// alternating roles; no empty content, no blank text block; every `tool_use` (unique id,
+/// object input) answered by `tool_result` blocks opening the next message, and no result
+/// answering anything else; images only of the four accepted types; a final assistant message
+/// that does not end in whitespace.
 fn check_anthropic_format(rendered: &str) -> Result<(), String> {
     let pack: Value = serde_json::from_str(rendered).map_err(|e| e.to_string())?;
     if let Some(system) = pack.get("system") {
         system
             .as_str()
-            .filter(|s| !s.is_empty())
-            .ok_or("system must be a non-empty string")?;
+            .filter(|s| !s.trim().is_empty())
+            .ok_or("system must be a non-blank string")?;
     }
     let messages = pack["messages"].as_array().ok_or("messages must be an array")?;
+    if messages.first().is_none_or(|m| m["role"] != "user") {
+        return Err("the first message must be a user turn".into());
+    }
     let mut previous_role = "";
     let mut awaiting: Vec<String> = Vec::new();
+    let mut ids = HashSet::new();
     for (i, m) in messages.iter().enumerate() {
         let role = m["role"].as_str().ok_or(format!("message {i} has no role"))?;
         if role == previous_role || !matches!(role, "user" | "assistant") {
@@ -543,19 +661,39 @@ fn check_anthropic_format(rendered: &str) -> Result<(), String> {
                         (true, Some(at)) => drop(awaiting.remove(at)),
                         _ => return Err(format!("message {i}: misplaced tool_result {id}")),
                     }
+                    if block
+                        .get("content")
+                        .is_some_and(|c| c.as_str().is_none_or(|c| c.trim().is_empty()))
+                    {
+                        return Err(format!("message {i}: blank tool_result content"));
+                    }
                 }
                 "text" => {
                     results_open = false;
-                    if block["text"].as_str().is_none_or(str::is_empty) {
-                        return Err(format!("message {i}: empty text block"));
+                    if block["text"].as_str().is_none_or(|t| t.trim().is_empty()) {
+                        return Err(format!("message {i}: blank text block"));
                     }
                 }
                 "tool_use" if role == "assistant" => {
-                    if !block["input"].is_object() || !block["id"].is_string() || !block["name"].is_string() {
+                    if !block["input"].is_object() || !block["name"].is_string() {
                         return Err(format!("message {i}: bad tool_use {block}"));
                     }
+                    let id = block["id"]
+                        .as_str()
+                        .ok_or(format!("message {i}: tool_use without id"))?;
+                    if !ids.insert(id.to_owned()) {
+                        return Err(format!("message {i}: tool_use id {id} used twice"));
+                    }
                 }
-                "image" | "document" if role == "user" => results_open = false,
+                "image" if role == "user" => {
+                    results_open = false;
+                    let source = &block["source"];
+                    let accepted = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+                    if source["type"] == "base64" && !accepted.iter().any(|t| source["media_type"] == *t) {
+                        return Err(format!("message {i}: image of type {}", source["media_type"]));
+                    }
+                }
+                "document" if role == "user" => results_open = false,
                 other => return Err(format!("message {i}: block type {other} on {role}")),
             }
         }
@@ -569,6 +707,15 @@ fn check_anthropic_format(rendered: &str) -> Result<(), String> {
             .filter(|b| b["type"] == "tool_use")
             .map(|b| b["id"].as_str().unwrap_or_default().to_owned())
             .collect();
+    }
+    if let Some(last) = messages.last().filter(|m| m["role"] == "assistant")
+        && let Some(text) = last["content"]
+            .as_array()
+            .and_then(|b| b.last())
+            .and_then(|b| b["text"].as_str())
+        && text.trim_end() != text
+    {
+        return Err("the final assistant message ends in whitespace".into());
     }
     if awaiting.is_empty() {
         Ok(())
@@ -632,7 +779,21 @@ fn the_format_checkers_reject_broken_packs() {
     let same_role = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},
         {"role":"user","content":[{"type":"text","text":"b"}]}]}"#;
     assert!(check_anthropic_format(same_role).is_err());
-    let late_result = r#"{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]},
+    let assistant_first = r#"{"messages":[{"role":"assistant","content":[{"type":"text","text":"hi"}]}]}"#;
+    assert!(check_anthropic_format(assistant_first).is_err());
+    assert!(check_anthropic_format(r#"{"messages":[]}"#).is_err());
+    let blank = r#"{"messages":[{"role":"user","content":[{"type":"text","text":" "}]}]}"#;
+    assert!(check_anthropic_format(blank).is_err());
+    let prefill = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"q"}]},
+        {"role":"assistant","content":[{"type":"text","text":"a "}]}]}"#;
+    assert!(check_anthropic_format(prefill).is_err());
+    let svg = r#"{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64",
+        "media_type":"image/svg+xml","data":"AA=="}}]}]}"#;
+    assert!(check_anthropic_format(svg).is_err());
+    let array_arguments = r#"[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function",
+        "function":{"name":"f","arguments":"[1]"}}]},{"role":"tool","tool_call_id":"a","content":"y"}]"#;
+    assert!(check_openai_format(array_arguments).is_err());
+    let late_result = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"q"}]},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]},
         {"role":"user","content":[{"type":"text","text":"b"},{"type":"tool_result","tool_use_id":"a","content":"x"}]}]}"#;
     assert!(check_anthropic_format(late_result).is_err());
 }
@@ -651,6 +812,8 @@ fn pending_tool_results_keep_their_stored_call_in_the_pack() {
             answered: vec![false; 3],
             output: String::new(),
             huge: false,
+            arguments: ARGUMENTS[0],
+            interleave: None,
         },
     ];
     let log = build_log(&events);
@@ -662,7 +825,7 @@ fn pending_tool_results_keep_their_stored_call_in_the_pack() {
         max_turns: 0,
         tool_output_max_tokens: 0,
         summary_through: None,
-        pending_user: None,
+        pending: Pending::None,
         tokenizer: Tokenizer::Approx,
     };
     let mut request = request(&case, 10_000, Format::OpenAiChat);
@@ -692,4 +855,227 @@ fn pending_tool_results_keep_their_stored_call_in_the_pack() {
             .iter()
             .any(|m| m.sequence == Some(Sequence::parse(2).unwrap()))
     );
+}
+
+fn user(text: &str) -> Event {
+    Event::User {
+        text: text.into(),
+        pinned: false,
+        excluded: false,
+        attach: false,
+    }
+}
+
+fn assistant(text: &str, pinned: bool) -> Event {
+    Event::Assistant {
+        text: text.into(),
+        pinned,
+        failed: false,
+    }
+}
+
+fn tools(calls: usize, interleave: Option<(usize, Role)>) -> Event {
+    Event::Tools {
+        calls,
+        answered: vec![true; 3],
+        output: "18 degrees".into(),
+        huge: false,
+        arguments: ARGUMENTS[0],
+        interleave,
+    }
+}
+
+fn simple_case(events: &[Event], max_tokens: u32, pending: Pending) -> Case {
+    Case {
+        log: build_log(events),
+        max_tokens,
+        reserve: 0,
+        max_messages: 0,
+        max_turns: 0,
+        tool_output_max_tokens: 0,
+        summary_through: None,
+        pending,
+        tokenizer: Tokenizer::Approx,
+    }
+}
+
+/// Roles of a rendered OpenAI pack, system messages aside.
+fn roles(openai: &Value) -> Vec<&str> {
+    openai
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .filter(|role| *role != "system")
+        .collect()
+}
+
+/// Both renderings of `case`'s pack, checked against the format rules.
+fn rendered_valid(case: &Case, max_tokens: u32) -> (ContextPack, Value, ContextPack, Value) {
+    let openai = pack(case, max_tokens, Format::OpenAiChat);
+    let openai_json = render(&openai.messages, Format::OpenAiChat);
+    assert_eq!(check_openai_format(&openai_json), Ok(()), "{openai_json}");
+    let anthropic = pack(case, max_tokens, Format::AnthropicMessages);
+    let anthropic_json = render(&anthropic.messages, Format::AnthropicMessages);
+    assert_eq!(
+        check_anthropic_format(&anthropic_json),
+        Ok(()),
+        "{anthropic_json}"
+    );
+    (
+        openai,
+        serde_json::from_str(&openai_json).unwrap(),
+        anthropic,
+        serde_json::from_str(&anthropic_json).unwrap(),
+    )
+}
+
+#[test]
+fn a_message_typed_while_tools_run_follows_the_groups_results() {
+    // user, call(2 parallel), [result], "hurry up", [result]
+    let case = simple_case(
+        &[user("weather?"), tools(2, Some((1, Role::User)))],
+        10_000,
+        Pending::None,
+    );
+    let (_, openai, _, anthropic) = rendered_valid(&case, 10_000);
+    assert_eq!(roles(&openai), ["user", "assistant", "tool", "tool", "user"]);
+    let turns = anthropic["messages"].as_array().unwrap();
+    let last: Vec<&str> = turns[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(last, ["tool_result", "tool_result", "text"], "{anthropic}");
+}
+
+#[test]
+fn an_assistant_note_between_parallel_results_follows_them() {
+    let case = simple_case(
+        &[user("go"), tools(3, Some((2, Role::Assistant)))],
+        10_000,
+        Pending::None,
+    );
+    let (_, openai, _, _) = rendered_valid(&case, 10_000);
+    assert_eq!(
+        roles(&openai),
+        ["user", "assistant", "tool", "tool", "tool", "assistant"]
+    );
+}
+
+#[test]
+fn a_pinned_assistant_opener_is_preceded_by_the_placeholder_turn() {
+    let case = simple_case(
+        &[
+            assistant("Welcome! How can I help?", true),
+            user("hi"),
+            assistant("Hello.", false),
+        ],
+        10_000,
+        Pending::None,
+    );
+    let (openai_pack, openai, anthropic_pack, anthropic) = rendered_valid(&case, 10_000);
+    assert_eq!(
+        roles(&openai)[0],
+        "assistant",
+        "OpenAI accepts an assistant opener as is"
+    );
+    assert!(
+        openai_pack
+            .messages
+            .iter()
+            .all(|m| m.source != Source::Placeholder)
+    );
+    assert_eq!(anthropic["messages"][0]["content"][0]["text"], PLACEHOLDER_TURN);
+    assert_eq!(
+        anthropic["messages"][1]["content"][0]["text"],
+        "Welcome! How can I help?"
+    );
+    let placeholder = anthropic_pack
+        .messages
+        .iter()
+        .find(|m| m.source == Source::Placeholder)
+        .unwrap();
+    assert_eq!(anthropic_pack.stats.truncation_notice_tokens, placeholder.tokens);
+}
+
+#[test]
+fn a_pending_assistant_message_alone_still_makes_a_valid_anthropic_pack() {
+    let case = simple_case(&[], 10_000, Pending::Assistant("Sure, ".into()));
+    let (_, _, _, anthropic) = rendered_valid(&case, 10_000);
+    let turns = anthropic["messages"].as_array().unwrap();
+    assert_eq!(turns.len(), 2);
+    assert_eq!(
+        turns[1]["content"][0]["text"], "Sure,",
+        "the prefill loses its trailing space"
+    );
+}
+
+#[test]
+fn a_log_with_no_visible_turn_still_makes_a_valid_anthropic_pack() {
+    let events = [
+        Event::System("Note: free plan.".into()),
+        Event::User {
+            text: "draft".into(),
+            pinned: false,
+            excluded: true,
+            attach: false,
+        },
+    ];
+    let case = simple_case(&events, 10_000, Pending::None);
+    let (_, _, _, anthropic) = rendered_valid(&case, 10_000);
+    assert_eq!(anthropic["messages"].as_array().unwrap().len(), 1);
+    assert!(anthropic["system"].as_str().unwrap().contains("free plan"));
+}
+
+#[test]
+fn history_starts_at_a_turn_boundary_when_one_is_in_the_window() {
+    // Turn 1: u1 a2. Turn 2: u3, call a4 + r5, call a6 + r7, a8. Turn 3 (current): u9.
+    let events = [
+        user("first question"),
+        assistant("first answer", false),
+        user("second question"),
+        tools(1, None),
+        tools(1, None),
+        assistant("second answer", false),
+        user("third question"),
+    ];
+    let case = simple_case(&events, 10_000, Pending::None);
+    let full = pack(&case, 10_000, Format::OpenAiChat);
+    assert_eq!(full.stats.oldest_included_sequence, 1);
+    // Find budgets where the walk stops inside turn 2: history is then turn 3 alone.
+    for budget in 40..400 {
+        let pack = pack(&case, budget, Format::OpenAiChat);
+        let oldest = pack.stats.oldest_included_sequence;
+        if oldest == 0 {
+            continue;
+        }
+        let first = case.log[oldest as usize - 1].message.role;
+        assert_eq!(first, Role::User, "budget {budget}: history starts at {oldest}");
+    }
+}
+
+#[test]
+fn the_newest_turn_is_kept_in_part_when_the_current_turn_is_pending() {
+    let events = [
+        user("question"),
+        tools(1, None),
+        tools(1, None),
+        assistant("answer", false),
+    ];
+    let case = simple_case(&events, 10_000, Pending::User("next".into()));
+    let whole = pack(&case, 10_000, Format::OpenAiChat);
+    assert_eq!(whole.stats.messages_included, 6);
+    let mut partial_seen = false;
+    for budget in 40..whole.stats.total_tokens {
+        let (_, _, anthropic_pack, anthropic) = rendered_valid(&case, budget);
+        let stats = anthropic_pack.stats;
+        if stats.messages_included > 0 && stats.oldest_included_sequence > 1 {
+            partial_seen = true;
+            assert_eq!(anthropic["messages"][0]["content"][0]["text"], PLACEHOLDER_TURN);
+            assert!(stats.total_tokens <= budget || stats.over_budget);
+        }
+    }
+    assert!(partial_seen, "some budget keeps part of the newest turn");
 }

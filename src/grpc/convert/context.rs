@@ -139,6 +139,7 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         Source::TruncationNotice => proto::ContextSource::TruncationNotice,
         Source::History => proto::ContextSource::History,
         Source::Pending => proto::ContextSource::Pending,
+        Source::Placeholder => proto::ContextSource::Placeholder,
     };
     proto::ContextMessage {
         role,

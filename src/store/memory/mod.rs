@@ -263,16 +263,23 @@ impl Store for MemoryStore {
         let Some(c) = conversations.get(&key(tenant, conversation)) else {
             return Ok(HashMap::new());
         };
-        Ok(ids
-            .iter()
-            .filter_map(|id| match c.calls.get(id) {
-                Some(KnownCall {
-                    state: CallState::Open,
-                    sequence,
-                }) => Some((id.clone(), *sequence)),
-                _ => None,
-            })
-            .collect())
+        let is_open = |id: &str| matches!(c.calls.get(id), Some(k) if k.state == CallState::Open);
+        let mut open = HashMap::new();
+        for id in ids.iter().filter(|id| is_open(id)) {
+            let sequence = c.calls[id].sequence;
+            let Some(call_message) = c.at(sequence) else {
+                continue;
+            };
+            for call in call_message
+                .message
+                .tool_calls
+                .iter()
+                .filter(|call| is_open(&call.id))
+            {
+                open.insert(call.id.clone(), sequence);
+            }
+        }
+        Ok(open)
     }
 
     async fn summary_state(

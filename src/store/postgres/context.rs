@@ -126,8 +126,16 @@ pub(super) async fn open_calls(
     let client = pool.get().await?;
     let rows = client
         .query(
-            "SELECT call_id, call_sequence FROM tool_calls
-             WHERE tenant_id = $1 AND conversation_id = $2 AND call_id = ANY($3) AND result_sequence IS NULL",
+            // Primary-key lookups only: the named calls, their messages, those messages' calls.
+            "SELECT t.call_id, t.call_sequence FROM tool_calls t
+             WHERE t.tenant_id = $1 AND t.conversation_id = $2 AND t.result_sequence IS NULL
+               AND t.call_id IN (
+                 SELECT c->>'id' FROM messages m, jsonb_array_elements(m.tool_calls) c
+                 WHERE m.tenant_id = $1 AND m.conversation_id = $2
+                   AND m.sequence IN (
+                     SELECT call_sequence FROM tool_calls
+                     WHERE tenant_id = $1 AND conversation_id = $2 AND call_id = ANY($3)
+                       AND result_sequence IS NULL))",
             &[&tenant.as_str(), &conversation.as_str(), &ids],
         )
         .await?;

@@ -2,6 +2,7 @@
 //! the stats.
 
 use super::*;
+use crate::domain::context::{Format, render::anthropic_renders};
 
 impl ContextPacker {
     /// Finishes the pack.
@@ -78,20 +79,24 @@ impl ContextPacker {
                 message: Message::text(Role::System, text),
             });
         }
-        messages.append(&mut self.window);
-        self.stats.messages_included = messages.iter().filter(|m| m.source == Source::History).count() as u32;
+        let mut conversation = std::mem::take(&mut self.window);
         for message in std::mem::take(&mut self.request.pending) {
             let tokens = saturate(message_cost_with_text(
                 &message,
                 &context_text(&message),
                 tokenizer,
             ));
-            messages.push(ContextMessage {
+            conversation.push(ContextMessage {
                 source: Source::Pending,
                 sequence: None,
                 tokens,
                 message,
             });
+        }
+        messages.extend(answers_after_calls(conversation));
+        self.stats.messages_included = messages.iter().filter(|m| m.source == Source::History).count() as u32;
+        if self.request.format == Format::AnthropicMessages {
+            self.open_with_user_turn(&mut messages);
         }
         self.stats.total_tokens = saturate(self.used);
         self.stats.over_budget |= self.used > self.available;
@@ -102,6 +107,76 @@ impl ContextPacker {
             previous_response_id: self.snapshot.last_response_id.take(),
         }
     }
+
+    /// Anthropic requires the first message to be a user turn: when the first message that
+    /// renders is not one (an assistant opener, a window that starts inside a turn, no message
+    /// at all), a placeholder user turn opens the conversation. Its room is kept with the
+    /// notice's.
+    fn open_with_user_turn(&mut self, messages: &mut Vec<ContextMessage>) {
+        let opens_with_user = messages
+            .iter()
+            .find(|m| m.message.role != Role::System && anthropic_renders(&m.message))
+            .is_some_and(|m| m.message.role == Role::User);
+        if opens_with_user {
+            return;
+        }
+        let at = messages
+            .iter()
+            .position(|m| m.message.role != Role::System)
+            .unwrap_or(messages.len());
+        let tokens = text_message_cost("user", PLACEHOLDER_TURN, self.tokenizer);
+        self.used += tokens;
+        self.stats.truncation_notice_tokens += saturate(tokens);
+        messages.insert(
+            at,
+            ContextMessage {
+                source: Source::Placeholder,
+                sequence: None,
+                tokens: saturate(tokens),
+                message: Message::text(Role::User, PLACEHOLDER_TURN.to_owned()),
+            },
+        );
+    }
+}
+
+/// The user turn that opens an Anthropic pack whose first message would otherwise not be one.
+pub const PLACEHOLDER_TURN: &str = "[The conversation continues from earlier messages.]";
+
+/// The conversation part of a pack (history, then pending messages) with every tool result
+/// moved up to follow its call: messages that the log recorded between a call and its results
+/// (a user typing while a tool ran, an assistant note between parallel results) come after the
+/// group's results, so no call is followed by anything but its answers. Results keep their
+/// log order; everything else keeps its relative order.
+fn answers_after_calls(messages: Vec<ContextMessage>) -> Vec<ContextMessage> {
+    let result_at: HashMap<&str, usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.message.role == Role::Tool)
+        .filter_map(|(i, m)| Some((m.message.tool_call_id.as_deref()?, i)))
+        .collect();
+    let mut order = Vec::with_capacity(messages.len());
+    let mut placed = vec![false; messages.len()];
+    for (i, message) in messages.iter().enumerate() {
+        if placed[i] {
+            continue;
+        }
+        order.push(i);
+        placed[i] = true;
+        let mut answers: Vec<usize> = message
+            .message
+            .tool_calls
+            .iter()
+            .filter_map(|call| result_at.get(call.id.as_str()).copied())
+            .filter(|&j| j > i && !placed[j])
+            .collect();
+        answers.sort_unstable();
+        for j in answers {
+            order.push(j);
+            placed[j] = true;
+        }
+    }
+    let mut slots: Vec<Option<ContextMessage>> = messages.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
 pub(super) fn summary_text(text: &str, through: Sequence) -> String {
@@ -114,9 +189,19 @@ fn notice_text(count: u64, first: u64, last: u64) -> String {
     )
 }
 
+/// Room kept for what closes the optional walk: the truncation notice and, for Anthropic, a
+/// placeholder opening turn.
+pub(super) fn closing_reserve(last: Sequence, format: Format, tokenizer: Tokenizer) -> usize {
+    let placeholder = match format {
+        Format::AnthropicMessages => text_message_cost("user", PLACEHOLDER_TURN, tokenizer),
+        Format::OpenAiChat => 0,
+    };
+    notice_reserve(last, tokenizer) + placeholder
+}
+
 /// Upper bound of the notice's cost: its numbers are at most `last`, and both OpenAI encodings
 /// (and the approximation) cost a number by its digit count alone.
-pub(super) fn notice_reserve(last: Sequence, tokenizer: Tokenizer) -> usize {
+fn notice_reserve(last: Sequence, tokenizer: Tokenizer) -> usize {
     let n = last.get();
     text_message_cost("system", &notice_text(n, n, n), tokenizer)
 }

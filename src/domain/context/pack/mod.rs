@@ -10,10 +10,19 @@
 //!    turn (from the newest user message on, plus any call that pending results answer);
 //! 2. the rolling summary; 3. the working memory;
 //! 4. older history, newest first, keeping room for a truncation notice.
+//!
+//! Older history starts at a turn boundary (DESIGN.md 2.2.1): the oldest turn walked is kept
+//! whole or not at all, unless nothing before it in the window starts a turn (the current turn
+//! is pending, or the window starts at a tool call that pending results answer); then its
+//! newest units that fit are kept. At the log's start or the summary watermark, whatever
+//! follows is kept, turn boundary or not, so that nothing falls between summary and history.
+//! Where the window still does not open with a user message, Anthropic packs open with a
+//! placeholder user turn (see [`finish`]).
 
 use std::collections::{HashMap, HashSet};
 
-use finish::{notice_reserve, summary_text};
+pub use finish::PLACEHOLDER_TURN;
+use finish::{closing_reserve, summary_text};
 
 use super::{
     ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, Source,
@@ -82,6 +91,7 @@ pub struct ContextPacker {
     pending_calls: HashMap<String, Sequence>,
     /// Lower bound of the optional walk: the summary watermark when the summary is included.
     optional_floor: Sequence,
+    /// Room kept for the truncation notice (and the placeholder turn, see [`closing_reserve`]).
     notice_reserve: usize,
     pinned: HashSet<Sequence>,
     /// Tool results whose output was cut to head + tail; `truncated` counts only those that
@@ -93,6 +103,9 @@ pub struct ContextPacker {
     open: HashMap<String, Sequence>,
     /// Included history, newest first.
     window: Vec<ContextMessage>,
+    /// Where in `window` the turn being walked begins: the units from here on belong to a turn
+    /// whose opening user message has not been reached yet.
+    turn_start: usize,
     sections: Vec<ContextMessage>,
     turns: u32,
     /// History messages included by the walk, pinned ones aside (what `max_messages` caps).
@@ -144,12 +157,13 @@ impl ContextPacker {
             mandatory_until,
             pending_calls: snapshot.pending_calls.clone(),
             optional_floor: Sequence::ZERO,
-            notice_reserve: notice_reserve(snapshot.last_sequence, tokenizer),
+            notice_reserve: closing_reserve(snapshot.last_sequence, request.format, tokenizer),
             pinned: snapshot.pinned.iter().map(|m| m.sequence).collect(),
             cut: HashSet::new(),
             unit: Vec::new(),
             open: HashMap::new(),
             window: Vec::new(),
+            turn_start: 0,
             sections: Vec::new(),
             turns: 0,
             window_messages: 0,
@@ -321,9 +335,9 @@ impl ContextPacker {
                 .max_messages
                 .is_some_and(|max| self.window_messages + messages > max);
             if over_turns || over_messages || self.used + cost + self.notice_reserve > self.available {
-                let groups = unit.iter().filter(|m| !m.message.tool_calls.is_empty()).count() as u32;
-                self.stats.tool_groups_dropped += groups;
+                self.stats.tool_groups_dropped += groups(&unit);
                 self.phase = Phase::Done;
+                self.settle_oldest_turn();
                 return;
             }
         }
@@ -331,8 +345,35 @@ impl ContextPacker {
         self.turns += users;
         self.stats.history_tokens += saturate(cost);
         self.window_messages += unit.iter().filter(|m| !self.is_pinned(m)).count() as u32;
+        let opens_turn = unit.last().is_some_and(|m| m.message.role == Role::User);
         self.window.extend(unit);
+        if opens_turn {
+            self.turn_start = self.window.len();
+        }
         self.advance_phase();
+    }
+
+    /// The walk stopped before the opening user message of the turn it was in: that turn's
+    /// units are dropped when the window already starts at a turn boundary without them.
+    fn settle_oldest_turn(&mut self) {
+        let at_boundary = self
+            .turn_start
+            .checked_sub(1)
+            .is_some_and(|i| self.window[i].message.role == Role::User);
+        if !at_boundary || self.turn_start == self.window.len() {
+            return;
+        }
+        let partial = self.window.split_off(self.turn_start);
+        self.stats.tool_groups_dropped += groups(&partial);
+        self.turns -= partial.iter().filter(|m| m.message.role == Role::User).count() as u32;
+        let counted: Vec<u32> = partial
+            .iter()
+            .filter(|m| !self.is_pinned(m))
+            .map(|m| m.tokens)
+            .collect();
+        self.used -= counted.iter().map(|&t| t as usize).sum::<usize>();
+        self.stats.history_tokens -= counted.iter().sum::<u32>();
+        self.window_messages -= counted.len() as u32;
     }
 
     fn is_pinned(&self, message: &ContextMessage) -> bool {
@@ -347,6 +388,7 @@ impl ContextPacker {
             return;
         }
         self.phase = Phase::Optional;
+        self.turn_start = self.window.len();
         if self.used > self.available {
             self.stats.over_budget = true;
             self.phase = Phase::Done;
@@ -430,4 +472,12 @@ impl ContextPacker {
             message,
         }
     }
+}
+
+/// Tool-call groups among `messages`.
+fn groups(messages: &[ContextMessage]) -> u32 {
+    messages
+        .iter()
+        .filter(|m| !m.message.tool_calls.is_empty())
+        .count() as u32
 }

@@ -1,0 +1,481 @@
+//! Generates adversarial conversations, stores them through ctxd's service layer (in-memory
+//! store), builds packs for both formats from each, each pack twice, and writes them as JSON
+//! lines for `scripts/conformance.py`, which checks them against the providers' SDK types and
+//! API rules (DESIGN.md 2.2.1):
+//!
+//!     cargo run --release --example pack_corpus -- --seed 7 --packs 5000 > packs.jsonl
+//!     python scripts/conformance.py packs.jsonl
+//!
+//! The conversations carry what breaks packs: parallel calls answered out of order, messages
+//! typed between a call and its results, unanswered calls, failed LLM calls with partial
+//! output, pinned openers and excluded drafts, attachments of every kind, non-object tool
+//! arguments, blank and whitespace-ended text, unicode, huge tool outputs, summaries, tiny to
+//! large budgets, and pending messages and results. Everything is derived from the seed: a
+//! failure names its case (`seed:conversation:request`), and the same command reproduces it.
+//! Exits 1 when a build fails or two builds of one request differ.
+
+use std::{collections::BTreeMap, process::ExitCode, sync::Arc};
+
+use ctxd::{
+    domain::{
+        Attachment, AttachmentSource, ConversationId, LlmError, Message, Role, Sequence, TenantId, ToolCall,
+        append::{AppendBatch, AppendLimits, check_message},
+        context::{ContextRequest, Format, PLACEHOLDER_TURN, TokenBudget},
+    },
+    service::{AiSettings, Limits, Service, SummarizeMode, SummarizeRequest},
+    store::MemoryStore,
+    tokenize::Tokenizer,
+};
+
+/// splitmix64: small, seedable, and the same on every platform.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// True with probability `percent` / 100.
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+const TEXTS: [&str; 9] = [
+    "What is the weather in Paris tomorrow?",
+    "日本語のテキスト 🎉 émoji ✓ — ünïcödé",
+    " ",
+    "ends with whitespace  \n",
+    "\n\n\t",
+    "fn main() { println!(\"hi\"); }\n    // code",
+    "Sure, here is the plan: 1) check 2) act.",
+    "a",
+    "line one\r\nline two\u{2028}three",
+];
+
+const ARGUMENTS: [&str; 8] = [
+    r#"{"city":"Paris","days":2}"#,
+    "",
+    "   ",
+    "not json at all",
+    "[1, 2, 3]",
+    r#""just a string""#,
+    r#"  {"nested": {"a": [1, {"b": null}]}}  "#,
+    r#"{"truncated": "#,
+];
+
+const OUTPUTS: [&str; 5] = ["18°C, sunny", "", " ", "{\"rows\": []}", "エラー: not found"];
+
+fn attachment(rng: &mut Rng) -> Attachment {
+    let data = |bytes: &[u8]| AttachmentSource::Data(bytes.to_vec());
+    let uri = |u: &str| AttachmentSource::Uri(u.to_owned());
+    let (mime, filename, source) = match rng.below(9) {
+        0 => ("image/png", "chart.png", data(&[137, 80, 78, 71])),
+        1 => ("image/jpeg", "photo.jpg", uri("https://example.com/photo.jpg")),
+        2 => ("image/svg+xml", "logo.svg", data(b"<svg/>")),
+        3 => ("image/gif", "anim.gif", data(b"GIF89a")),
+        4 => ("image/webp", "pic.webp", uri("https://example.com/pic.webp")),
+        5 => ("image/bmp", "old.bmp", data(b"BM")),
+        6 => ("application/pdf", "spec.pdf", uri("https://example.com/spec.pdf")),
+        7 => ("application/pdf", "inline.pdf", data(b"%PDF-1.4")),
+        _ => ("text/plain", "notes.txt", data(b"hello")),
+    };
+    Attachment {
+        mime_type: mime.into(),
+        filename: filename.into(),
+        source,
+    }
+}
+
+/// A stored call message whose calls are not all answered.
+struct OpenGroup {
+    ids: Vec<String>,
+}
+
+/// What the generator stored: the messages in log order, and the open calls by message.
+struct Conversation {
+    messages: Vec<Message>,
+    open: BTreeMap<usize, OpenGroup>,
+}
+
+fn text(rng: &mut Rng) -> String {
+    rng.pick(&TEXTS).to_string()
+}
+
+fn user(rng: &mut Rng) -> Message {
+    let mut m = Message::text(Role::User, text(rng));
+    if rng.chance(15) {
+        m.attachments = (0..1 + rng.below(2)).map(|_| attachment(rng)).collect();
+        if rng.chance(30) {
+            m.content.clear();
+        }
+    }
+    m.pinned = rng.chance(6);
+    m.exclude_from_context = !m.pinned && rng.chance(8);
+    m
+}
+
+fn assistant(rng: &mut Rng) -> Message {
+    let mut m = Message::text(Role::Assistant, text(rng));
+    if rng.chance(8) {
+        m.error = Some(LlmError {
+            code: "timeout".into(),
+            message: "deadline exceeded".into(),
+            partial_output: rng.pick(&["half an answ", "", "trailing "]).to_string(),
+        });
+        if rng.chance(50) {
+            m.content.clear();
+        }
+    }
+    m.pinned = rng.chance(6);
+    m.exclude_from_context = !m.pinned && rng.chance(5);
+    m
+}
+
+fn calls(rng: &mut Rng, prefix: &str) -> Message {
+    let n = 1 + rng.below(4);
+    let tool_calls = (0..n)
+        .map(|k| ToolCall {
+            id: format!("{prefix}-{k}"),
+            name: rng.pick(&["weather", "search", "run_sql"]).to_string(),
+            arguments: rng.pick(&ARGUMENTS).to_string(),
+        })
+        .collect();
+    let content = if rng.chance(30) { text(rng) } else { String::new() };
+    Message {
+        tool_calls,
+        ..Message::text(Role::Assistant, content)
+    }
+}
+
+fn result(rng: &mut Rng, id: &str) -> Message {
+    let mut content = rng.pick(&OUTPUTS).to_string();
+    if rng.chance(10) {
+        content = format!("{content} {}", "row ".repeat(800));
+    }
+    Message {
+        tool_call_id: Some(id.to_owned()),
+        ..Message::text(Role::Tool, content)
+    }
+}
+
+fn conversation(rng: &mut Rng) -> Conversation {
+    let mut messages = Vec::new();
+    let mut open = BTreeMap::new();
+    if rng.chance(15) {
+        messages.push(Message {
+            pinned: rng.chance(70),
+            ..Message::text(Role::Assistant, "Welcome! How can I help? ".into())
+        });
+    }
+    let longest = if rng.chance(10) { 4 } else { 30 };
+    let events = rng.below(longest);
+    for _ in 0..events {
+        match rng.below(12) {
+            0..=3 => messages.push(user(rng)),
+            4..=6 => messages.push(assistant(rng)),
+            7 => messages.push(Message::text(Role::System, text(rng))),
+            _ => {
+                let call_index = messages.len();
+                let call = calls(rng, &format!("call{call_index}"));
+                let ids: Vec<String> = call.tool_calls.iter().map(|c| c.id.clone()).collect();
+                messages.push(call);
+                // Answered in a random order, some never; others' messages typed in between.
+                let mut order: Vec<&String> = ids.iter().filter(|_| rng.chance(85)).collect();
+                for i in (1..order.len()).rev() {
+                    order.swap(i, rng.below(i + 1));
+                }
+                let answered = order.len();
+                for id in order {
+                    if rng.chance(20) {
+                        let interleaved = if rng.chance(60) {
+                            Message::text(Role::User, "hurry up".into())
+                        } else {
+                            Message::text(Role::Assistant, "Still waiting on the other tools.".into())
+                        };
+                        messages.push(interleaved);
+                    }
+                    messages.push(result(rng, id));
+                }
+                if answered < ids.len() {
+                    let unanswered = ids.into_iter().filter(|id| {
+                        !messages
+                            .iter()
+                            .any(|m| m.tool_call_id.as_deref() == Some(id.as_str()))
+                    });
+                    open.insert(
+                        call_index,
+                        OpenGroup {
+                            ids: unanswered.collect(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    if messages.is_empty() {
+        // Nothing the provider sees as a turn: a stored note and a draft kept from context.
+        messages.push(Message::text(
+            Role::System,
+            "Note: the user is on the free plan.".into(),
+        ));
+        messages.push(Message {
+            exclude_from_context: true,
+            ..Message::text(Role::User, "draft, not sent".into())
+        });
+    }
+    Conversation { messages, open }
+}
+
+/// Pending messages for one request, valid against the stored log by construction.
+fn pending(rng: &mut Rng, conversation: &Conversation, tag: &str) -> Vec<Message> {
+    match rng.below(7) {
+        0 | 1 => vec![],
+        2 => vec![Message::text(Role::User, text(rng))],
+        3 => vec![Message::text(Role::Assistant, "Sure, ".into())],
+        4 => match conversation.open.values().next_back() {
+            // Results completing the newest open group, sometimes with the next user message.
+            Some(group) => {
+                let mut out: Vec<Message> = group.ids.iter().map(|id| result(rng, id)).collect();
+                if rng.chance(50) {
+                    out.push(Message::text(Role::User, "and then?".into()));
+                }
+                out
+            }
+            None => vec![Message::text(Role::User, text(rng))],
+        },
+        5 => {
+            let call = calls(rng, &format!("pending-{tag}"));
+            let results = call
+                .tool_calls
+                .iter()
+                .map(|c| result(rng, &c.id))
+                .collect::<Vec<_>>();
+            std::iter::once(call).chain(results).collect()
+        }
+        _ => vec![
+            Message::text(Role::User, text(rng)),
+            Message::text(Role::Assistant, "Let me think ".into()),
+        ],
+    }
+}
+
+fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Format) -> ContextRequest {
+    let max_tokens = match rng.below(4) {
+        0 => 1 + rng.below(120),
+        1 => 120 + rng.below(1000),
+        2 => 1000 + rng.below(8000),
+        _ => 8000 + rng.below(200_000),
+    } as u32;
+    let reserve = if rng.chance(30) {
+        rng.below(max_tokens as usize / 2) as u32
+    } else {
+        0
+    };
+    let max_messages = if rng.chance(10) {
+        1 + rng.below(12) as u32
+    } else {
+        0
+    };
+    let max_turns = if rng.chance(10) {
+        1 + rng.below(5) as u32
+    } else {
+        0
+    };
+    ContextRequest {
+        conversation_id: id.clone(),
+        budget: TokenBudget::parse(max_tokens, reserve, max_messages, max_turns).expect("valid budget"),
+        tokenizer: *rng.pick(&[
+            Tokenizer::Approx,
+            Tokenizer::Approx,
+            Tokenizer::O200kBase,
+            Tokenizer::Cl100kBase,
+        ]),
+        system_prompt: rng.pick(&["You are a careful assistant.", "", " "]).to_string(),
+        pending,
+        include_summary: !rng.chance(10),
+        include_memory: true,
+        tool_output_max_tokens: rng.chance(25).then(|| 20 + rng.below(200) as u32),
+        format,
+    }
+}
+
+#[derive(Default)]
+struct Coverage {
+    interleaved: usize,
+    placeholder: usize,
+    pending_results: usize,
+    unsupported_images: usize,
+    non_object_arguments: usize,
+    cut_outputs: usize,
+    no_history: usize,
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let (mut seed, mut packs) = (1u64, 5000usize);
+    while let Some(flag) = args.next() {
+        let value = args.next().and_then(|v| v.parse().ok());
+        match (flag.as_str(), value) {
+            ("--seed", Some(v)) => seed = v,
+            ("--packs", Some(v)) => packs = v as usize,
+            _ => {
+                eprintln!("usage: pack_corpus [--seed N] [--packs N_PER_FORMAT]");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(run(seed, packs))
+}
+
+async fn run(seed: u64, packs: usize) -> ExitCode {
+    let service = Service::new(
+        Arc::new(MemoryStore::new()),
+        Limits::default(),
+        AiSettings::default(),
+    );
+    let tenant = TenantId::parse("conformance").expect("tenant id");
+    let limits = AppendLimits::default();
+    let mut rng = Rng(seed);
+    let mut coverage = Coverage::default();
+    let mut failures = 0usize;
+    let mut written = 0usize;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut n = 0usize;
+    while written < packs {
+        n += 1;
+        let conversation = conversation(&mut rng);
+        let id = ConversationId::parse(format!("c{n}")).expect("conversation id");
+        for (i, m) in conversation.messages.iter().enumerate() {
+            let v = check_message(m, &format!("messages[{i}]"), &limits);
+            assert!(v.is_empty(), "generated an invalid message: {v}");
+        }
+        // One message per append, as a backend appends turn by turn.
+        for message in &conversation.messages {
+            let batch = AppendBatch {
+                conversation_id: id.clone(),
+                messages: vec![message.clone()],
+                idempotency_key: None,
+                expected_last_sequence: None,
+                tokens: vec![],
+            };
+            if let Err(e) = service.append(&tenant, batch).await {
+                eprintln!("{seed}:{n}: append failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        if !conversation.messages.is_empty() && rng.chance(25) {
+            let through = 1 + rng.below(conversation.messages.len());
+            let summary = SummarizeRequest {
+                conversation: id.clone(),
+                keep_recent_tokens: 0,
+                tokenizer: Tokenizer::Approx,
+                mode: SummarizeMode::Provided {
+                    text: "Earlier, the user planned a trip.".into(),
+                    through: Sequence::parse(through as u64).expect("sequence"),
+                },
+                expected_through: None,
+                max_summary_tokens: 500,
+            };
+            // A watermark inside a tool group is refused; the conversation then has none.
+            let _ = service.summarize(&tenant, summary).await;
+        }
+        let interleaved = conversation
+            .messages
+            .windows(2)
+            .any(|w| !w[0].tool_calls.is_empty() && w[1].role != Role::Tool)
+            || conversation
+                .messages
+                .windows(3)
+                .any(|w| w[0].role == Role::Tool && w[1].role != Role::Tool && w[2].role == Role::Tool);
+        for r in 0..4 {
+            let tag = format!("{n}-{r}");
+            let pending = pending(&mut rng, &conversation, &tag);
+            let pending_results = pending.iter().any(|m| m.role == Role::Tool);
+            for format in [Format::OpenAiChat, Format::AnthropicMessages] {
+                let request = request(&mut rng, &id, pending.clone(), format);
+                let case = format!("{seed}:{n}:{r}");
+                let (first, second) = (
+                    service.build_context(&tenant, request.clone()).await,
+                    service.build_context(&tenant, request).await,
+                );
+                let (first, second) = match (first, second) {
+                    (Ok(a), Ok(b)) => (a, b),
+                    (Err(e), _) | (_, Err(e)) => {
+                        eprintln!("{case}: BuildContext failed: {e}");
+                        failures += 1;
+                        continue;
+                    }
+                };
+                if first.rendered != second.rendered || first.pack != second.pack {
+                    eprintln!("{case}: two builds of one request differ");
+                    failures += 1;
+                }
+                let pack = &first.pack;
+                coverage.interleaved += usize::from(interleaved);
+                coverage.pending_results += usize::from(pending_results);
+                coverage.placeholder += usize::from(
+                    pack.messages
+                        .iter()
+                        .any(|m| m.message.content == PLACEHOLDER_TURN),
+                );
+                coverage.unsupported_images += usize::from(pack.messages.iter().any(|m| {
+                    m.message
+                        .attachments
+                        .iter()
+                        .any(|a| matches!(a.mime_type.as_str(), "image/svg+xml" | "image/bmp"))
+                }));
+                coverage.non_object_arguments += usize::from(pack.messages.iter().any(|m| {
+                    m.message
+                        .tool_calls
+                        .iter()
+                        .any(|c| !c.arguments.trim_start().starts_with('{'))
+                }));
+                coverage.cut_outputs += usize::from(pack.stats.truncated);
+                coverage.no_history += usize::from(pack.stats.messages_included == 0);
+                let format_name = match format {
+                    Format::OpenAiChat => "openai_chat",
+                    Format::AnthropicMessages => "anthropic_messages",
+                };
+                let line =
+                    serde_json::json!({"case": case, "format": format_name, "rendered": first.rendered});
+                use std::io::Write;
+                writeln!(out, "{line}").expect("writing the corpus");
+            }
+            written += 1;
+        }
+    }
+    let c = &coverage;
+    eprintln!(
+        "seed {seed}: {written} packs per format from {n} conversations, each built twice; packs with \
+         interleaved messages in the log {}, a placeholder turn {}, pending results {}, unsupported \
+         image types {}, non-object tool arguments {}, cut tool output {}, no history {}; {failures} failures",
+        c.interleaved,
+        c.placeholder,
+        c.pending_results,
+        c.unsupported_images,
+        c.non_object_arguments,
+        c.cut_outputs,
+        c.no_history
+    );
+    if failures > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
