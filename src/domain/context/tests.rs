@@ -517,6 +517,66 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
             }
         }
     }
+    // 5. History starts at a turn boundary (DESIGN.md 2.2.1) when something was left out before
+    //    it, unless the window holds no turn-opening user message (one outside every group's
+    //    span, pending results included) or starts at a call that pending results answer. Only
+    //    what could be rendered counts as left out: not a result whose call the summary covers,
+    //    nor an incomplete group.
+    // The verbatim window (pinned messages older than it are shown apart).
+    // (0 when the window is empty).
+    let window_start = pack.stats.oldest_included_sequence;
+    let mut in_log_order: Vec<Sequence> = history
+        .iter()
+        .copied()
+        .filter(|s| window_start > 0 && s.get() >= window_start)
+        .collect();
+    in_log_order.sort();
+    let floor = pack.stats.summary_through_sequence;
+    let (_, pending_answers) = pending_messages(case);
+    let answered: HashSet<&str> = case
+        .log
+        .iter()
+        .filter_map(|m| m.message.tool_call_id.as_deref())
+        .chain(pending_answers.keys().map(String::as_str))
+        .collect();
+    let complete_group = |call: Sequence| {
+        call.get() > floor
+            && by_seq.get(&call).is_none_or(|m| {
+                m.message
+                    .tool_calls
+                    .iter()
+                    .all(|c| answered.contains(c.id.as_str()))
+            })
+    };
+    let renderable = |m: &StoredMessage| {
+        !m.message.exclude_from_context
+            && m.sequence.get() > floor
+            && m.call_sequence.is_none_or(complete_group)
+            && (m.message.tool_calls.is_empty() || complete_group(m.sequence))
+    };
+    let visible_before = |first: &Sequence| case.log.iter().any(|m| m.sequence < *first && renderable(m));
+    if let Some(first) = in_log_order.first()
+        && visible_before(first)
+        && by_seq[first].message.role != Role::User
+    {
+        let spans: Vec<(Sequence, Sequence)> = in_log_order
+            .iter()
+            .filter_map(|s| by_seq[s].call_sequence.map(|call| (call, *s)))
+            .collect();
+        let pending_calls: Vec<Sequence> = pending_answers.values().copied().collect();
+        let inside_group = |s: Sequence| {
+            spans.iter().any(|(call, result)| *call < s && s < *result)
+                || pending_calls.iter().any(|call| *call < s)
+        };
+        let turn_opener = in_log_order
+            .iter()
+            .find(|s| by_seq[s].message.role == Role::User && !inside_group(**s));
+        let answered_by_pending = pending_answers.values().any(|call| call == first);
+        prop_assert!(
+            turn_opener.is_none() || answered_by_pending,
+            "history starts at {first} inside a turn, though {turn_opener:?} opens one"
+        );
+    }
     let notice = pack.messages.iter().any(|m| m.source == Source::TruncationNotice);
     if pack.stats.messages_dropped > 0 && !pack.stats.over_budget {
         prop_assert!(notice, "history dropped without a notice");
