@@ -154,6 +154,8 @@ def anthropic_rules(pack):
 
 
 def check(adapters, fmt, rendered):
+    if fmt not in ("openai_chat", "anthropic_messages"):
+        return [f"unknown format {fmt!r}"]
     pack = json.loads(rendered)
     rules = openai_rules if fmt == "openai_chat" else anthropic_rules
     return check_types(adapters, fmt, pack) + rules(pack)
