@@ -28,6 +28,21 @@ impl ApiKey {
         })
     }
 
+    /// Checks that `key` can be presented: HTTP header values lose surrounding whitespace and
+    /// carry only visible ASCII, so a key outside `!`..=`~` could never match its hash.
+    pub fn check_key(key: &str) -> Result<(), String> {
+        if key.is_empty() {
+            return Err("an API key must not be empty".into());
+        }
+        if !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(
+                "an API key must be visible ASCII without spaces (HTTP headers trim whitespace and refuse other bytes)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// The SHA-256 hex of a key, as configured (`ctxd hash-key`).
     pub fn hash_hex(key: &str) -> String {
         Sha256::digest(key.as_bytes())

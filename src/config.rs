@@ -41,10 +41,14 @@ pub enum Command {
         /// Address of the server.
         #[arg(long, default_value = "127.0.0.1:50051")]
         addr: SocketAddr,
+        /// Service to ask about: "" (the default) is liveness, SERVING while the process runs;
+        /// `ctxd.v1.ContextService` is readiness, NOT_SERVING while the database is unreachable.
+        #[arg(long, default_value = "")]
+        service: String,
     },
     /// Print the SHA-256 hex of an API key, the form CTXD_API_KEYS takes.
     HashKey {
-        /// The API key.
+        /// The API key: visible ASCII without spaces (anything else could never be presented).
         key: String,
     },
 }

@@ -26,8 +26,14 @@ async fn main() -> anyhow::Result<ExitCode> {
             let app = App::build(settings).await?;
             app.run_until_stopped(ctxd::shutdown_signal()).await?;
         }
-        Command::Health { addr } => return Ok(health_check(addr).await),
-        Command::HashKey { key } => println!("{}", ctxd::grpc::ApiKey::hash_hex(&key)),
+        Command::Health { addr, service } => return Ok(health_check(addr, service).await),
+        Command::HashKey { key } => {
+            if let Err(e) = ctxd::grpc::ApiKey::check_key(&key) {
+                eprintln!("ctxd hash-key: {e}");
+                return Ok(ExitCode::from(2));
+            }
+            println!("{}", ctxd::grpc::ApiKey::hash_hex(&key));
+        }
         Command::Migrate => {
             let Some(options) = &settings.postgres else {
                 eprintln!("ctxd migrate: DATABASE_URL is required");
@@ -40,8 +46,8 @@ async fn main() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Exit 0 when the server at `addr` reports SERVING, 1 otherwise.
-async fn health_check(addr: std::net::SocketAddr) -> ExitCode {
+/// Exit 0 when the server at `addr` reports `service` SERVING, 1 otherwise.
+async fn health_check(addr: std::net::SocketAddr, service: String) -> ExitCode {
     use tonic_health::pb::{
         HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
     };
@@ -53,9 +59,7 @@ async fn health_check(addr: std::net::SocketAddr) -> ExitCode {
         return ExitCode::FAILURE;
     };
     match HealthClient::new(channel)
-        .check(HealthCheckRequest {
-            service: String::new(),
-        })
+        .check(HealthCheckRequest { service })
         .await
     {
         Ok(response) if response.get_ref().status() == ServingStatus::Serving => ExitCode::SUCCESS,

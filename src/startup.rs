@@ -319,12 +319,16 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
         .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
 }
 
-/// Keeps health in step with the store: NOT_SERVING while it is unreachable.
+/// Keeps readiness (`ctxd.v1.ContextService`) in step with the store: NOT_SERVING while it is
+/// unreachable. Liveness (the overall service, `""`) does not follow the store: a database
+/// outage must not restart every replica; it reports the process, NOT_SERVING only at shutdown.
+/// A ping that hangs (a connection stuck behind a lock) counts as unreachable after `interval`.
 async fn probe_store(store: Arc<dyn Store>, health: HealthReporter, interval: Duration) {
     let mut serving = true;
+    let patience = interval.max(Duration::from_secs(1));
     loop {
         tokio::time::sleep(interval).await;
-        let ok = store.ping().await.is_ok();
+        let ok = matches!(tokio::time::timeout(patience, store.ping()).await, Ok(Ok(())));
         if ok != serving {
             serving = ok;
             let status = if ok {
@@ -333,7 +337,6 @@ async fn probe_store(store: Arc<dyn Store>, health: HealthReporter, interval: Du
                 ServingStatus::NotServing
             };
             tracing::warn!(serving = ok, "store health changed");
-            health.set_service_status("", status).await;
             health.set_service_status(SERVICE_NAME, status).await;
         }
     }

@@ -141,6 +141,12 @@ impl IdempotencyKey {
                 raw.len()
             ));
         }
+        if raw.contains('\0') {
+            return Err(format!(
+                "idempotency_key {}",
+                crate::domain::violation::NUL_DESCRIPTION
+            ));
+        }
         Ok(Some(Self(raw)))
     }
 

@@ -52,6 +52,17 @@ impl Violations {
     }
 }
 
+/// What a field holding U+0000 is told. PostgreSQL's `text` and `jsonb` cannot hold it, so no
+/// stored string may, on either store.
+pub const NUL_DESCRIPTION: &str = "contains U+0000 (NUL), which cannot be stored";
+
+/// Records a violation of `field` (built only then) when `value` contains U+0000.
+pub fn check_no_nul(v: &mut Violations, value: &str, field: impl FnOnce() -> String) {
+    if value.contains('\0') {
+        v.add(field(), NUL_DESCRIPTION);
+    }
+}
+
 impl fmt::Display for Violations {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, v) in self.0.iter().enumerate() {

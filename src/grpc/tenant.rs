@@ -157,6 +157,14 @@ mod tests {
     }
 
     #[test]
+    fn only_keys_a_client_can_present_can_be_hashed() {
+        assert!(ApiKey::check_key("sk-live_0123~").is_ok());
+        for bad in ["", " k", "k ", "k\t", "a b", "ключ", "k\0"] {
+            assert!(ApiKey::check_key(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn key_entries_must_be_sha256_hex() {
         assert!(ApiKey::parse("abc=acme").is_err());
         assert!(ApiKey::parse(&format!("{} acme", ApiKey::hash_hex("k"))).is_ok());

@@ -122,7 +122,8 @@ impl OpenAiClient {
         answer["choices"][0]["message"]["content"]
             .as_str()
             .filter(|text| !text.trim().is_empty())
-            .map(str::to_owned)
+            // U+0000 cannot be stored (PostgreSQL text), and no model means it.
+            .map(|text| text.replace('\0', ""))
             .ok_or_else(|| OpenAiError::BadAnswer("no choices[0].message.content".into()))
     }
 }

@@ -360,6 +360,11 @@ fn pg_script(action: &str, dir: &std::path::Path) -> String {
 }
 
 async fn health(addr: std::net::SocketAddr) -> Option<i32> {
+    health_of(addr, "ctxd.v1.ContextService").await
+}
+
+/// `service` "" is liveness, `ctxd.v1.ContextService` readiness.
+async fn health_of(addr: std::net::SocketAddr, service: &str) -> Option<i32> {
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
     let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
         .unwrap()
@@ -367,7 +372,7 @@ async fn health(addr: std::net::SocketAddr) -> Option<i32> {
         .await
         .ok()?;
     let request = HealthCheckRequest {
-        service: "ctxd.v1.ContextService".into(),
+        service: service.into(),
     };
     HealthClient::new(channel)
         .check(request)
@@ -409,6 +414,11 @@ async fn health_follows_the_database_and_requests_keep_their_deadline_during_an_
 
     pg_script("pause", &dir);
     let down = wait_for_health(app.addr, NOT_SERVING, "NOT_SERVING").await;
+    assert_eq!(
+        health_of(app.addr, "").await,
+        Some(SERVING),
+        "liveness stays SERVING while the database is down: an outage must not restart replicas"
+    );
     let mut request = Request::new(append("outage", vec![user("during")]));
     request.set_timeout(Duration::from_secs(2));
     let started = std::time::Instant::now();

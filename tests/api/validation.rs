@@ -12,6 +12,7 @@ use crate::{
 
 contract_tests!(
     every_validation_rule_names_its_field_and_stores_nothing,
+    nul_in_a_summary_or_working_memory_is_refused_and_nothing_is_stored,
     a_batch_with_a_hundred_bad_messages_gets_invalid_argument_not_a_protocol_error
 );
 
@@ -203,6 +204,69 @@ fn cases() -> Vec<(&'static str, proto::AppendMessageRequest, &'static str)> {
             },
             "idempotency_key",
         ),
+        ("NUL in content", one(user("a\0b")), "messages[0].content"),
+        (
+            "NUL in the author name",
+            one(proto::Message {
+                name: "a\0".into(),
+                ..user("x")
+            }),
+            "messages[0].name",
+        ),
+        (
+            "NUL in tool call arguments",
+            one(proto::Message {
+                tool_calls: vec![proto::ToolCall {
+                    id: "n1".into(),
+                    name: "f".into(),
+                    arguments: "{\"q\":\"\0\"}".into(),
+                }],
+                ..with_role(Role::Assistant as i32, "")
+            }),
+            "messages[0].tool_calls[0].arguments",
+        ),
+        (
+            "NUL in a metadata value",
+            one(proto::Message {
+                metadata: [("k".to_string(), "v\0".to_string())].into(),
+                ..user("x")
+            }),
+            "messages[0].metadata",
+        ),
+        (
+            "NUL in an attachment's file name",
+            one(proto::Message {
+                attachments: vec![proto::Attachment {
+                    filename: "a\0.png".into(),
+                    ..attachment(
+                        "image/png",
+                        Some(proto::attachment::Source::Uri("https://x/y.png".into())),
+                    )
+                }],
+                ..user("x")
+            }),
+            "messages[0].attachments[0].filename",
+        ),
+        (
+            "NUL in an LLM error's partial output",
+            one(proto::Message {
+                error: Some(proto::LlmError {
+                    code: "timeout".into(),
+                    partial_output: "half\0".into(),
+                    ..Default::default()
+                }),
+                ..with_role(Role::Assistant as i32, "")
+            }),
+            "messages[0].error.partial_output",
+        ),
+        (
+            "NUL in the idempotency key",
+            proto::AppendMessageRequest {
+                idempotency_key: "k\0".into(),
+                ..one(user("x"))
+            },
+            "idempotency_key",
+        ),
         (
             "expected_last_sequence out of range",
             proto::AppendMessageRequest {
@@ -262,4 +326,92 @@ async fn a_batch_with_a_hundred_bad_messages_gets_invalid_argument_not_a_protoco
     assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
     assert_field_violation(&status, "messages[0].tool_call_id");
     assert!(status.message().contains("(and 90 more)"), "{}", status.message());
+}
+
+/// PostgreSQL's text cannot hold U+0000: both stores refuse it alike, naming the field.
+async fn nul_in_a_summary_or_working_memory_is_refused_and_nothing_is_stored(kind: StoreKind) {
+    let app = spawn_app_with(kind, &[]).await;
+    app.append_ok("n", vec![user("start"), with_role(Role::Assistant as i32, "ok")])
+        .await;
+    let mut client = app.client.clone();
+    let status = client
+        .summarize(proto::SummarizeRequest {
+            conversation_id: "n".into(),
+            mode: proto::SummarizeMode::Provided as i32,
+            summary_text: "a\0b".into(),
+            through_sequence: 2,
+            ..Default::default()
+        })
+        .await
+        .expect_err("NUL in a summary");
+    assert_field_violation(&status, "summary_text");
+    let item = |text: &str| proto::MemoryItem {
+        text: text.into(),
+        ..Default::default()
+    };
+    for (memory, field) in [
+        (
+            proto::WorkingMemory {
+                goals: vec![item("ship\0")],
+                ..Default::default()
+            },
+            "memory.goals[0].text",
+        ),
+        (
+            proto::WorkingMemory {
+                glossary: vec![proto::GlossaryEntry {
+                    term: "t".into(),
+                    definition: "d\0".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            "memory.glossary[0].definition",
+        ),
+        (
+            proto::WorkingMemory {
+                summary: "s\0".into(),
+                ..Default::default()
+            },
+            "memory.summary",
+        ),
+    ] {
+        let status = client
+            .update_working_memory(proto::UpdateWorkingMemoryRequest {
+                conversation_id: "n".into(),
+                memory: Some(memory),
+                ..Default::default()
+            })
+            .await
+            .expect_err(field);
+        assert_field_violation(&status, field);
+    }
+    let memory = client
+        .get_working_memory(proto::GetWorkingMemoryRequest {
+            conversation_id: "n".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap_or_default();
+    assert_eq!(memory.version, 0, "no working memory stored");
+    let pack = client
+        .build_context(proto::BuildContextRequest {
+            conversation_id: "n".into(),
+            budget: Some(proto::Budget {
+                max_tokens: 1_000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        pack.stats.unwrap().summary_through_sequence,
+        0,
+        "no summary stored"
+    );
 }

@@ -121,7 +121,16 @@ async fn stored_anything(
         .await?
         .into_inner();
     let summarized = pack.stats.is_some_and(|s| s.summary_through_sequence > 0);
-    Ok(created || seeded != 4 || summarized)
+    let memory = client
+        .get_working_memory(proto::GetWorkingMemoryRequest {
+            conversation_id: SEEDED.into(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .memory;
+    let remembered = memory.is_some_and(|m| m.version > 0);
+    Ok(created || seeded != 4 || summarized || remembered)
 }
 
 fn append(conversation: &str, messages: Vec<proto::Message>) -> proto::AppendMessageRequest {
@@ -335,6 +344,63 @@ fn cases() -> Vec<(&'static str, Call, Code)> {
             InvalidArgument,
         ),
         (
+            "metadata key of 1 MiB (never echoed in the status)",
+            one(proto::Message {
+                metadata: [(big(1 << 20), big(2 << 20))].into(),
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        ("NUL in content", one(user("a\0b".into())), InvalidArgument),
+        (
+            "NUL in the author name",
+            one(proto::Message {
+                name: "a\0b".into(),
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "NUL in tool call arguments",
+            one(proto::Message {
+                tool_calls: vec![proto::ToolCall {
+                    id: "n1".into(),
+                    name: "lookup".into(),
+                    arguments: "{\"q\":\"\0\"}".into(),
+                }],
+                ..message(Role::Assistant, "")
+            }),
+            InvalidArgument,
+        ),
+        (
+            "NUL in a metadata key and value",
+            one(proto::Message {
+                metadata: [("k\0".to_string(), "v\0".to_string())].into(),
+                ..user("x".into())
+            }),
+            InvalidArgument,
+        ),
+        (
+            "NUL in an LLM error's partial output",
+            one(proto::Message {
+                error: Some(proto::LlmError {
+                    code: "timeout".into(),
+                    partial_output: "half\0".into(),
+                    ..Default::default()
+                }),
+                ..assistant("")
+            }),
+            InvalidArgument,
+        ),
+        (
+            "NUL in the idempotency key",
+            Call::Append(proto::AppendMessageRequest {
+                idempotency_key: "k\0".into(),
+                ..append(NEW, vec![user("x".into())])
+            }),
+            InvalidArgument,
+        ),
+        (
             "author name of 10 KB",
             one(proto::Message {
                 name: big(10_000),
@@ -513,6 +579,37 @@ fn cases() -> Vec<(&'static str, Call, Code)> {
                 ..Default::default()
             }),
             Aborted,
+        ),
+        (
+            "Summarize PROVIDED with NUL in the text",
+            summarize(proto::SummarizeRequest {
+                mode: proto::SummarizeMode::Provided as i32,
+                summary_text: "s\0".into(),
+                through_sequence: 2,
+                ..Default::default()
+            }),
+            InvalidArgument,
+        ),
+        (
+            "UpdateWorkingMemory with NUL in an item, a term and the summary",
+            Call::Memory(proto::UpdateWorkingMemoryRequest {
+                conversation_id: SEEDED.into(),
+                memory: Some(proto::WorkingMemory {
+                    summary: "s\0".into(),
+                    goals: vec![proto::MemoryItem {
+                        text: "ship\0".into(),
+                        ..Default::default()
+                    }],
+                    glossary: vec![proto::GlossaryEntry {
+                        term: "t\0".into(),
+                        definition: "d".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            InvalidArgument,
         ),
         (
             "UpdateWorkingMemory without a memory",

@@ -1,5 +1,6 @@
 //! PostgreSQL stopped (`pg_ctl stop -m immediate`) under load across replicas: no acknowledged
-//! message lost, health follows the database, recovery without restarts, no CPU spin.
+//! message lost, readiness follows the database while liveness stays SERVING (an outage must not
+//! restart the replicas), recovery without restarts, no CPU spin.
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -45,6 +46,10 @@ pub(crate) async fn database_stopped(
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let cpu_before: f64 = replicas.iter().filter_map(Replica::cpu_seconds).sum();
+    // Liveness ("") sampled every 100 ms on every replica from just before the outage to
+    // after recovery, as the kubelet's livenessProbe would ask it.
+    let liveness_stop = Arc::new(AtomicBool::new(false));
+    let liveness = tokio::spawn(sample_liveness(health.clone(), liveness_stop.clone()));
     let stopped = Instant::now();
     cluster.pause()?;
     let not_serving_after = wait_health(&mut health, false, Duration::from_secs(outage_secs)).await;
@@ -57,6 +62,8 @@ pub(crate) async fn database_stopped(
     // Let every appender get through again, then stop them.
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, Ordering::Relaxed);
+    liveness_stop.store(true, Ordering::Relaxed);
+    let (live_samples, live_failures) = liveness.await?;
 
     let (mut acked, mut failures, mut recovery) = (0, BTreeMap::new(), Duration::ZERO);
     let mut lost = 0;
@@ -93,8 +100,15 @@ pub(crate) async fn database_stopped(
     report.figure("messages acknowledged", acked);
     report.figure("acknowledged messages lost", lost);
     report.figure("failed attempts by code", format!("{failures:?}"));
-    report.figure("all replicas NOT_SERVING after", secs(not_serving_after));
-    report.figure("all replicas SERVING after restart", secs(serving_after));
+    report.figure(
+        "readiness: all replicas NOT_SERVING after",
+        secs(not_serving_after),
+    );
+    report.figure(
+        "liveness answers not SERVING (through outage)",
+        format!("{live_failures} of {live_samples}"),
+    );
+    report.figure("readiness: all SERVING after restart", secs(serving_after));
     report.figure(
         "every appender succeeding again after",
         format!("{:.2} s", recovery.as_secs_f64()),
@@ -109,6 +123,10 @@ pub(crate) async fn database_stopped(
         "health never reported NOT_SERVING during the outage",
     );
     report.expect(serving_after.is_some(), "health did not return to SERVING");
+    report.expect(
+        live_samples > 0 && live_failures == 0,
+        "liveness left SERVING during the database outage (the kubelet would restart the replica)",
+    );
     report.expect(
         recovery < Duration::from_secs(10),
         "recovery took longer than 10 s",
@@ -156,8 +174,33 @@ async fn append_until(
     (acked, failed)
 }
 
-/// Polls every replica's health until all are SERVING (`serving`) or none is; returns how long
-/// that took, or None after `limit`.
+/// Asks every replica's liveness (`""`) every 100 ms until stopped: (answers, answers that were
+/// not SERVING in time).
+async fn sample_liveness(
+    mut clients: Vec<HealthClient<tonic::transport::Channel>>,
+    stop: Arc<AtomicBool>,
+) -> (usize, usize) {
+    let (mut samples, mut failures) = (0, 0);
+    while !stop.load(Ordering::Relaxed) {
+        for client in clients.iter_mut() {
+            let mut request = tonic::Request::new(HealthCheckRequest {
+                service: String::new(),
+            });
+            request.set_timeout(Duration::from_secs(1));
+            let serving = client
+                .check(request)
+                .await
+                .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32);
+            samples += 1;
+            failures += usize::from(!serving);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (samples, failures)
+}
+
+/// Polls every replica's readiness until all are SERVING (`serving`) or none is; returns how
+/// long that took, or None after `limit`.
 async fn wait_health(
     clients: &mut [HealthClient<tonic::transport::Channel>],
     serving: bool,
@@ -168,7 +211,7 @@ async fn wait_health(
         let mut matching = 0;
         for client in clients.iter_mut() {
             let mut request = tonic::Request::new(HealthCheckRequest {
-                service: String::new(),
+                service: "ctxd.v1.ContextService".into(),
             });
             request.set_timeout(Duration::from_millis(500));
             let is_serving = client

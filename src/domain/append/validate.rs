@@ -3,7 +3,7 @@
 use super::{AppendLimits, MAX_SHORT_FIELD_BYTES};
 use crate::domain::{
     message::{AttachmentSource, Message, Role},
-    violation::Violations,
+    violation::{NUL_DESCRIPTION, Violations, check_no_nul},
 };
 
 /// Checks the number of messages of a request against the limits.
@@ -144,13 +144,15 @@ fn check_sizes(message: &Message, path: &str, limits: &AppendLimits, v: &mut Vio
                 format!("keys must be 1 to {MAX_SHORT_FIELD_BYTES} bytes"),
             );
         }
+        // The key is the caller's text: never echoed (it may be huge or secret).
         if value.len() > limits.max_content_bytes {
             v.add(
-                format!("{path}.metadata[{key}]"),
-                too_long(value.len(), limits.max_content_bytes),
+                format!("{path}.metadata"),
+                format!("a value is {}", too_long(value.len(), limits.max_content_bytes)),
             );
         }
     }
+    check_nul(message, path, v);
     if let Some(error) = &message.error {
         if error.partial_output.len() > limits.max_content_bytes {
             v.add(
@@ -170,6 +172,46 @@ fn check_sizes(message: &Message, path: &str, limits: &AppendLimits, v: &mut Vio
                 too_long(error.message.len(), limits.max_content_bytes),
             );
         }
+    }
+}
+
+/// No stored string may hold U+0000 (see [`check_no_nul`]).
+fn check_nul(message: &Message, path: &str, v: &mut Violations) {
+    check_no_nul(v, &message.content, || format!("{path}.content"));
+    check_no_nul(v, &message.name, || format!("{path}.name"));
+    check_no_nul(v, &message.response_id, || format!("{path}.response_id"));
+    if let Some(id) = &message.tool_call_id {
+        check_no_nul(v, id, || format!("{path}.tool_call_id"));
+    }
+    for (j, call) in message.tool_calls.iter().enumerate() {
+        check_no_nul(v, &call.id, || format!("{path}.tool_calls[{j}].id"));
+        check_no_nul(v, &call.name, || format!("{path}.tool_calls[{j}].name"));
+        check_no_nul(v, &call.arguments, || format!("{path}.tool_calls[{j}].arguments"));
+    }
+    for (j, attachment) in message.attachments.iter().enumerate() {
+        check_no_nul(v, &attachment.mime_type, || {
+            format!("{path}.attachments[{j}].mime_type")
+        });
+        check_no_nul(v, &attachment.filename, || {
+            format!("{path}.attachments[{j}].filename")
+        });
+        if let AttachmentSource::Uri(uri) = &attachment.source {
+            check_no_nul(v, uri, || format!("{path}.attachments[{j}].uri"));
+        }
+    }
+    if message
+        .metadata
+        .iter()
+        .any(|(key, value)| key.contains('\0') || value.contains('\0'))
+    {
+        v.add(format!("{path}.metadata"), NUL_DESCRIPTION);
+    }
+    if let Some(error) = &message.error {
+        check_no_nul(v, &error.code, || format!("{path}.error.code"));
+        check_no_nul(v, &error.message, || format!("{path}.error.message"));
+        check_no_nul(v, &error.partial_output, || {
+            format!("{path}.error.partial_output")
+        });
     }
 }
 

@@ -4,6 +4,7 @@ use crate::{
     domain::{
         AppendLimits, Sequence, Violations,
         memory::{Category, GlossaryEntry, MAX_MEMORY_ITEMS, WorkingMemory},
+        violation::NUL_DESCRIPTION,
     },
     proto,
 };
@@ -109,6 +110,11 @@ pub(crate) fn memory_from_proto(
                     format!("must be 1 to {} bytes", limits.max_content_bytes),
                 ));
             }
+            for (field, value) in [("text", &text), ("id", &id), ("superseded_by", &superseded_by)] {
+                if value.contains('\0') {
+                    too_long.push((format!("{path}.{field}"), NUL_DESCRIPTION.into()));
+                }
+            }
             let sources = sequences(format!("{path}.source_sequences"), source_sequences);
             memory.push_item(
                 category,
@@ -137,6 +143,11 @@ pub(crate) fn memory_from_proto(
                 "term and definition are required".into(),
             ));
         }
+        for (field, value) in [("term", &term), ("definition", &definition)] {
+            if value.contains('\0') {
+                too_long.push((format!("memory.glossary[{i}].{field}"), NUL_DESCRIPTION.into()));
+            }
+        }
         let sources = sequences(format!("memory.glossary[{i}].source_sequences"), source_sequences);
         memory.glossary.push(GlossaryEntry {
             term,
@@ -153,6 +164,9 @@ pub(crate) fn memory_from_proto(
                 limits.max_content_bytes
             ),
         ));
+    }
+    if summary.contains('\0') {
+        too_long.push(("memory.summary".into(), NUL_DESCRIPTION.into()));
     }
     for (field, description) in too_long {
         v.add(field, description);

@@ -2,7 +2,7 @@
 
 use super::{conversation_id, role_to_proto, sequence, tokenizer};
 use crate::{
-    domain::{Sequence, Violations, message::Message, summary::Summary},
+    domain::{Sequence, Violations, message::Message, summary::Summary, violation::check_no_nul},
     proto,
     service::{Limits, PreparedRequest, SummarizeMode, SummarizeRequest},
     tokenize::Tokenizer,
@@ -104,6 +104,7 @@ fn provided(text: String, through_sequence: u64, limits: &Limits, v: &mut Violat
             format!("{} bytes; the limit is {limit}", text.len()),
         );
     }
+    check_no_nul(v, &text, || "summary_text".into());
     let through = sequence(through_sequence, "through_sequence", v);
     if through_sequence == 0 {
         v.add(
