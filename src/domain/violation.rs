@@ -63,6 +63,19 @@ pub fn check_no_nul(v: &mut Violations, value: &str, field: impl FnOnce() -> Str
     }
 }
 
+/// `text` cut to at most `max_bytes` (at a character boundary), with `…` when cut: for caller
+/// values a status or log line may echo, which must stay small.
+pub fn clip(text: &str, max_bytes: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max_bytes {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max_bytes.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &text[..end]))
+}
+
 impl fmt::Display for Violations {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, v) in self.0.iter().enumerate() {
@@ -76,3 +89,17 @@ impl fmt::Display for Violations {
 }
 
 impl std::error::Error for Violations {}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn clip_keeps_short_text_and_cuts_long_text_at_a_character_boundary() {
+        assert_eq!(clip("short", 10), "short");
+        let long = "é".repeat(100);
+        let cut = clip(&long, 11);
+        assert!(cut.len() <= 11 && cut.ends_with('…'), "{cut}");
+        assert_eq!(clip(&"x".repeat(1 << 20), 64).len(), 64);
+    }
+}

@@ -54,7 +54,13 @@ fn respond<T>(method: &'static str, started: Instant, result: Result<T, ApiError
                 tonic::Code::Internal | tonic::Code::Unavailable | tonic::Code::Unknown => {
                     tracing::error!(code = ?status.code(), error = %chain, "request failed")
                 }
-                code => tracing::info!(?code, message = status.message(), "request rejected"),
+                // The status message may echo caller values (ids, names): only the fields that
+                // were rejected are logged.
+                code => tracing::info!(
+                    code = code_name(code),
+                    fields = %rejected_fields(&status),
+                    "request rejected"
+                ),
             }
             (status.code(), Err(status))
         }
@@ -71,6 +77,22 @@ fn respond<T>(method: &'static str, started: Instant, result: Result<T, ApiError
         "rpc finished"
     );
     response
+}
+
+/// The field paths of an INVALID_ARGUMENT's violations (clipped, as the status carries them),
+/// or nothing for other codes.
+fn rejected_fields(status: &Status) -> String {
+    use tonic_types::StatusExt;
+    status
+        .get_details_bad_request()
+        .map(|bad| {
+            bad.field_violations
+                .iter()
+                .map(|v| v.field.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
 }
 
 /// The gRPC code's canonical name, as metrics label it.

@@ -7,7 +7,11 @@ use std::collections::HashMap;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::{domain::Violations, service::ServiceError, store::StoreError};
+use crate::{
+    domain::{Violations, violation::clip},
+    service::ServiceError,
+    store::StoreError,
+};
 
 /// Error domain reported in google.rpc.ErrorInfo details.
 const ERROR_DOMAIN: &str = "ctxd.v1";
@@ -70,17 +74,24 @@ fn aborted(message: String, reason: &str, (key, value): (&str, String)) -> Statu
 /// Violations reported in one status. Statuses travel in HTTP/2 headers, which peers cap
 /// (often at 16 KiB): a batch with hundreds of bad fields must not turn INVALID_ARGUMENT into a
 /// connection-level protocol error.
+/// Each field path and description is clipped too, so that no caller value they echo (an id,
+/// a name) can outgrow the header: at most 10 x (256 + 512) bytes in the message and as much in
+/// the details.
 const MAX_REPORTED_VIOLATIONS: usize = 10;
+const MAX_FIELD_BYTES: usize = 256;
+const MAX_DESCRIPTION_BYTES: usize = 512;
 
 fn invalid_argument(violations: &Violations) -> Status {
     let mut details = ErrorDetails::new();
     let mut message = String::from("invalid request: ");
     for (i, v) in violations.iter().take(MAX_REPORTED_VIOLATIONS).enumerate() {
-        details.add_bad_request_violation(v.field.clone(), v.description.clone());
+        let field = clip(&v.field, MAX_FIELD_BYTES);
+        let description = clip(&v.description, MAX_DESCRIPTION_BYTES);
         if i > 0 {
             message.push_str("; ");
         }
-        message.push_str(&format!("{}: {}", v.field, v.description));
+        message.push_str(&format!("{field}: {description}"));
+        details.add_bad_request_violation(field, description);
     }
     let total = violations.iter().count();
     if total > MAX_REPORTED_VIOLATIONS {

@@ -36,8 +36,7 @@ pub struct SummarizeRequest {
     pub max_summary_tokens: usize,
 }
 
-/// How a summary is produced.
-#[derive(Debug)]
+/// How a summary is produced. Its `Debug` never shows the summary text.
 pub enum SummarizeMode {
     /// The configured summarizer.
     Server,
@@ -50,6 +49,19 @@ pub enum SummarizeMode {
         /// The last sequence it covers.
         through: Sequence,
     },
+}
+
+impl std::fmt::Debug for SummarizeMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SummarizeMode::Provided { text, through } => f
+                .debug_struct("Provided")
+                .field("text_bytes", &text.len())
+                .field("through", through)
+                .finish(),
+            other => f.write_str(other.name()),
+        }
+    }
 }
 
 impl SummarizeMode {

@@ -7,7 +7,7 @@ use ctxd::{grpc::ApiKey, proto};
 use tokio::io::AsyncReadExt;
 use tonic::{Code, Request};
 
-use crate::helpers::{TestApp, append, fresh_database, spawn_on, user};
+use crate::helpers::{TestApp, append, assistant, assistant_calling, fresh_database, spawn_on, user};
 
 fn keyed<T>(key: &str, message: T) -> Request<T> {
     let mut request = Request::new(message);
@@ -286,6 +286,45 @@ async fn message_content_never_reaches_the_logs_even_at_trace_level() {
         ..user(canary)
     };
     let _ = c.append_message(append("logs", vec![bad])).await;
+    // Rejections whose descriptions would echo caller values: an unknown call id, a huge
+    // metadata key, a duplicated call id.
+    let orphan = proto::Message {
+        role: proto::Role::Tool as i32,
+        tool_call_id: format!("{canary}-orphan"),
+        ..user("out")
+    };
+    let huge_key = proto::Message {
+        metadata: [(format!("{canary}{}", "k".repeat(10_000)), "v".to_string())].into(),
+        ..user("x")
+    };
+    let twice = proto::Message {
+        tool_calls: [
+            assistant_calling(&[&format!("{canary}-dup")]).tool_calls,
+            assistant_calling(&[&format!("{canary}-dup")]).tool_calls,
+        ]
+        .concat(),
+        ..assistant("")
+    };
+    for rejected in [orphan, huge_key, twice] {
+        let status = c
+            .append_message(append("logs", vec![rejected]))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status.message().len() < 8_192,
+            "the status echoes at most a clipped value"
+        );
+    }
+    c.summarize(proto::SummarizeRequest {
+        conversation_id: "logs".into(),
+        mode: proto::SummarizeMode::Provided as i32,
+        summary_text: format!("{canary}-provided-summary"),
+        through_sequence: 1,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let build = proto::BuildContextRequest {
         conversation_id: "logs".into(),
         budget: Some(proto::Budget {
