@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod cpu;
 pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;

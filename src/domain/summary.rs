@@ -127,12 +127,14 @@ const KEY_PHRASES: &[&str] = &[
 /// The embedded summarizer: deterministic, no network. Folds the new messages into the
 /// previous summary as tagged bullet lines: user requests, decisions, requirements and
 /// constraints, tool calls and their outcomes, failed calls, the gist of answers. When the
-/// result exceeds `max_summary_tokens`, the oldest lines go first.
+/// result exceeds `max_summary_tokens`, the oldest lines go first. `cancelled` is asked between
+/// messages (an empty text comes back when it says so: the caller has given up).
 pub fn extractive_summary(
     previous: Option<&Summary>,
     messages: &[StoredMessage],
     max_summary_tokens: usize,
     tokenizer: Tokenizer,
+    cancelled: &dyn Fn() -> bool,
 ) -> String {
     let mut lines: Vec<String> = previous
         .map(|s| {
@@ -144,6 +146,9 @@ pub fn extractive_summary(
         })
         .unwrap_or_default();
     for m in messages.iter().filter(|m| !m.message.exclude_from_context) {
+        if cancelled() {
+            return String::new();
+        }
         lines.extend(summary_lines(m));
     }
     // Over the budget, drop the oldest minor lines first (chit-chat, gists), then the oldest
@@ -344,9 +349,9 @@ mod tests {
     #[test]
     fn the_extractive_summary_keeps_key_lines_longest_within_its_budget() {
         let log = log();
-        let full = extractive_summary(None, &log, 10_000, Tokenizer::Approx);
+        let full = extractive_summary(None, &log, 10_000, Tokenizer::Approx, &|| false);
         assert!(full.contains("[#1] User: first question here") && full.contains("Called f({}) as c"));
-        let short = extractive_summary(None, &log, 12, Tokenizer::Approx);
+        let short = extractive_summary(None, &log, 12, Tokenizer::Approx, &|| false);
         assert!(
             short.contains("[#3] Result of c") && !short.contains("[#1]"),
             "{short}"

@@ -52,7 +52,15 @@ impl Service {
                 });
             }
             let mut refreshed = memory.clone();
+            let messages: std::sync::Arc<[_]> = messages.into();
             self.ai.extractor.extract(&mut refreshed, &messages).await?;
+            let dropped = refreshed.fit_dropping_oldest();
+            if dropped > 0 {
+                tracing::warn!(
+                    dropped,
+                    "working memory full: the oldest extracted items were dropped"
+                );
+            }
             match self
                 .store
                 .store_memory(tenant, conversation, memory.version, &refreshed)
@@ -105,6 +113,7 @@ impl Service {
         }
         let mut merged = current.clone();
         merged.merge(update);
+        merged.fit().map_err(|e| Violations::single("memory", e))?;
         let stored = self
             .store
             .store_memory(tenant, conversation, current.version, &merged)

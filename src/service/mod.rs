@@ -141,13 +141,14 @@ impl Service {
     }
 }
 
-/// Runs CPU work proportional to `bytes` on the blocking pool when large, inline when small.
+/// Runs CPU work proportional to `bytes` on the CPU pool ([`crate::cpu`]) when large, inline
+/// when small.
 async fn offload<T: Send + 'static>(
     bytes: usize,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ServiceError> {
     if bytes > OFFLOAD_BYTES {
-        Ok(tokio::task::spawn_blocking(work).await?)
+        Ok(crate::cpu::run(move |_| work()).await)
     } else {
         Ok(work())
     }

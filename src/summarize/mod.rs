@@ -38,7 +38,8 @@ impl Summarizer {
         }
     }
 
-    /// Folds `messages` (oldest first) into `previous`.
+    /// Folds `messages` (oldest first) into `previous`. The embedded summarizer runs on the
+    /// CPU pool ([`crate::cpu`]).
     pub async fn summarize(
         &self,
         previous: Option<&Summary>,
@@ -47,12 +48,20 @@ impl Summarizer {
         tokenizer: Tokenizer,
     ) -> Result<String, OpenAiError> {
         let result = match self {
-            Summarizer::Extractive => Ok(extractive_summary(
-                previous,
-                messages,
-                max_summary_tokens,
-                tokenizer,
-            )),
+            Summarizer::Extractive => {
+                let previous = previous.cloned();
+                let messages = messages.to_vec();
+                Ok(crate::cpu::run(move |cancel| {
+                    extractive_summary(
+                        previous.as_ref(),
+                        &messages,
+                        max_summary_tokens,
+                        tokenizer,
+                        &|| cancel.is_cancelled(),
+                    )
+                })
+                .await)
+            }
             Summarizer::OpenAi(client) => {
                 let request = summary_request(previous, messages, max_summary_tokens);
                 client.chat(&request, None, max_summary_tokens).await
@@ -73,11 +82,12 @@ pub enum Extractor {
 }
 
 impl Extractor {
-    /// Folds the facts of `messages` (oldest first) into `memory` and moves its watermark.
+    /// Folds the facts of `messages` (oldest first) into `memory` and moves its watermark. The
+    /// embedded extractor runs on the CPU pool ([`crate::cpu`]).
     pub async fn extract(
         &self,
         memory: &mut WorkingMemory,
-        messages: &[StoredMessage],
+        messages: &Arc<[StoredMessage]>,
     ) -> Result<(), OpenAiError> {
         let result = self.run(memory, messages).await;
         let engine = match self {
@@ -88,9 +98,21 @@ impl Extractor {
         result
     }
 
-    async fn run(&self, memory: &mut WorkingMemory, messages: &[StoredMessage]) -> Result<(), OpenAiError> {
+    async fn run(
+        &self,
+        memory: &mut WorkingMemory,
+        messages: &Arc<[StoredMessage]>,
+    ) -> Result<(), OpenAiError> {
         match self {
-            Extractor::Rules => extract_rules(memory, messages),
+            Extractor::Rules => {
+                let mut owned = std::mem::take(memory);
+                let messages = Arc::clone(messages);
+                *memory = crate::cpu::run(move |cancel| {
+                    extract_rules(&mut owned, &messages, &|| cancel.is_cancelled());
+                    owned
+                })
+                .await;
+            }
             Extractor::OpenAi(client) => {
                 let request = extraction_request(memory, messages);
                 let format = serde_json::json!({

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::domain::{
     context::cost::context_text,
     ids::Sequence,
-    memory::{Category, Supersedes, WorkingMemory},
+    memory::{Category, MemoryEditor, Supersedes, WorkingMemory},
     message::{Message, Role, StoredMessage},
     summary::Summary,
 };
@@ -156,6 +156,7 @@ pub fn parse_extraction(answer: &str) -> Result<WorkingMemory, serde_json::Error
     }
     let value: Value = serde_json::from_str(answer)?;
     let mut memory = WorkingMemory::default();
+    let mut editor = MemoryEditor::new(&mut memory);
     for category in Category::ALL {
         let items: Vec<Item> =
             serde_json::from_value(value.get(category.name()).cloned().unwrap_or(json!([])))?;
@@ -165,7 +166,7 @@ pub fn parse_extraction(answer: &str) -> Result<WorkingMemory, serde_json::Error
                 .into_iter()
                 .filter_map(|s| Sequence::parse(s).ok())
                 .collect();
-            memory.add(category, &item.text, &sources, Supersedes::Nothing);
+            editor.add(category, &item.text, &sources, Supersedes::Nothing);
         }
     }
     #[derive(Deserialize)]
@@ -182,7 +183,7 @@ pub fn parse_extraction(answer: &str) -> Result<WorkingMemory, serde_json::Error
             .into_iter()
             .filter_map(|s| Sequence::parse(s).ok())
             .collect();
-        memory.define(&e.term, &e.definition, &sources);
+        editor.define(&e.term, &e.definition, &sources);
     }
     memory.summary = value
         .get("summary")

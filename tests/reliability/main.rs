@@ -6,6 +6,7 @@
 //! `CTXD_RELIABILITY=full cargo test --release --test reliability` (docs/reliability.md).
 
 mod appenders;
+mod cpu;
 mod hostile;
 mod kill;
 mod outage;
@@ -127,6 +128,7 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
         appenders::idempotent_retries(&replicas).await?,
         race::summarize_racing_appenders(&replicas, scale.race_appends).await?,
         hostile::table(&mut replicas).await?,
+        cpu::pathological_memory_work(&replicas[1]).await?,
         outage::database_stopped(&mut replicas, &cluster, scale.outage_secs).await?,
         kill::sigkill_mid_batch(&mut replicas, scale.kills).await?,
     ];

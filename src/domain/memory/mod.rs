@@ -9,13 +9,21 @@ use serde::{Deserialize, Serialize};
 
 use super::ids::Sequence;
 
+mod edit;
 mod rules;
 
+pub use edit::MemoryEditor;
 pub use rules::extract_rules;
 
-/// Items of one category (or glossary entries) one UpdateWorkingMemory may carry: merging is
-/// quadratic in them, so a hostile document must not be unbounded.
+/// Items of one category (or glossary entries) one UpdateWorkingMemory may carry.
 pub const MAX_MEMORY_ITEMS: usize = 1_000;
+
+/// Items one category of the stored document holds (current and superseded), and entries of
+/// its glossary: the whole document is read on every BuildContext, so it is bounded.
+pub const MAX_DOCUMENT_ITEMS: usize = 1_000;
+
+/// Bytes of text (summary, items, glossary) the stored document holds.
+pub const MAX_DOCUMENT_BYTES: usize = 1 << 20;
 
 /// One remembered fact.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,7 +200,8 @@ impl WorkingMemory {
 
     /// Adds a fact, merging it into an equal current item (same text, any case and spacing).
     /// With `supersedes`, the named current item (or, for `true`, the newest current item of
-    /// the category) is marked as replaced by the new one.
+    /// the category) is marked as replaced by the new one. For many adds, use one
+    /// [`MemoryEditor`]: this indexes the document each time.
     pub fn add(
         &mut self,
         category: Category,
@@ -200,82 +209,136 @@ impl WorkingMemory {
         sources: &[Sequence],
         supersedes: Supersedes<'_>,
     ) -> String {
-        let key = normalize(text);
-        let items = self.items_mut(category);
-        if let Some(existing) = items
-            .iter_mut()
-            .find(|i| i.superseded_by.is_none() && normalize(&i.text) == key)
-        {
-            merge_sources(&mut existing.source_sequences, sources);
-            return existing.id.clone();
-        }
-        let id = format!("{}{}", category.id_prefix(), items.len() + 1);
-        let target = match supersedes {
-            Supersedes::Nothing => None,
-            Supersedes::Item(old) => items
-                .iter_mut()
-                .find(|i| i.id == old && i.superseded_by.is_none()),
-            Supersedes::Newest => items.iter_mut().rev().find(|i| i.superseded_by.is_none()),
-        };
-        if let Some(old) = target {
-            old.superseded_by = Some(id.clone());
-        }
-        items.push(MemoryItem {
-            id: id.clone(),
-            text: text.to_owned(),
-            source_sequences: sources.to_vec(),
-            superseded_by: None,
-        });
-        id
+        MemoryEditor::new(self).add(category, text, sources, supersedes)
     }
 
     /// Adds or refines a glossary entry (the newest definition of a term wins; sources merge).
     pub fn define(&mut self, term: &str, definition: &str, sources: &[Sequence]) {
-        let key = normalize(term);
-        match self.glossary.iter_mut().find(|e| normalize(&e.term) == key) {
-            Some(entry) => {
-                entry.definition = definition.to_owned();
-                merge_sources(&mut entry.source_sequences, sources);
-            }
-            None => self.glossary.push(GlossaryEntry {
-                term: term.to_owned(),
-                definition: definition.to_owned(),
-                source_sequences: sources.to_vec(),
-            }),
-        }
+        MemoryEditor::new(self).define(term, definition, sources);
     }
 
     /// Merges a caller's document (bring your own LLM): items with a known id update that item
     /// (text and `superseded_by`), other items are added like extracted ones; glossary entries
     /// are defined; the summary is replaced when given; the watermark only moves forward.
+    /// Linear in the sizes of both documents.
     pub fn merge(&mut self, update: WorkingMemory) {
+        let mut editor = MemoryEditor::new(self);
         for category in Category::ALL {
-            for item in update.items(category).clone() {
-                let existing = self
-                    .items_mut(category)
-                    .iter_mut()
-                    .find(|i| !item.id.is_empty() && i.id == item.id);
-                match existing {
-                    Some(existing) => {
-                        existing.text = item.text.clone();
-                        merge_sources(&mut existing.source_sequences, &item.source_sequences);
-                        if item.superseded_by.is_some() {
-                            existing.superseded_by = item.superseded_by.clone();
-                        }
-                    }
-                    None => {
-                        self.add(category, &item.text, &item.source_sequences, Supersedes::Nothing);
-                    }
+            for item in update.items(category) {
+                if item.id.is_empty() || !editor.update(category, item) {
+                    editor.add(category, &item.text, &item.source_sequences, Supersedes::Nothing);
                 }
             }
         }
-        for entry in update.glossary {
-            self.define(&entry.term, &entry.definition, &entry.source_sequences);
+        for entry in &update.glossary {
+            editor.define(&entry.term, &entry.definition, &entry.source_sequences);
         }
         if !update.summary.is_empty() {
             self.summary = update.summary;
         }
         self.through_sequence = self.through_sequence.max(update.through_sequence);
+    }
+
+    /// Keeps the document within [`MAX_DOCUMENT_ITEMS`] and [`MAX_DOCUMENT_BYTES`]: superseded
+    /// items (history) are dropped first, oldest first; when the current facts alone exceed a
+    /// limit, the document is left as it is and the error says which (supersede some facts).
+    pub fn fit(&mut self) -> Result<(), String> {
+        for category in Category::ALL {
+            let items = self.items_mut(category);
+            let mut excess = items.len().saturating_sub(MAX_DOCUMENT_ITEMS);
+            items.retain(|i| {
+                let drop = excess > 0 && i.superseded_by.is_some();
+                excess -= usize::from(drop);
+                !drop
+            });
+        }
+        let mut excess = self.text_bytes().saturating_sub(MAX_DOCUMENT_BYTES);
+        for category in Category::ALL {
+            self.items_mut(category).retain(|i| {
+                let drop = excess > 0 && i.superseded_by.is_some();
+                if drop {
+                    excess = excess.saturating_sub(i.text.len());
+                }
+                !drop
+            });
+        }
+        for category in Category::ALL {
+            let count = self.items(category).len();
+            if count > MAX_DOCUMENT_ITEMS {
+                return Err(format!(
+                    "{} would hold {count} current items; the limit is {MAX_DOCUMENT_ITEMS} (supersede some)",
+                    category.name()
+                ));
+            }
+        }
+        if self.glossary.len() > MAX_DOCUMENT_ITEMS {
+            return Err(format!(
+                "the glossary would hold {} entries; the limit is {MAX_DOCUMENT_ITEMS}",
+                self.glossary.len()
+            ));
+        }
+        let bytes = self.text_bytes();
+        if bytes > MAX_DOCUMENT_BYTES {
+            return Err(format!(
+                "the document would hold {bytes} bytes of current text; the limit is {MAX_DOCUMENT_BYTES}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`WorkingMemory::fit`] for extractors, which nobody can ask to supersede: when the
+    /// current facts alone exceed a limit, the oldest current items (and glossary entries) go
+    /// too, so a refresh always advances. Returns how many current items were dropped.
+    pub fn fit_dropping_oldest(&mut self) -> usize {
+        if self.fit().is_ok() {
+            return 0;
+        }
+        let mut dropped = 0;
+        for category in Category::ALL {
+            let items = self.items_mut(category);
+            let excess = items.len().saturating_sub(MAX_DOCUMENT_ITEMS);
+            items.drain(..excess);
+            dropped += excess;
+        }
+        let excess = self.glossary.len().saturating_sub(MAX_DOCUMENT_ITEMS);
+        self.glossary.drain(..excess);
+        dropped += excess;
+        let mut over = self.text_bytes().saturating_sub(MAX_DOCUMENT_BYTES);
+        for category in Category::ALL {
+            self.items_mut(category).retain(|i| {
+                let drop = over > 0;
+                if drop {
+                    over = over.saturating_sub(i.text.len());
+                    dropped += 1;
+                }
+                !drop
+            });
+        }
+        if over > 0 {
+            // Only the summary and glossary are left to give.
+            self.glossary.clear();
+            let mut end = MAX_DOCUMENT_BYTES.min(self.summary.len());
+            while !self.summary.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.summary.truncate(end);
+        }
+        dropped
+    }
+
+    /// Bytes of all the document's text.
+    fn text_bytes(&self) -> usize {
+        let items: usize = Category::ALL
+            .iter()
+            .flat_map(|c| self.items(*c))
+            .map(|i| i.text.len())
+            .sum();
+        let glossary: usize = self
+            .glossary
+            .iter()
+            .map(|e| e.term.len() + e.definition.len())
+            .sum();
+        self.summary.len() + items + glossary
     }
 
     /// The current facts as text for a context pack; `None` when there are none.
@@ -348,10 +411,14 @@ fn cite(sources: &[Sequence]) -> String {
     format!(" [{}]", tags.join(", "))
 }
 
+/// Adds `from` to the sorted, deduplicated `into`: O(log n) per source arriving in order, as
+/// extraction feeds them.
 fn merge_sources(into: &mut Vec<Sequence>, from: &[Sequence]) {
-    into.extend_from_slice(from);
-    into.sort();
-    into.dedup();
+    for s in from {
+        if let Err(at) = into.binary_search(s) {
+            into.insert(at, *s);
+        }
+    }
 }
 
 fn normalize(text: &str) -> String {
@@ -361,4 +428,68 @@ fn normalize(text: &str) -> String {
         .to_lowercase()
         .trim_end_matches('.')
         .to_owned()
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+
+    fn goals(memory: &mut WorkingMemory, prefix: &str, n: usize) {
+        let mut editor = MemoryEditor::new(memory);
+        for i in 0..n {
+            editor.add(
+                Category::Goals,
+                &format!("{prefix} {i}"),
+                &[],
+                Supersedes::Nothing,
+            );
+        }
+    }
+
+    #[test]
+    fn a_document_over_its_cap_sheds_history_first_and_refuses_current_facts() {
+        let mut memory = WorkingMemory::default();
+        goals(&mut memory, "old", 600);
+        for item in &mut memory.goals {
+            item.superseded_by = Some("x".into());
+        }
+        goals(&mut memory, "new", 700);
+        assert_eq!(memory.fit(), Ok(()));
+        assert_eq!(memory.goals.len(), MAX_DOCUMENT_ITEMS);
+        assert_eq!(
+            memory.goals.iter().filter(|g| g.superseded_by.is_none()).count(),
+            700
+        );
+        goals(&mut memory, "more", 400);
+        let refused = memory.clone().fit().unwrap_err();
+        assert!(
+            refused.contains("goals would hold 1100 current items"),
+            "{refused}"
+        );
+        let dropped = memory.fit_dropping_oldest();
+        assert_eq!(memory.goals.len(), MAX_DOCUMENT_ITEMS);
+        assert_eq!(dropped, 100);
+        assert_eq!(
+            memory.goals.last().unwrap().text,
+            "more 399",
+            "the newest facts stay"
+        );
+    }
+
+    #[test]
+    fn merging_keeps_ids_unique_and_updates_by_id() {
+        let mut memory = WorkingMemory::default();
+        goals(&mut memory, "g", 3);
+        let mut update = WorkingMemory::default();
+        update.push_item(Category::Goals, "g2".into(), "renamed".into(), vec![], None);
+        update.push_item(Category::Goals, "g9".into(), "brand new".into(), vec![], None);
+        update.push_item(Category::Goals, String::new(), "G 0".into(), vec![], None);
+        memory.merge(update);
+        let texts: Vec<&str> = memory.goals.iter().map(|g| g.text.as_str()).collect();
+        assert_eq!(texts, ["g 0", "renamed", "g 2", "brand new"]);
+        let mut ids: Vec<&str> = memory.goals.iter().map(|g| g.id.as_str()).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 4);
+    }
 }

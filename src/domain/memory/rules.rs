@@ -1,7 +1,7 @@
 //! The embedded `rules` extractor: deterministic patterns ("we decided", "must", "assume",
 //! unanswered questions, "X means Y") over sentences, no network.
 
-use super::{Category, Supersedes, WorkingMemory};
+use super::{Category, MemoryEditor, Supersedes, WorkingMemory};
 use crate::domain::{
     ids::Sequence,
     message::{Role, StoredMessage},
@@ -103,9 +103,28 @@ const REVISIONS: &[&str] = &[
 ];
 
 /// The embedded `rules` extractor: folds the facts stated in `messages` (oldest first) into
-/// `memory` and moves its watermark to the last message.
-pub fn extract_rules(memory: &mut WorkingMemory, messages: &[StoredMessage]) {
+/// `memory` and moves its watermark to the last message. Linear in the text: one index of the
+/// document ([`MemoryEditor`]), one pass over the messages.
+/// `cancelled` is asked between messages: when it says so, the extraction stops where it is
+/// (its caller has given up and discards the result).
+pub fn extract_rules(memory: &mut WorkingMemory, messages: &[StoredMessage], cancelled: &dyn Fn() -> bool) {
+    // A question is answered when an assistant reply with content comes after it.
+    let last_reply = messages
+        .iter()
+        .rposition(|m| m.message.role == Role::Assistant && !m.message.content.is_empty());
+    let mut editor = MemoryEditor::new(memory);
+    // Open questions not yet closed by a reply, oldest first.
+    let mut open: Vec<String> = editor
+        .memory()
+        .open_questions
+        .iter()
+        .filter(|q| q.superseded_by.is_none())
+        .map(|q| q.id.clone())
+        .collect();
     for (index, m) in messages.iter().enumerate() {
+        if cancelled() {
+            return;
+        }
         let msg = &m.message;
         if msg.exclude_from_context || !matches!(msg.role, Role::User | Role::Assistant | Role::System) {
             continue;
@@ -115,11 +134,14 @@ pub fn extract_rules(memory: &mut WorkingMemory, messages: &[StoredMessage]) {
             let lower = sentence.to_lowercase();
             let text = clip(sentence, 300);
             if let Some((term, definition)) = definition(sentence) {
-                memory.define(&term, &definition, &source);
+                editor.define(&term, &definition, &source);
                 continue;
             }
-            if msg.role == Role::User && sentence.ends_with('?') && !answered_later(messages, index) {
-                memory.add(Category::OpenQuestions, &text, &source, Supersedes::Nothing);
+            if msg.role == Role::User && sentence.ends_with('?') {
+                if last_reply.is_none_or(|reply| reply < index) {
+                    let id = editor.add(Category::OpenQuestions, &text, &source, Supersedes::Nothing);
+                    open.push(id);
+                }
                 continue;
             }
             for (category, patterns) in PATTERNS {
@@ -130,13 +152,13 @@ pub fn extract_rules(memory: &mut WorkingMemory, messages: &[StoredMessage]) {
                         }
                         _ => Supersedes::Nothing,
                     };
-                    memory.add(*category, &text, &source, supersedes);
+                    editor.add(*category, &text, &source, supersedes);
                     break;
                 }
             }
         }
         if msg.role == Role::Assistant && !msg.content.is_empty() {
-            close_answered_questions(memory, m.sequence);
+            close_answered_questions(&mut editor, &mut open, m.sequence);
         }
     }
     if let Some(last) = messages.last() {
@@ -144,28 +166,25 @@ pub fn extract_rules(memory: &mut WorkingMemory, messages: &[StoredMessage]) {
     }
 }
 
-fn answered_later(messages: &[StoredMessage], index: usize) -> bool {
-    messages[index + 1..]
-        .iter()
-        .any(|m| m.message.role == Role::Assistant && !m.message.content.is_empty())
-}
-
-/// An assistant reply answers the questions asked before it: they are superseded by a note.
-fn close_answered_questions(memory: &mut WorkingMemory, answer: Sequence) {
-    let open: Vec<(String, String)> = memory
-        .open_questions
-        .iter()
-        .filter(|q| q.superseded_by.is_none() && q.source_sequences.iter().all(|s| *s < answer))
-        .map(|q| (q.id.clone(), q.text.clone()))
-        .collect();
-    for (id, text) in open {
-        let note = format!("Answered at #{answer}: {text}");
-        memory.add(Category::OpenQuestions, &note, &[answer], Supersedes::Item(&id));
-        // The note itself records history, not an open question.
-        if let Some(n) = memory.open_questions.last_mut() {
-            n.superseded_by = Some("answered".into());
+/// An assistant reply answers the questions asked before it: each is superseded by a note,
+/// which records history, not an open question. Each question is closed once, and looked up by
+/// id, so the whole extraction stays linear.
+fn close_answered_questions(editor: &mut MemoryEditor<'_>, open: &mut Vec<String>, answer: Sequence) {
+    let category = Category::OpenQuestions;
+    let mut still_open = Vec::new();
+    for id in std::mem::take(open) {
+        let Some(question) = editor.item(category, &id).filter(|q| q.superseded_by.is_none()) else {
+            continue;
+        };
+        if !question.source_sequences.iter().all(|s| *s < answer) {
+            still_open.push(id);
+            continue;
         }
+        let note = format!("Answered at #{answer}: {}", question.text);
+        let note_id = editor.add(category, &note, &[answer], Supersedes::Item(&id));
+        editor.close(category, &note_id, "answered");
     }
+    *open = still_open;
 }
 
 /// "X means Y", "X stands for Y", "X is short for Y", "X: Y" (X a short term).
@@ -226,7 +245,7 @@ mod tests {
                 "The budget is at most $5000. Assume traffic stays under 100 rps. Who owns billing?",
             ),
         ];
-        extract_rules(&mut memory, &log);
+        extract_rules(&mut memory, &log, &|| false);
         assert_eq!(memory.goals[0].text, "Our goal is to launch the beta in March.");
         assert_eq!(
             memory.requirements[0].source_sequences,
@@ -243,7 +262,11 @@ mod tests {
     #[test]
     fn a_revised_decision_supersedes_the_previous_one() {
         let mut memory = WorkingMemory::default();
-        extract_rules(&mut memory, &[said(1, Role::User, "We decided to use MySQL.")]);
+        extract_rules(
+            &mut memory,
+            &[said(1, Role::User, "We decided to use MySQL.")],
+            &|| false,
+        );
         extract_rules(
             &mut memory,
             &[said(
@@ -251,6 +274,7 @@ mod tests {
                 Role::User,
                 "Actually we decided to use PostgreSQL instead.",
             )],
+            &|| false,
         );
         assert_eq!(memory.decisions.len(), 2, "superseded, not deleted");
         assert_eq!(memory.decisions[0].superseded_by.as_deref(), Some("d2"));
@@ -264,9 +288,14 @@ mod tests {
         extract_rules(
             &mut memory,
             &[said(1, Role::User, "Which region should we deploy to?")],
+            &|| false,
         );
         assert_eq!(memory.render().unwrap().matches("Which region").count(), 1);
-        extract_rules(&mut memory, &[said(2, Role::Assistant, "Deploy to eu-west-1.")]);
+        extract_rules(
+            &mut memory,
+            &[said(2, Role::Assistant, "Deploy to eu-west-1.")],
+            &|| false,
+        );
         assert!(memory.open_questions.iter().all(|q| q.superseded_by.is_some()));
     }
 }
