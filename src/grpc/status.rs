@@ -27,7 +27,6 @@ impl From<ServiceError> for Status {
             ServiceError::Summarizer { source } => {
                 Status::unavailable(format!("{source}; nothing was changed, retry later"))
             }
-            ServiceError::Task { .. } => Status::internal("internal error"),
             ServiceError::Store(store) => store_status(store),
         }
     }

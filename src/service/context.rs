@@ -65,7 +65,7 @@ impl Service {
             let problem = format!("{} bytes; the limit is {limit}", text.len());
             return Err(Violations::single("text", problem).into());
         }
-        offload(text.len(), move || tokenizer.count(&text)).await
+        Ok(offload(text.len(), move || tokenizer.count(&text)).await)
     }
 }
 

@@ -24,7 +24,7 @@ impl Service {
             batch.count_tokens();
             batch
         })
-        .await?;
+        .await;
         let outcome = self.store.append_messages(tenant, &batch).await?;
         if !outcome.replayed {
             self.after_append(tenant, &batch.conversation_id, outcome);

@@ -90,13 +90,6 @@ pub enum ServiceError {
         #[from]
         source: OpenAiError,
     },
-    /// A task on the blocking pool panicked or was cancelled: a bug.
-    #[error("background task failed")]
-    Task {
-        /// The join failure.
-        #[from]
-        source: tokio::task::JoinError,
-    },
 }
 
 impl From<Violations> for ServiceError {
@@ -143,13 +136,10 @@ impl Service {
 
 /// Runs CPU work proportional to `bytes` on the CPU pool ([`crate::cpu`]) when large, inline
 /// when small.
-async fn offload<T: Send + 'static>(
-    bytes: usize,
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ServiceError> {
+async fn offload<T: Send + 'static>(bytes: usize, work: impl FnOnce() -> T + Send + 'static) -> T {
     if bytes > OFFLOAD_BYTES {
-        Ok(crate::cpu::run(move |_| work()).await)
+        crate::cpu::run(move |_| work()).await
     } else {
-        Ok(work())
+        work()
     }
 }

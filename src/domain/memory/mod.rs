@@ -241,7 +241,8 @@ impl WorkingMemory {
 
     /// Keeps the document within [`MAX_DOCUMENT_ITEMS`] and [`MAX_DOCUMENT_BYTES`]: superseded
     /// items (history) are dropped first, oldest first; when the current facts alone exceed a
-    /// limit, the document is left as it is and the error says which (supersede some facts).
+    /// limit, the error says which (the caller supersedes some facts) and the document, possibly
+    /// shed of history already, must not be stored.
     pub fn fit(&mut self) -> Result<(), String> {
         for category in Category::ALL {
             let items = self.items_mut(category);
