@@ -110,12 +110,14 @@ pub struct Config {
     #[arg(long, env = "CTXD_DB_STARTUP_WAIT_SECS", default_value_t = 30)]
     pub db_startup_wait_secs: u64,
 
-    /// Deadline of every RPC (a shorter `grpc-timeout` from the client wins); also the database
-    /// `statement_timeout`, so no statement outlives its request.
+    /// Deadline of every RPC (a shorter `grpc-timeout` from the client wins; past it the call
+    /// ends with DEADLINE_EXCEEDED). A write's statements and lock waits end before the call's
+    /// deadline, so no write the caller saw fail commits later; this is also every database
+    /// connection's `statement_timeout`.
     #[arg(long, env = "CTXD_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
 
-    /// Milliseconds between database health probes (health is NOT_SERVING while they fail).
+    /// Milliseconds between database health probes (readiness is NOT_SERVING while they fail).
     #[arg(long, env = "CTXD_HEALTH_PROBE_INTERVAL_MS", default_value_t = 5_000)]
     pub health_probe_interval_ms: u64,
 

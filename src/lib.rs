@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod config;
 pub mod cpu;
+pub mod deadline;
 pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -15,6 +15,8 @@ use crate::{
     config::{AiConfig, Engine, Settings},
     grpc::{
         ContextApi, TenantInterceptor,
+        deadline::DeadlineLayer,
+        metered::MeteredLayer,
         request_id::{REQUEST_ID_HEADER, RequestIdLayer},
     },
     proto::{self, context_service_server::ContextServiceServer},
@@ -214,12 +216,15 @@ fn spawn_server(
     let api = ContextServiceServer::new(ContextApi::new(service))
         .max_decoding_message_size(settings.max_request_bytes);
     let api = InterceptedService::new(api, interceptor(settings));
-    let layers =
-        tower::ServiceBuilder::new()
-            .layer(RequestIdLayer)
-            .layer(tower::util::MapResponseLayer::new(
-                oversize_is_resource_exhausted as fn(_) -> _,
-            ));
+    // Outermost first: metrics see every call's final code, including the oversize rewrite and
+    // the deadline's answer.
+    let layers = tower::ServiceBuilder::new()
+        .layer(MeteredLayer)
+        .layer(RequestIdLayer)
+        .layer(tower::util::MapResponseLayer::new(
+            oversize_is_resource_exhausted as fn(_) -> _,
+        ))
+        .layer(DeadlineLayer::new(settings.request_timeout));
     let mut builder = Server::builder();
     if let Some(tls) = &settings.tls {
         // tonic's rustls uses the process-wide provider; a second install is a no-op.
@@ -234,7 +239,6 @@ fn spawn_server(
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = builder
         .max_connection_age(settings.max_connection_age)
-        .timeout(settings.request_timeout)
         .concurrency_limit_per_connection(settings.concurrency_per_connection)
         .trace_fn(|request| {
             let request_id = request

@@ -7,7 +7,6 @@ use std::time::Instant;
 use tonic::{Request, Response, Status};
 
 use crate::{
-    metrics::METRICS,
     proto::{self, context_service_server::ContextService},
     service::Service,
     telemetry::ErrorChain,
@@ -16,8 +15,10 @@ use crate::{
 pub mod codec;
 mod context;
 pub(crate) mod convert;
+pub mod deadline;
 mod log;
 mod memory;
+pub mod metered;
 pub mod request_id;
 pub mod status;
 mod summary;
@@ -43,7 +44,8 @@ impl ContextApi {
 type RpcResult<T> = Result<Response<T>, Status>;
 
 /// Turns a handler's outcome into the RPC answer, logging failures once, by who caused them:
-/// client errors at info, server errors at error with their cause chain.
+/// client errors at info, server errors at error with their cause chain. Metrics are counted
+/// outside, by [`metered`], which also sees calls that never reach a handler.
 fn respond<T>(method: &'static str, started: Instant, result: Result<T, ApiError>) -> RpcResult<T> {
     let (code, response) = match result {
         Ok(value) => (tonic::Code::Ok, Ok(Response::new(value))),
@@ -66,10 +68,6 @@ fn respond<T>(method: &'static str, started: Instant, result: Result<T, ApiError
         }
     };
     let elapsed = started.elapsed().as_secs_f64();
-    METRICS
-        .rpc_duration
-        .with_label_values(&[method, code_name(code)])
-        .observe(elapsed);
     tracing::info!(
         method,
         code = code_name(code),
@@ -122,6 +120,9 @@ fn code_name(code: tonic::Code) -> &'static str {
 /// Declares each RPC: resolve the tenant (where the RPC has one), run the handler, respond.
 macro_rules! rpcs {
     ($($rpc:ident($request:ident) -> $response:ident = $name:literal, $handler:ident, $tenant:tt;)*) => {
+        /// The RPC names, as metrics label them.
+        const METHODS: &[&str] = &[$($name),*];
+
         #[tonic::async_trait]
         impl ContextService for ContextApi {
             $(

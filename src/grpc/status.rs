@@ -56,6 +56,10 @@ fn store_status(error: StoreError) -> Status {
             "idempotency_key was already used for a different payload",
             ErrorDetails::with_error_info("IDEMPOTENCY_KEY_REUSED", ERROR_DOMAIN, HashMap::new()),
         ),
+        StoreError::DeadlineExceeded => Status::deadline_exceeded(
+            "the call's deadline passed while the conversation was busy or the database slow; \
+             nothing was written",
+        ),
         StoreError::Unavailable { .. } => Status::unavailable("storage is unavailable; retry"),
         StoreError::Internal { .. } => Status::internal("internal error"),
     }

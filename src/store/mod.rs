@@ -74,6 +74,10 @@ pub enum StoreError {
         /// What is wrong, by field.
         violations: Violations,
     },
+    /// The call's deadline passed while the database worked or waited (for the conversation's
+    /// row lock, or for the conversation's other writes); nothing was written.
+    #[error("the call's deadline passed in the database")]
+    DeadlineExceeded,
     /// The database cannot be reached or refused service for now; retryable.
     #[error("store unavailable")]
     Unavailable {

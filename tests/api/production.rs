@@ -204,6 +204,14 @@ async fn metrics_are_served_on_their_own_port() {
         ..Default::default()
     };
     app.client.clone().build_context(build).await.unwrap();
+    // A call refused before any store work is counted too, with its code.
+    let refused = app
+        .client
+        .clone()
+        .build_context(proto::BuildContextRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     app.client
         .clone()
         .summarize(proto::SummarizeRequest {
@@ -223,6 +231,7 @@ async fn metrics_are_served_on_their_own_port() {
     for name in [
         "ctxd_rpc_duration_seconds_bucket{code=\"OK\",method=\"AppendMessage\"",
         "ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"BuildContext\"}",
+        "ctxd_rpc_duration_seconds_count{code=\"INVALID_ARGUMENT\",method=\"BuildContext\"}",
         "ctxd_context_tokens_count",
         "ctxd_context_messages_dropped_total",
         "ctxd_summarizer_calls_total{engine=\"extractive\",outcome=\"ok\"}",

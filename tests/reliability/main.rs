@@ -3,12 +3,14 @@
 //! hostile requests. Every check prints its figures; the process fails if any check fails.
 //!
 //! `cargo test --test reliability` runs the reduced version CI runs; the full version is
-//! `CTXD_RELIABILITY=full cargo test --release --test reliability` (docs/reliability.md).
+//! `CTXD_RELIABILITY=full cargo test --release --test reliability` (docs/reliability.md), and
+//! `CTXD_RELIABILITY_ONLY=locked` (a comma-separated list) runs only the named checks.
 
 mod appenders;
 mod cpu;
 mod hostile;
 mod kill;
+mod locked;
 mod outage;
 mod race;
 #[path = "../support/replica.rs"]
@@ -123,15 +125,32 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
         work.display()
     );
 
-    let mut reports = vec![
-        appenders::concurrent_appenders(&replicas, scale.appends).await?,
-        appenders::idempotent_retries(&replicas).await?,
-        race::summarize_racing_appenders(&replicas, scale.race_appends).await?,
-        hostile::table(&mut replicas).await?,
-        cpu::pathological_memory_work(&replicas[1]).await?,
-        outage::database_stopped(&mut replicas, &cluster, scale.outage_secs).await?,
-        kill::sigkill_mid_batch(&mut replicas, scale.kills).await?,
-    ];
+    // `CTXD_RELIABILITY_ONLY=locked,hostile` runs only the named checks (while working on one).
+    let only = std::env::var("CTXD_RELIABILITY_ONLY").unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only.split(',').any(|n| n.trim() == name);
+    let mut reports = Vec::new();
+    if wanted("appenders") {
+        reports.push(appenders::concurrent_appenders(&replicas, scale.appends).await?);
+        reports.push(appenders::idempotent_retries(&replicas).await?);
+    }
+    if wanted("race") {
+        reports.push(race::summarize_racing_appenders(&replicas, scale.race_appends).await?);
+    }
+    if wanted("hostile") {
+        reports.push(hostile::table(&mut replicas).await?);
+    }
+    if wanted("cpu") {
+        reports.push(cpu::pathological_memory_work(&replicas[1]).await?);
+    }
+    if wanted("locked") {
+        reports.push(locked::locked_conversation(binary, &cluster, &work).await?);
+    }
+    if wanted("outage") {
+        reports.push(outage::database_stopped(&mut replicas, &cluster, scale.outage_secs).await?);
+    }
+    if wanted("kill") {
+        reports.push(kill::sigkill_mid_batch(&mut replicas, scale.kills).await?);
+    }
     reports.push(no_panics(&mut replicas));
     for report in &reports {
         report.print();

@@ -85,6 +85,7 @@ pub(super) async fn append_messages(
     let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
+    super::limit(&tx).await?;
 
     let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
     let user_offset = user_offset.map(Sequence::as_i64);
@@ -152,7 +153,7 @@ async fn append_plain(
     params.extend(columns.params());
     let client = pool.get().await?;
     let statement = client.prepare_cached(APPEND_PLAIN).await?;
-    let row = client.query_one(&statement, &params).await?;
+    let row = super::write_once(&client, client.query_one(&statement, &params)).await?;
     let last = Sequence::from_stored(row.get::<_, i64>(0) - count);
     Ok(AppendOutcome::stored(last, batch.messages.len()))
 }

@@ -59,6 +59,7 @@ pub(super) async fn delete_conversation(
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
+    super::limit(&tx).await?;
     let removed = tx
         .execute(
             "DELETE FROM conversations WHERE tenant_id = $1 AND conversation_id = $2",

@@ -2,6 +2,7 @@
 
 use deadpool_postgres::Pool;
 use tokio_postgres::types::Json;
+use tokio_postgres::types::ToSql;
 
 use super::{log::messages_after, rows::memory_from_row};
 use crate::{
@@ -53,27 +54,30 @@ pub(super) async fn store_memory(
     let client = pool.get().await?;
     let (document, through) = (Json(memory), memory.through_sequence.as_i64());
     let row = if expected_version == 0 {
-        client
-            .query_opt(
+        let statement = client
+            .prepare_cached(
                 "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
                  SELECT $1, $2, $3, $4, 1 WHERE EXISTS (
                      SELECT 1 FROM conversations WHERE tenant_id = $1 AND conversation_id = $2)
                  ON CONFLICT (tenant_id, conversation_id) DO NOTHING
                  RETURNING version, updated_at",
-                &[&t, &c, &document, &through],
             )
-            .await
+            .await?;
+        let params: [&(dyn ToSql + Sync); 4] = [&t, &c, &document, &through];
+        super::write_once(&client, client.query_opt(&statement, &params)).await?
     } else {
-        client
-            .query_opt(
+        let statement = client
+            .prepare_cached(
                 "UPDATE working_memory
                  SET document = $3, through_sequence = $4, version = version + 1, updated_at = now()
                  WHERE tenant_id = $1 AND conversation_id = $2 AND version = $5
                  RETURNING version, updated_at",
-                &[&t, &c, &document, &through, &(expected_version as i64)],
             )
-            .await
-    }?;
+            .await?;
+        let version = expected_version as i64;
+        let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &document, &through, &version];
+        super::write_once(&client, client.query_opt(&statement, &params)).await?
+    };
     if let Some(row) = row {
         return Ok(WorkingMemory {
             version: row.get::<_, i64>(0).max(0) as u64,

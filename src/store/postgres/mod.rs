@@ -23,6 +23,7 @@ use crate::domain::{
 
 mod append;
 mod context;
+mod gate;
 mod leases;
 mod log;
 mod memory;
@@ -48,6 +49,10 @@ pub struct PostgresOptions {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    /// Bounds the connections one conversation's writes hold (see [`gate`]).
+    gate: std::sync::Arc<gate::ConversationGate>,
+    /// How long a write outside any call waits for its conversation's slot.
+    gate_patience: Duration,
 }
 
 impl PostgresStore {
@@ -78,8 +83,74 @@ impl PostgresStore {
             .recycle_timeout(Some(options.connect_timeout))
             .build()
             .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            gate: Default::default(),
+            gate_patience: options.statement_timeout,
+        })
     }
+
+    /// A write slot of the conversation, waited for until the call's deadline (outside a call,
+    /// for the statement timeout).
+    async fn write_slot(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<gate::Pass, StoreError> {
+        let patience = crate::deadline::budget().unwrap_or(self.gate_patience);
+        self.gate
+            .enter(tenant.as_str(), conversation.as_str(), Some(patience))
+            .await
+    }
+}
+
+/// The `SET LOCAL` lines that bound a write transaction made for a call: no statement runs and no
+/// lock is waited for past the call's deadline (less the margin its answer needs), so a write
+/// the caller saw fail never commits later. `None` outside a call: the connection's
+/// `statement_timeout` applies.
+fn write_limits() -> Result<Option<String>, StoreError> {
+    let Some(budget) = crate::deadline::budget() else {
+        return Ok(None);
+    };
+    // Zero would mean "no limit" to PostgreSQL.
+    let ms = budget.as_millis();
+    if ms == 0 {
+        return Err(StoreError::DeadlineExceeded);
+    }
+    Ok(Some(format!(
+        "SET LOCAL statement_timeout = {ms}; SET LOCAL lock_timeout = {ms}"
+    )))
+}
+
+/// Bounds the open transaction `tx` by the call's deadline (see [`write_limits`]).
+async fn limit(tx: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError> {
+    if let Some(limits) = write_limits()? {
+        tx.batch_execute(&limits).await?;
+    }
+    Ok(())
+}
+
+/// Runs one write statement in its own transaction bounded by the call's deadline. `write` must
+/// be a single request (a query on a prepared statement: a query given as text would be parsed
+/// first and executed after the `COMMIT`). `BEGIN` with
+/// the limits, the statement and `COMMIT` are pipelined: one round trip, as the bare statement
+/// was. If the statement fails, PostgreSQL answers the `COMMIT` with a rollback. Outside a call
+/// the statement runs alone, under the connection's `statement_timeout`.
+async fn write_once<T>(
+    client: &tokio_postgres::Client,
+    write: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, StoreError> {
+    let Some(limits) = write_limits()? else {
+        return Ok(write.await?);
+    };
+    let begin = format!("BEGIN; {limits}");
+    // try_join polls all three at once, so all three are sent, in order, before any answer.
+    let ((), value, ()) = tokio::try_join!(
+        client.batch_execute(&begin),
+        write,
+        client.batch_execute("COMMIT")
+    )?;
+    Ok(value)
 }
 
 /// Sorts a Postgres failure into retryable (connection trouble) and internal.
@@ -91,6 +162,10 @@ impl From<tokio_postgres::Error> for StoreError {
                 error.is_closed()
                     || std::error::Error::source(&error)
                         .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+            }
+            // statement_timeout (as set for the call, or the backstop) and lock_timeout.
+            Some(state) if matches!(state.code(), "57014" | "55P03") => {
+                return StoreError::DeadlineExceeded;
             }
             Some(state) => {
                 let code = state.code();
@@ -134,6 +209,7 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         batch: &AppendBatch,
     ) -> Result<AppendOutcome, StoreError> {
+        let _slot = self.write_slot(tenant, &batch.conversation_id).await?;
         append::append_messages(&self.pool, tenant, batch).await
     }
 
@@ -152,6 +228,7 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
     ) -> Result<u64, StoreError> {
+        let _slot = self.write_slot(tenant, conversation).await?;
         log::delete_conversation(&self.pool, tenant, conversation).await
     }
 
@@ -197,6 +274,7 @@ impl Store for PostgresStore {
         base: Sequence,
         summary: NewSummary,
     ) -> Result<Summary, StoreError> {
+        let _slot = self.write_slot(tenant, conversation).await?;
         summary::store_summary(&self.pool, tenant, conversation, base, summary).await
     }
 
@@ -216,6 +294,7 @@ impl Store for PostgresStore {
         expected_version: u64,
         memory: &WorkingMemory,
     ) -> Result<WorkingMemory, StoreError> {
+        let _slot = self.write_slot(tenant, conversation).await?;
         memory::store_memory(&self.pool, tenant, conversation, expected_version, memory).await
     }
 

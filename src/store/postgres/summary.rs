@@ -57,8 +57,8 @@ pub(super) async fn store_summary(
     let client = pool.get().await?;
     let through = summary.through_sequence.as_i64();
     // Compare-and-set of the watermark and the new version row, in one statement.
-    let row = client
-        .query_opt(
+    let statement = client
+        .prepare_cached(
             "WITH moved AS (
                  UPDATE conversations
                  SET summary_through_sequence = $4, summary_version = summary_version + 1
@@ -68,6 +68,12 @@ pub(super) async fn store_summary(
              INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence, summarizer)
              SELECT $1, $2, summary_version, $5, $4, $6 FROM moved
              RETURNING version, created_at",
+        )
+        .await?;
+    let row = super::write_once(
+        &client,
+        client.query_opt(
+            &statement,
             &[
                 &t,
                 &c,
@@ -76,8 +82,9 @@ pub(super) async fn store_summary(
                 &summary.text,
                 &summary.summarizer,
             ],
-        )
-        .await?;
+        ),
+    )
+    .await?;
     match row {
         Some(row) => Ok(Summary {
             text: summary.text,

@@ -1,0 +1,161 @@
+//! Counts every finished `ContextService` call by method and gRPC code, wherever it ended: in a
+//! handler, in the tenant interceptor, at the decoding limit or at the deadline. It is the
+//! outermost layer, so a call is observed once, when its status is known: from the response
+//! headers for an error (gRPC "trailers-only"), else from the body's trailers; a response the
+//! client stops reading counts as CANCELLED.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+    time::Instant,
+};
+
+use hyper::body::{Body, Bytes, Frame, SizeHint};
+use tonic::codegen::http::{HeaderMap, Request, Response};
+use tower::{Layer, Service};
+
+use super::{METHODS, code_name};
+use crate::metrics::METRICS;
+
+/// The gRPC service whose calls are counted.
+const SERVICE_PREFIX: &str = "/ctxd.v1.ContextService/";
+
+/// Observes every `ContextService` call in `ctxd_rpc_duration_seconds`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MeteredLayer;
+
+impl<S> Layer<S> for MeteredLayer {
+    type Service = Metered<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Metered { inner }
+    }
+}
+
+/// The service [`MeteredLayer`] wraps around the server.
+#[derive(Debug, Clone)]
+pub struct Metered<S> {
+    inner: S,
+}
+
+impl<S, B> Service<Request<B>> for Metered<S>
+where
+    S: Service<Request<B>, Response = Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let method = request
+            .uri()
+            .path()
+            .strip_prefix(SERVICE_PREFIX)
+            .and_then(known_method);
+        let future = self.inner.call(request);
+        let Some(method) = method else {
+            return Box::pin(future);
+        };
+        let call = Call {
+            method,
+            started: Instant::now(),
+        };
+        Box::pin(async move {
+            let response = future.await?;
+            if let Some(code) = status_code(response.headers()) {
+                call.finish(code);
+                return Ok(response);
+            }
+            Ok(response.map(|body| {
+                tonic::body::Body::new(MeteredBody {
+                    inner: body,
+                    call: Some(call),
+                })
+            }))
+        })
+    }
+}
+
+/// Label values are fixed strings, never the caller's path: an unknown method is not counted
+/// (tonic answers it UNIMPLEMENTED).
+fn known_method(name: &str) -> Option<&'static str> {
+    METHODS.iter().copied().find(|m| *m == name)
+}
+
+/// One call being measured.
+#[derive(Debug)]
+struct Call {
+    method: &'static str,
+    started: Instant,
+}
+
+impl Call {
+    fn finish(self, code: tonic::Code) {
+        METRICS
+            .rpc_duration
+            .with_label_values(&[self.method, code_name(code)])
+            .observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// The `grpc-status` in `headers`, if any.
+fn status_code(headers: &HeaderMap) -> Option<tonic::Code> {
+    let value = headers.get("grpc-status")?;
+    let code = value.to_str().ok()?.parse::<i32>().ok()?;
+    Some(tonic::Code::from_i32(code))
+}
+
+/// A response body that reports its call when the trailers pass (or the body is dropped).
+#[derive(Debug)]
+struct MeteredBody {
+    inner: tonic::body::Body,
+    call: Option<Call>,
+}
+
+impl Body for MeteredBody {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let code = match &polled {
+            Poll::Ready(Some(Ok(frame))) => frame
+                .trailers_ref()
+                .map(|t| status_code(t).unwrap_or(tonic::Code::Unknown)),
+            Poll::Ready(Some(Err(_))) => Some(tonic::Code::Internal),
+            Poll::Ready(None) => Some(tonic::Code::Unknown),
+            Poll::Pending => None,
+        };
+        if let Some(code) = code
+            && let Some(call) = self.call.take()
+        {
+            call.finish(code);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for MeteredBody {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            call.finish(tonic::Code::Cancelled);
+        }
+    }
+}
