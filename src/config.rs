@@ -156,6 +156,17 @@ pub struct Config {
     #[arg(long, env = "CTXD_MAX_CONNECTION_AGE_SECS", default_value_t = 300)]
     pub max_connection_age_secs: u64,
 
+    /// Client connections open at once (gRPC and metrics ports each); past it, new connections
+    /// wait in the listen backlog until one closes.
+    #[arg(long, env = "CTXD_MAX_CONNECTIONS", default_value_t = 2_048)]
+    pub max_connections: usize,
+
+    /// Seconds a new connection has to send its first bytes (the HTTP/2 preface; with TLS,
+    /// also to finish the TLS handshake; on the metrics port, the request headers) before it
+    /// is closed.
+    #[arg(long, env = "CTXD_HANDSHAKE_TIMEOUT_SECS", default_value_t = 10)]
+    pub handshake_timeout_secs: u64,
+
     /// Concurrent requests served per client connection.
     #[arg(long, env = "CTXD_CONCURRENCY_PER_CONNECTION", default_value_t = 256)]
     pub concurrency_per_connection: usize,
@@ -271,6 +282,10 @@ pub struct Settings {
     pub max_connection_age: Duration,
     /// Concurrent requests per connection.
     pub concurrency_per_connection: usize,
+    /// Open client connections per listener.
+    pub max_connections: usize,
+    /// Time a new connection has to send its first bytes.
+    pub handshake_timeout: Duration,
     /// Deadline of every RPC.
     pub request_timeout: Duration,
     /// Interval of database health probes.
@@ -337,6 +352,8 @@ impl Config {
             metrics_listen: self.metrics_listen,
             max_connection_age: Duration::from_secs(self.max_connection_age_secs),
             concurrency_per_connection: self.concurrency_per_connection,
+            max_connections: self.max_connections,
+            handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             request_timeout: Duration::from_secs(self.request_timeout_secs),
             health_probe_interval: Duration::from_millis(self.health_probe_interval_ms),
             tls,
@@ -412,6 +429,12 @@ impl Config {
             self.concurrency_per_connection as u64,
         );
         positive(problems, "CTXD_REQUEST_TIMEOUT_SECS", self.request_timeout_secs);
+        positive(problems, "CTXD_MAX_CONNECTIONS", self.max_connections as u64);
+        positive(
+            problems,
+            "CTXD_HANDSHAKE_TIMEOUT_SECS",
+            self.handshake_timeout_secs,
+        );
         positive(
             problems,
             "CTXD_HEALTH_PROBE_INTERVAL_MS",

@@ -13,6 +13,7 @@ pub mod domain;
 pub mod fuzzing;
 pub mod grpc;
 pub mod metrics;
+pub mod net;
 pub mod proto;
 pub mod service;
 pub mod startup;

@@ -8,7 +8,7 @@ use std::{
 
 use http_body_util::Full;
 use hyper::{Request, Response, body::Bytes, server::conn::http1, service::service_fn};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -116,13 +116,16 @@ pub fn set_pool_status(status: PoolStatus) {
     let _ = POOL_STATUS.set(status);
 }
 
-/// Serves `/metrics` on `listener` until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener) {
+/// Connections the metrics port keeps open at once: scrapers are few.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// Serves `/metrics` until the task is dropped. A connection must send its request headers
+/// within `header_timeout`.
+pub async fn serve(acceptor: crate::net::Acceptor, header_timeout: std::time::Duration) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
+        let accepted = acceptor.accept().await;
         tokio::spawn(async move {
+            let _slot = accepted.slot;
             let service = service_fn(|request: Request<hyper::body::Incoming>| async move {
                 let response = match request.uri().path() {
                     "/metrics" => Response::builder()
@@ -135,7 +138,9 @@ pub async fn serve(listener: tokio::net::TcpListener) {
                 Ok::<_, Infallible>(response.unwrap_or_default())
             });
             let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(accepted.stream), service)
                 .await;
         });
     }

@@ -7,7 +7,7 @@ use tokio::net::TcpListener;
 use tonic::codegen::http::{self, HeaderValue};
 use tonic::{
     service::interceptor::InterceptedService,
-    transport::{Certificate, Identity, Server, ServerTlsConfig, server::TcpIncoming},
+    transport::{Certificate, Identity, Server, ServerTlsConfig},
 };
 use tonic_health::{ServingStatus, server::HealthReporter};
 
@@ -19,6 +19,7 @@ use crate::{
         metered::MeteredLayer,
         request_id::{REQUEST_ID_HEADER, RequestIdLayer},
     },
+    net::{Acceptor, HTTP2_PREFACE_BYTES},
     proto::{self, context_service_server::ContextServiceServer},
     service::{AiSettings, Service},
     store::{self, Store, StoreError},
@@ -27,6 +28,10 @@ use crate::{
 
 /// Service name reported by the health service.
 const SERVICE_NAME: &str = "ctxd.v1.ContextService";
+
+/// How often an HTTP/2 connection is pinged, and how long the answer may take.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Failures that stop the server from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +146,12 @@ impl App {
             message: e.to_string(),
         })?;
         let service = Service::new(store.clone(), settings.limits, ai);
-        let metrics = metrics_listener.map(|l| tokio::spawn(crate::metrics::serve(l)));
+        let metrics = metrics_listener.map(|l| {
+            tokio::spawn(crate::metrics::serve(
+                Acceptor::new(l, crate::metrics::MAX_CONNECTIONS, "metrics"),
+                settings.handshake_timeout,
+            ))
+        });
 
         let addr = listener.local_addr().ok();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -229,16 +239,25 @@ fn spawn_server(
     if let Some(tls) = &settings.tls {
         // tonic's rustls uses the process-wide provider; a second install is a no-op.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
+        let mut config = ServerTlsConfig::new()
+            .identity(Identity::from_pem(&tls.cert, &tls.key))
+            .timeout(settings.handshake_timeout);
         if let Some(ca) = &tls.client_ca {
             config = config.client_ca_root(Certificate::from_pem(ca));
         }
         builder = builder.tls_config(config)?;
         tracing::info!(mutual = tls.client_ca.is_some(), "serving gRPC over TLS");
     }
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = Acceptor::new(listener, settings.max_connections, "grpc")
+        .incoming(HTTP2_PREFACE_BYTES, settings.handshake_timeout);
     let server = builder
         .max_connection_age(settings.max_connection_age)
+        // Past its age, a connection gets this long to finish its calls, then is closed, with
+        // whatever responses its client never read.
+        .max_connection_age_grace(settings.request_timeout)
+        // A peer that stops answering pings (gone, or not reading at all) is closed.
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .concurrency_limit_per_connection(settings.concurrency_per_connection)
         .trace_fn(|request| {
             let request_id = request

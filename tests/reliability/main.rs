@@ -7,6 +7,7 @@
 //! `CTXD_RELIABILITY_ONLY=locked` (a comma-separated list) runs only the named checks.
 
 mod appenders;
+mod connections;
 mod cpu;
 mod hostile;
 mod kill;
@@ -144,6 +145,9 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("locked") {
         reports.push(locked::locked_conversation(binary, &cluster, &work).await?);
+    }
+    if wanted("connections") {
+        reports.push(connections::silent_connections(binary, &cluster, &work).await?);
     }
     if wanted("outage") {
         reports.push(outage::database_stopped(&mut replicas, &cluster, scale.outage_secs).await?);
