@@ -156,6 +156,20 @@ pub struct Config {
     #[arg(long, env = "CTXD_MAX_CONNECTION_AGE_SECS", default_value_t = 300)]
     pub max_connection_age_secs: u64,
 
+    /// The largest response one call may answer with: a BuildContext pack with its rendering,
+    /// a ListMessages page (cut short with `next_after_sequence` instead), a prepared summary
+    /// or extraction request (which then covers the history in steps). Larger packs are
+    /// refused with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "CTXD_MAX_RESPONSE_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_response_bytes: usize,
+
+    /// MiB that the messages loaded by all calls at once, and their responses until the clients
+    /// have read them, may hold; one call may hold four times CTXD_MAX_RESPONSE_BYTES. A call
+    /// that would pass either is refused with RESOURCE_EXHAUSTED. Keep it well under the
+    /// container's memory limit.
+    #[arg(long, env = "CTXD_RESPONSE_MEMORY_MIB", default_value_t = 256)]
+    pub response_memory_mib: usize,
+
     /// Client connections open at once (gRPC and metrics ports each); past it, new connections
     /// wait in the listen backlog until one closes.
     #[arg(long, env = "CTXD_MAX_CONNECTIONS", default_value_t = 2_048)]
@@ -395,6 +409,16 @@ impl Config {
             self.max_attachment_bytes as u64,
         );
         positive(problems, "CTXD_MAX_REQUEST_BYTES", self.max_request_bytes as u64);
+        positive(
+            problems,
+            "CTXD_MAX_RESPONSE_BYTES",
+            self.max_response_bytes as u64,
+        );
+        positive(
+            problems,
+            "CTXD_RESPONSE_MEMORY_MIB",
+            self.response_memory_mib as u64,
+        );
         if self.max_content_bytes > self.max_request_bytes {
             problems.push("CTXD_MAX_CONTENT_BYTES cannot exceed CTXD_MAX_REQUEST_BYTES".into());
         }
@@ -413,6 +437,8 @@ impl Config {
                 TokenizerName::Cl100kBase => Tokenizer::Cl100kBase,
                 TokenizerName::Approx => Tokenizer::Approx,
             },
+            max_response_bytes: self.max_response_bytes,
+            response_memory_bytes: self.response_memory_mib.saturating_mul(1 << 20),
         }
     }
 

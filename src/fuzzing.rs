@@ -88,6 +88,7 @@ async fn append_then_build(
         .list_messages(tenant, &conversation, Sequence::ZERO, 1_000)
         .await
         .expect("the appended log reads back")
+        .0
         .messages;
     let pack = &outcome.pack.messages;
     let included: HashSet<Sequence> = pack.iter().filter_map(|m| m.sequence).collect();

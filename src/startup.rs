@@ -224,7 +224,9 @@ fn spawn_server(
     stop: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<ServerTask, StartupError> {
     let api = ContextServiceServer::new(ContextApi::new(service))
-        .max_decoding_message_size(settings.max_request_bytes);
+        .max_decoding_message_size(settings.max_request_bytes)
+        // A backstop: responses are checked against max_response_bytes as they are built.
+        .max_encoding_message_size(settings.limits.max_response_bytes.saturating_mul(2));
     let api = InterceptedService::new(api, interceptor(settings));
     // Outermost first: metrics see every call's final code, including the oversize rewrite and
     // the deadline's answer.

@@ -140,6 +140,43 @@ impl Message {
         }
     }
 
+    /// The message's size as a store loads it: its text, tool calls, attachments (inline data
+    /// as base64), metadata and error, plus a fixed 256 for the rest. Page and response limits
+    /// are counted in it.
+    pub fn loaded_bytes(&self) -> usize {
+        let calls: usize = self
+            .tool_calls
+            .iter()
+            .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+            .sum();
+        let attachments: usize = self
+            .attachments
+            .iter()
+            .map(|a| {
+                a.mime_type.len()
+                    + a.filename.len()
+                    + match &a.source {
+                        AttachmentSource::Data(bytes) => bytes.len().div_ceil(3) * 4,
+                        AttachmentSource::Uri(uri) => uri.len(),
+                    }
+            })
+            .sum();
+        let metadata: usize = self.metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let error = self
+            .error
+            .as_ref()
+            .map_or(0, |e| e.code.len() + e.message.len() + e.partial_output.len());
+        self.content.len()
+            + self.name.len()
+            + self.tool_call_id.as_ref().map_or(0, String::len)
+            + self.response_id.len()
+            + calls
+            + attachments
+            + metadata
+            + error
+            + 256
+    }
+
     /// True for the messages of a tool-call group: a call or a result.
     pub fn in_tool_group(&self) -> bool {
         !self.tool_calls.is_empty() || self.role == Role::Tool

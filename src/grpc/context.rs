@@ -1,6 +1,6 @@
 //! BuildContext and CountTokens.
 
-use super::{ApiError, ContextApi, convert};
+use super::{ApiError, ContextApi, Reply, convert};
 use crate::{
     domain::{TenantId, Violations},
     proto,
@@ -11,10 +11,11 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::BuildContextRequest,
-    ) -> Result<proto::BuildContextResponse, ApiError> {
+    ) -> Result<Reply<proto::BuildContextResponse>, ApiError> {
         let request = convert::context_request(request, self.service.limits())?;
         let outcome = self.service.build_context(&tenant, request).await?;
-        Ok(convert::context_response(outcome.pack, outcome.rendered))
+        let response = convert::context_response(outcome.pack, outcome.rendered);
+        Ok(Reply::holding(response, outcome.reservation))
     }
 
     pub(super) async fn count(

@@ -1,6 +1,6 @@
 //! AppendMessage, ListMessages, DeleteConversation.
 
-use super::{ApiError, ContextApi, convert};
+use super::{ApiError, ContextApi, Reply, convert};
 use crate::{
     domain::{TenantId, Violations},
     proto,
@@ -26,9 +26,9 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::ListMessagesRequest,
-    ) -> Result<proto::ListMessagesResponse, ApiError> {
+    ) -> Result<Reply<proto::ListMessagesResponse>, ApiError> {
         let (conversation, after, page_size) = convert::list_request(request)?;
-        let page = self
+        let (page, reservation) = self
             .service
             .list_messages(&tenant, &conversation, after, page_size)
             .await?;
@@ -36,10 +36,11 @@ impl ContextApi {
             (true, Some(last)) => last.sequence.get(),
             _ => 0,
         };
-        Ok(proto::ListMessagesResponse {
+        let response = proto::ListMessagesResponse {
             messages: page.messages.into_iter().map(convert::stored_message).collect(),
             next_after_sequence,
-        })
+        };
+        Ok(Reply::holding(response, reservation))
     }
 
     pub(super) async fn delete(

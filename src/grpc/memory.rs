@@ -1,6 +1,6 @@
 //! GetWorkingMemory and UpdateWorkingMemory.
 
-use super::{ApiError, ContextApi, convert};
+use super::{ApiError, ContextApi, Reply, convert};
 use crate::{
     domain::{TenantId, Violations},
     proto,
@@ -11,7 +11,7 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::GetWorkingMemoryRequest,
-    ) -> Result<proto::GetWorkingMemoryResponse, ApiError> {
+    ) -> Result<Reply<proto::GetWorkingMemoryResponse>, ApiError> {
         let proto::GetWorkingMemoryRequest {
             conversation_id,
             refresh,
@@ -24,10 +24,11 @@ impl ContextApi {
             .service
             .working_memory(&tenant, &conversation, refresh, prepare)
             .await?;
-        Ok(proto::GetWorkingMemoryResponse {
+        let response = proto::GetWorkingMemoryResponse {
             memory: Some(convert::memory_to_proto(&outcome.memory)),
             prepared: outcome.prepared.map(convert::prepared_request),
-        })
+        };
+        Ok(Reply::holding(response, outcome.reservation))
     }
 
     pub(super) async fn update_memory(

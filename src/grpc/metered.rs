@@ -2,7 +2,8 @@
 //! handler, in the tenant interceptor, at the decoding limit or at the deadline. It is the
 //! outermost layer, so a call is observed once, when its status is known: from the response
 //! headers for an error (gRPC "trailers-only"), else from the body's trailers; a response the
-//! client stops reading counts as CANCELLED.
+//! client stops reading counts as CANCELLED. The body also keeps the response's memory
+//! reservation (see [`crate::response_memory`]), so it is freed when the body is, sent or not.
 
 use std::{
     future::Future,
@@ -15,7 +16,7 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 use tonic::codegen::http::{HeaderMap, Request, Response};
 use tower::{Layer, Service};
 
-use super::{METHODS, code_name};
+use super::{HeldMemory, METHODS, code_name};
 use crate::metrics::METRICS;
 
 /// The gRPC service whose calls are counted.
@@ -67,15 +68,17 @@ where
             started: Instant::now(),
         };
         Box::pin(async move {
-            let response = future.await?;
+            let mut response = future.await?;
             if let Some(code) = status_code(response.headers()) {
                 call.finish(code);
                 return Ok(response);
             }
+            let held = response.extensions_mut().remove::<HeldMemory>();
             Ok(response.map(|body| {
                 tonic::body::Body::new(MeteredBody {
                     inner: body,
                     call: Some(call),
+                    _held: held,
                 })
             }))
         })
@@ -111,11 +114,13 @@ fn status_code(headers: &HeaderMap) -> Option<tonic::Code> {
     Some(tonic::Code::from_i32(code))
 }
 
-/// A response body that reports its call when the trailers pass (or the body is dropped).
+/// A response body that reports its call when the trailers pass (or the body is dropped), and
+/// holds the response's memory reservation until then.
 #[derive(Debug)]
 struct MeteredBody {
     inner: tonic::body::Body,
     call: Option<Call>,
+    _held: Option<HeldMemory>,
 }
 
 impl Body for MeteredBody {

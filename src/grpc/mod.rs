@@ -8,6 +8,7 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     proto::{self, context_service_server::ContextService},
+    response_memory::Reservation,
     service::Service,
     telemetry::ErrorChain,
 };
@@ -43,12 +44,59 @@ impl ContextApi {
 
 type RpcResult<T> = Result<Response<T>, Status>;
 
+/// A handler's answer: the response message and, for responses that load messages, the memory
+/// they hold ([`crate::response_memory`]) until the client has read them.
+#[derive(Debug)]
+pub(crate) struct Reply<T> {
+    value: T,
+    reservation: Option<Reservation>,
+}
+
+impl<T> Reply<T> {
+    /// `value`, holding `reservation` until its body has been sent.
+    pub(crate) fn holding(value: T, reservation: Reservation) -> Self {
+        Self {
+            value,
+            reservation: Some(reservation),
+        }
+    }
+}
+
+impl<T> From<T> for Reply<T> {
+    fn from(value: T) -> Self {
+        Self {
+            value,
+            reservation: None,
+        }
+    }
+}
+
+/// A response's [`Reservation`], carried in the response's extensions to [`metered`], which
+/// keeps it with the body.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldMemory {
+    _reservation: std::sync::Arc<Reservation>,
+}
+
 /// Turns a handler's outcome into the RPC answer, logging failures once, by who caused them:
 /// client errors at info, server errors at error with their cause chain. Metrics are counted
 /// outside, by [`metered`], which also sees calls that never reach a handler.
-fn respond<T>(method: &'static str, started: Instant, result: Result<T, ApiError>) -> RpcResult<T> {
+fn respond<T>(
+    method: &'static str,
+    started: Instant,
+    result: Result<impl Into<Reply<T>>, ApiError>,
+) -> RpcResult<T> {
     let (code, response) = match result {
-        Ok(value) => (tonic::Code::Ok, Ok(Response::new(value))),
+        Ok(reply) => {
+            let Reply { value, reservation } = reply.into();
+            let mut response = Response::new(value);
+            if let Some(reservation) = reservation {
+                response.extensions_mut().insert(HeldMemory {
+                    _reservation: std::sync::Arc::new(reservation),
+                });
+            }
+            (tonic::Code::Ok, Ok(response))
+        }
         Err(error) => {
             let chain = ErrorChain(&error).to_string();
             let status = Status::from(error);

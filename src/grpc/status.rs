@@ -28,6 +28,7 @@ impl From<ServiceError> for Status {
                 Status::unavailable(format!("{source}; nothing was changed, retry later"))
             }
             ServiceError::Store(store) => store_status(store),
+            ServiceError::ResourceExhausted { message } => Status::resource_exhausted(message),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Summarize.
 
-use super::{ApiError, ContextApi, convert};
+use super::{ApiError, ContextApi, Reply, convert};
 use crate::{domain::TenantId, proto};
 
 impl ContextApi {
@@ -8,15 +8,16 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::SummarizeRequest,
-    ) -> Result<proto::SummarizeResponse, ApiError> {
+    ) -> Result<Reply<proto::SummarizeResponse>, ApiError> {
         let limits = self.service.limits();
         let request = convert::summarize_request(request, limits, self.service.default_summary_tokens())?;
         let tokenizer = request.tokenizer;
         let outcome = self.service.summarize(&tenant, request).await?;
-        Ok(proto::SummarizeResponse {
+        let response = proto::SummarizeResponse {
             summary: outcome.summary.map(|s| convert::summary(&s, tokenizer)),
             changed: outcome.changed,
             prepared: outcome.prepared.map(convert::prepared_request),
-        })
+        };
+        Ok(Reply::holding(response, outcome.reservation))
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::{Service, ServiceError, offload};
 use crate::{
     domain::{
-        TenantId, Violations,
+        StoredMessage, TenantId, Violations,
         context::{
             ContextPack, ContextPacker, ContextRequest, ContextSnapshot, initial_page_limit,
             pending::{check_pending, stored_calls_answered},
@@ -14,12 +14,13 @@ use crate::{
         },
     },
     metrics::METRICS,
+    response_memory::Reservation,
     store::Store,
     tokenize::Tokenizer,
 };
 
 /// A built pack and its rendering in the requested provider format.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ContextOutcome {
     /// The pack: messages, stats, flags.
     pub pack: ContextPack,
@@ -27,6 +28,8 @@ pub struct ContextOutcome {
     pub rendered: String,
     /// Tail pages read from the store.
     pub pages: usize,
+    /// The memory the response holds until the client has read it.
+    pub reservation: Reservation,
 }
 
 impl Service {
@@ -38,7 +41,9 @@ impl Service {
         tenant: &TenantId,
         request: ContextRequest,
     ) -> Result<ContextOutcome, ServiceError> {
-        let outcome = build_context_pack(&*self.store, tenant, request).await?;
+        let max_response = self.limits.max_response_bytes;
+        let outcome =
+            build_context_pack(&*self.store, tenant, request, self.memory.reserve(), max_response).await?;
         let s = &outcome.pack.stats;
         METRICS.context_tokens.observe(f64::from(s.total_tokens));
         METRICS.messages_dropped.inc_by(u64::from(s.messages_dropped));
@@ -69,33 +74,76 @@ impl Service {
     }
 }
 
-/// The pack for `request` from `store`.
+/// The pack for `request` from `store`. Every page is reserved in `reservation` before it is
+/// read and cut at the read's byte limit (the packer then asks for the rest); the pack and its
+/// rendering must fit `max_response` bytes.
 async fn build_context_pack(
     store: &dyn Store,
     tenant: &TenantId,
     request: ContextRequest,
+    mut reservation: Reservation,
+    max_response: usize,
 ) -> Result<ContextOutcome, ServiceError> {
     let conversation = request.conversation_id.clone();
     let first_page = initial_page_limit(&request);
-    let (mut snapshot, newest) = store.open_context(tenant, &conversation, first_page).await?;
+    // The pinned messages come with the first page, outside its byte limit: they are counted
+    // once they are in.
+    let read = reservation.begin_read()?;
+    let (mut snapshot, newest, cut) = store
+        .open_context(tenant, &conversation, first_page, read.limit)
+        .await?;
+    let pinned = snapshot
+        .pinned
+        .iter()
+        .map(|m| m.message.loaded_bytes())
+        .sum::<usize>();
+    reservation.end_read(read, loaded_bytes(&newest) + pinned)?;
     resolve_pending_results(store, tenant, &request, &mut snapshot).await?;
 
     let format = request.format;
     let mut packer = ContextPacker::new(request, snapshot);
-    packer.feed_first(newest, first_page);
+    // A page cut at its byte limit is not the end of the log: the packer is told it asked for
+    // exactly what came, and asks for the rest.
+    packer.feed_first(newest, if cut { usize::MAX } else { first_page });
     let mut pages = 1;
-    while let Some(page) = packer.next_page() {
-        let messages = store.tail(tenant, &conversation, page).await?;
+    while let Some(mut page) = packer.next_page() {
+        let read = reservation.begin_read()?;
+        page.max_bytes = read.limit;
+        let (messages, cut) = store.tail(tenant, &conversation, page).await?;
+        reservation.end_read(read, loaded_bytes(&messages))?;
+        if cut {
+            page.limit = messages.len();
+        }
         packer.feed(messages, page);
         pages += 1;
     }
     let pack = packer.finish();
     let rendered = render(&pack.messages, format);
+    let packed: usize = pack.messages.iter().map(|m| m.message.loaded_bytes()).sum();
+    let response = packed + rendered.len();
+    if response > max_response {
+        return Err(ServiceError::ResourceExhausted {
+            message: format!(
+                "the pack and its rendering would be {response} bytes; the limit is \
+                 {max_response} (CTXD_MAX_RESPONSE_BYTES): ask for a smaller budget"
+            ),
+        });
+    }
+    // From here on the response is all the call holds: its messages and rendering, then their
+    // encoding.
+    reservation.grow(rendered.len())?;
+    reservation.shrink_to(2 * response);
     Ok(ContextOutcome {
         pack,
         rendered,
         pages,
+        reservation,
     })
+}
+
+/// What `messages` weigh in a [`Reservation`].
+pub(super) fn loaded_bytes(messages: &[StoredMessage]) -> usize {
+    messages.iter().map(|m| m.message.loaded_bytes()).sum()
 }
 
 /// Pending tool results must answer open calls of the log (or calls made by earlier pending

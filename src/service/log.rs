@@ -3,6 +3,7 @@
 use super::{Service, ServiceError, offload};
 use crate::{
     domain::{AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId},
+    response_memory::Reservation,
     store::MessagePage,
 };
 
@@ -47,15 +48,24 @@ impl Service {
         conversation: &ConversationId,
         after: Sequence,
         page_size: usize,
-    ) -> Result<MessagePage, ServiceError> {
+    ) -> Result<(MessagePage, Reservation), ServiceError> {
         let limit = match page_size {
             0 => DEFAULT_PAGE_SIZE,
             n => n.min(MAX_PAGE_SIZE),
         };
-        Ok(self
+        // A page stops at the read's byte limit (with `has_more`): large messages make short
+        // pages, never a large response.
+        let mut reservation = self.memory.reserve();
+        let read = reservation.begin_read()?;
+        let page = self
             .store
-            .list_messages(tenant, conversation, after, limit)
-            .await?)
+            .list_messages(tenant, conversation, after, limit, read.limit)
+            .await?;
+        let loaded = super::context::loaded_bytes(&page.messages);
+        reservation.end_read(read, loaded)?;
+        // The page, then its encoding.
+        reservation.grow(loaded)?;
+        Ok((page, reservation))
     }
 
     /// Erases a conversation; returns how many messages it held.

@@ -4,6 +4,7 @@
 use super::{PreparedRequest, Service, ServiceError};
 use crate::{
     domain::{ConversationId, TenantId, Violations, memory::WorkingMemory},
+    response_memory::Reservation,
     store::{MemoryState, StoreError},
     summarize::prompts::extraction_request,
 };
@@ -12,13 +13,16 @@ use crate::{
 const REFRESH_ATTEMPTS: usize = 3;
 
 /// What GetWorkingMemory answers.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct MemoryOutcome {
     /// The current memory (version 0 when none was stored).
     pub memory: WorkingMemory,
     /// With `prepare`: the extraction request over the messages after the memory's
-    /// watermark, when there are any.
+    /// watermark, when there are any (at most a read's worth of them: the request's
+    /// `through_sequence` says how far it goes).
     pub prepared: Option<PreparedRequest>,
+    /// The memory the response holds until the client has read it.
+    pub reservation: Reservation,
 }
 
 impl Service {
@@ -34,21 +38,34 @@ impl Service {
         prepare: bool,
     ) -> Result<MemoryOutcome, ServiceError> {
         for attempt in 1..=REFRESH_ATTEMPTS {
+            // The messages after the watermark come at most a read's worth at a time: a refresh
+            // or a prepared request over a long backlog advances through it in steps.
+            let mut reservation = self.memory.reserve();
+            let read = reservation.begin_read()?;
             let MemoryState { memory, messages, .. } = self
                 .store
-                .memory_state(tenant, conversation, refresh || prepare)
+                .memory_state(tenant, conversation, refresh || prepare, read.limit)
                 .await?;
+            reservation.end_read(read, super::context::loaded_bytes(&messages))?;
             if prepare {
                 let prepared = messages.last().map(|last| {
                     let request = extraction_request(&memory, &messages);
                     PreparedRequest::new(request, memory.through_sequence, last.sequence)
                 });
-                return Ok(MemoryOutcome { memory, prepared });
+                if let Some(prepared) = &prepared {
+                    reservation.grow(2 * prepared.rendered.len())?;
+                }
+                return Ok(MemoryOutcome {
+                    memory,
+                    prepared,
+                    reservation,
+                });
             }
             if !refresh || messages.is_empty() {
                 return Ok(MemoryOutcome {
                     memory,
                     prepared: None,
+                    reservation,
                 });
             }
             let mut refreshed = memory.clone();
@@ -75,6 +92,7 @@ impl Service {
                     return Ok(MemoryOutcome {
                         memory: stored,
                         prepared: None,
+                        reservation,
                     });
                 }
                 Err(StoreError::MemoryVersionMismatch { .. }) if attempt < REFRESH_ATTEMPTS => {
@@ -100,7 +118,7 @@ impl Service {
             memory: current,
             last_sequence: log,
             ..
-        } = self.store.memory_state(tenant, conversation, false).await?;
+        } = self.store.memory_state(tenant, conversation, false, 0).await?;
         if let Some(expected) = expected_version
             && expected != current.version
         {

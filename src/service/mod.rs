@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::{
     domain::{AppendLimits, Violations},
+    response_memory::{Refusal, ResponseMemory},
     store::{Store, StoreError},
     summarize::{Extractor, OpenAiError, Summarizer},
     tokenize::Tokenizer,
@@ -36,6 +37,11 @@ pub struct Limits {
     pub append: AppendLimits,
     /// Tokenizer used when a request leaves it unspecified.
     pub default_tokenizer: Tokenizer,
+    /// The largest response a call may answer with (BuildContext's pack and rendering,
+    /// ListMessages' page, a prepared request).
+    pub max_response_bytes: usize,
+    /// The memory all calls' loaded messages and responses may hold at once.
+    pub response_memory_bytes: usize,
 }
 
 impl Default for Limits {
@@ -43,7 +49,20 @@ impl Default for Limits {
         Self {
             append: AppendLimits::default(),
             default_tokenizer: Tokenizer::O200kBase,
+            max_response_bytes: 16 << 20,
+            response_memory_bytes: 256 << 20,
         }
+    }
+}
+
+impl Limits {
+    /// The replica's [`ResponseMemory`]: the configured total, and for one call four times
+    /// its largest response (the messages it loads, the response, its rendering and encoding).
+    pub fn response_memory(&self) -> ResponseMemory {
+        ResponseMemory::new(
+            self.response_memory_bytes,
+            self.max_response_bytes.saturating_mul(4),
+        )
     }
 }
 
@@ -83,6 +102,12 @@ pub enum ServiceError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The call would need more memory than it may have, or than the replica has free now.
+    #[error("{message}")]
+    ResourceExhausted {
+        /// What the caller can do about it.
+        message: String,
+    },
     /// The summarizer or extractor endpoint failed; the stored state is unchanged.
     #[error("summarizer endpoint failed")]
     Summarizer {
@@ -90,6 +115,22 @@ pub enum ServiceError {
         #[from]
         source: OpenAiError,
     },
+}
+
+impl From<Refusal> for ServiceError {
+    fn from(refusal: Refusal) -> Self {
+        let message = match refusal {
+            Refusal::TooLarge { limit } => format!(
+                "the call would load more than {limit} bytes of messages and response, its limit \
+                 (four times CTXD_MAX_RESPONSE_BYTES): ask for less (a smaller budget or page)"
+            ),
+            Refusal::Busy { total } => format!(
+                "the replica's memory for large calls ({total} bytes, CTXD_RESPONSE_MEMORY_MIB) is \
+                 in use by other calls: retry with backoff"
+            ),
+        };
+        ServiceError::ResourceExhausted { message }
+    }
 }
 
 impl From<Violations> for ServiceError {
@@ -103,6 +144,7 @@ impl From<Violations> for ServiceError {
 pub struct Service {
     store: Arc<dyn Store>,
     limits: Limits,
+    memory: ResponseMemory,
     ai: AiSettings,
     tasks: Arc<BackgroundTasks>,
 }
@@ -112,6 +154,7 @@ impl Service {
     pub fn new(store: Arc<dyn Store>, limits: Limits, ai: AiSettings) -> Self {
         Self {
             store,
+            memory: limits.response_memory(),
             limits,
             ai,
             tasks: Arc::new(BackgroundTasks::default()),

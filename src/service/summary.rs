@@ -7,6 +7,7 @@ use crate::{
         message::Message,
         summary::{Summary, is_boundary, messages_to_fold},
     },
+    response_memory::Reservation,
     store::{NewSummary, StoreError, SummaryState},
     summarize::prompts::{render_chat, summary_request},
     tokenize::Tokenizer,
@@ -100,7 +101,7 @@ impl PreparedRequest {
 }
 
 /// What Summarize answers.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SummarizeOutcome {
     /// The current summary (after the change, if any).
     pub summary: Option<Summary>,
@@ -108,6 +109,8 @@ pub struct SummarizeOutcome {
     pub changed: bool,
     /// PREPARE's request, when there is something to fold in.
     pub prepared: Option<PreparedRequest>,
+    /// The memory the response holds until the client has read it.
+    pub reservation: Reservation,
 }
 
 /// Background summarization: when a conversation's unsummarized history passes `threshold`
@@ -130,14 +133,14 @@ impl Service {
         request: SummarizeRequest,
     ) -> Result<SummarizeOutcome, ServiceError> {
         for attempt in 1..=SERVER_ATTEMPTS {
-            let state = self.store.summary_state(tenant, &request.conversation).await?;
+            let (state, reservation) = self.read_summary_state(tenant, &request.conversation).await?;
             if let Some(expected) = request.expected_through
                 && expected != state.watermark()
             {
                 let current = state.watermark();
                 return Err(StoreError::SummaryMoved { current }.into());
             }
-            match self.summarize_once(tenant, &request, &state).await {
+            match self.summarize_once(tenant, &request, &state, reservation).await {
                 Err(ServiceError::Store(StoreError::SummaryMoved { .. }))
                     if attempt < SERVER_ATTEMPTS
                         && request.expected_through.is_none()
@@ -151,17 +154,38 @@ impl Service {
         unreachable!("the last attempt returns")
     }
 
+    /// The summary state with at most a read's worth of the messages after the watermark,
+    /// reserved: a summary over a long backlog advances through it in steps.
+    async fn read_summary_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<(SummaryState, Reservation), ServiceError> {
+        let mut reservation = self.memory.reserve();
+        let read = reservation.begin_read()?;
+        let state = self.store.summary_state(tenant, conversation, read.limit).await?;
+        reservation.end_read(read, super::context::loaded_bytes(&state.messages))?;
+        Ok((state, reservation))
+    }
+
     async fn summarize_once(
         &self,
         tenant: &TenantId,
         request: &SummarizeRequest,
         state: &SummaryState,
+        mut reservation: Reservation,
     ) -> Result<SummarizeOutcome, ServiceError> {
         let base = state.watermark();
-        let unchanged = |prepared| SummarizeOutcome {
-            summary: state.summary.clone(),
-            changed: false,
-            prepared,
+        let unchanged = |prepared: Option<PreparedRequest>, mut reservation: Reservation| {
+            if let Some(prepared) = &prepared {
+                reservation.grow(2 * prepared.rendered.len())?;
+            }
+            Ok(SummarizeOutcome {
+                summary: state.summary.clone(),
+                changed: false,
+                prepared,
+                reservation,
+            })
         };
         let summary = match &request.mode {
             SummarizeMode::Provided { text, through } => {
@@ -173,15 +197,21 @@ impl Service {
                 }
             }
             SummarizeMode::Prepare | SummarizeMode::Server => {
-                let Some((through, folded)) =
-                    messages_to_fold(&state.messages, request.keep_recent_tokens, request.tokenizer)
+                // Only the first step of a long backlog was read: all of it is folded, and the
+                // recent window is kept by the steps after it.
+                let keep = match state.complete {
+                    true => request.keep_recent_tokens,
+                    false => 0,
+                };
+                let Some((through, folded)) = messages_to_fold(&state.messages, keep, request.tokenizer)
                 else {
-                    return Ok(unchanged(None));
+                    return unchanged(None, reservation);
                 };
                 if matches!(request.mode, SummarizeMode::Prepare) {
                     let messages =
                         summary_request(state.summary.as_ref(), folded, request.max_summary_tokens);
-                    return Ok(unchanged(Some(PreparedRequest::new(messages, base, through))));
+                    let prepared = PreparedRequest::new(messages, base, through);
+                    return unchanged(Some(prepared), reservation);
                 }
                 self.server_summary(
                     state,
@@ -204,10 +234,12 @@ impl Service {
             version = stored.version,
             "summary advanced"
         );
+        reservation.shrink_to(0);
         Ok(SummarizeOutcome {
             summary: Some(stored),
             changed: true,
             prepared: None,
+            reservation,
         })
     }
 
@@ -277,7 +309,7 @@ impl Service {
         auto: AutoSummarize,
     ) -> Result<(), ServiceError> {
         let tokenizer = self.limits.default_tokenizer;
-        let state = self.store.summary_state(tenant, conversation).await?;
+        let (state, _reservation) = self.read_summary_state(tenant, conversation).await?;
         let unsummarized: usize = state
             .messages
             .iter()
@@ -287,8 +319,11 @@ impl Service {
         if unsummarized <= auto.threshold {
             return Ok(());
         }
-        let Some((through, folded)) = messages_to_fold(&state.messages, auto.keep_recent_tokens, tokenizer)
-        else {
+        let keep = match state.complete {
+            true => auto.keep_recent_tokens,
+            false => 0,
+        };
+        let Some((through, folded)) = messages_to_fold(&state.messages, keep, tokenizer) else {
             return Ok(());
         };
         let summary = self
@@ -313,6 +348,17 @@ impl Service {
 /// boundary (never inside a tool-call group).
 fn check_provided_through(state: &SummaryState, through: Sequence) -> Result<(), Violations> {
     let base = state.watermark();
+    let read_to = state.messages.last().map_or(base, |m| m.sequence);
+    if !state.complete && through > read_to {
+        return Err(Violations::single(
+            "through_sequence",
+            format!(
+                "lies past the first {} messages after the watermark, the most one summary step \
+                 covers: summarize in steps (PREPARE gives each step's through_sequence)",
+                state.messages.len()
+            ),
+        ));
+    }
     if through <= base || through > state.last_sequence || !is_boundary(&state.messages, through) {
         return Err(Violations::single(
             "through_sequence",

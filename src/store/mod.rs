@@ -121,6 +121,8 @@ pub struct SummaryState {
     pub summary: Option<Summary>,
     /// Messages after the watermark, oldest first.
     pub messages: Vec<StoredMessage>,
+    /// False when `messages` stopped at the byte limit before the log's end.
+    pub complete: bool,
     /// The log's last sequence.
     pub last_sequence: Sequence,
 }
@@ -141,6 +143,8 @@ pub struct MemoryState {
     pub memory: WorkingMemory,
     /// Messages after its watermark, oldest first (when asked for).
     pub messages: Vec<StoredMessage>,
+    /// False when `messages` stopped at the byte limit before the log's end.
+    pub complete: bool,
     /// The log's last sequence.
     pub last_sequence: Sequence,
 }
@@ -178,13 +182,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         batch: &AppendBatch,
     ) -> Result<AppendOutcome, StoreError>;
 
-    /// Returns up to `limit` messages with a sequence greater than `after`, in order.
+    /// Returns up to `limit` messages with a sequence greater than `after`, in order, and no
+    /// more once their size reaches `max_bytes` (see [`Message::loaded_bytes`]; the first
+    /// message always comes): a page cut that way has `has_more`.
     async fn list_messages(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         after: Sequence,
         limit: usize,
+        max_bytes: usize,
     ) -> Result<MessagePage, StoreError>;
 
     /// Erases a conversation and everything attached to it; returns the number of messages.
@@ -196,23 +203,26 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Reads what context assembly needs before walking the log (last sequence, newest user
     /// message, newest response id, pinned messages) together with the first page of the tail:
-    /// the newest `first_page` non-excluded messages, newest first.
+    /// the newest `first_page` non-excluded messages, newest first, and no more once their size
+    /// reaches `max_bytes` (then the flag is true: older ones may follow).
     async fn open_context(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         first_page: usize,
-    ) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError>;
+        max_bytes: usize,
+    ) -> Result<(ContextSnapshot, Vec<StoredMessage>, bool), StoreError>;
 
-    /// Reads a page of the log's tail, newest first, leaving out excluded (UI-only) messages.
-    /// Empty for an unknown conversation (the caller opened it with [`Store::open_context`]; a
-    /// concurrent delete leaves nothing to page).
+    /// Reads a page of the log's tail, newest first, leaving out excluded (UI-only) messages,
+    /// and no more once their size reaches `page.max_bytes` (then the flag is true: older
+    /// ones may follow). Empty for an unknown conversation (the caller opened it with
+    /// [`Store::open_context`]; a concurrent delete leaves nothing to page).
     async fn tail(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         page: PageRequest,
-    ) -> Result<Vec<StoredMessage>, StoreError>;
+    ) -> Result<(Vec<StoredMessage>, bool), StoreError>;
 
     /// Every open call (no result yet) of the messages that made an open call among `ids`, with
     /// the sequence of that message: the calls among `ids` and their open siblings, which
@@ -225,11 +235,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<HashMap<String, Sequence>, StoreError>;
 
     /// The current summary, the messages after its watermark (oldest first, excluded ones
-    /// too) and the last sequence.
+    /// too, no more once their size reaches `max_bytes`) and the last sequence.
     async fn summary_state(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        max_bytes: usize,
     ) -> Result<SummaryState, StoreError>;
 
     /// Stores a new summary version if the watermark still equals `base` (compare-and-set in
@@ -243,12 +254,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Summary, StoreError>;
 
     /// The working memory (version 0 when none was stored) and, with `with_messages`, the
-    /// messages after its watermark, oldest first.
+    /// messages after its watermark, oldest first, no more once their size reaches `max_bytes`.
     async fn memory_state(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         with_messages: bool,
+        max_bytes: usize,
     ) -> Result<MemoryState, StoreError>;
 
     /// Stores `memory` as the next version if the stored version is still `expected_version`.

@@ -27,6 +27,7 @@ contract_tests!(
     store_tracks_open_calls_and_refuses_a_result_without_its_call,
     store_tail_pages_newest_first_within_bounds_without_excluded_messages,
     store_open_context_carries_pinned_messages_summary_and_memory,
+    store_reads_stop_at_their_byte_limit,
     store_summary_watermark_moves_only_forward_by_compare_and_set,
     store_memory_versions_are_compare_and_set,
     store_summarizer_lease_is_exclusive_until_released,
@@ -117,7 +118,7 @@ async fn store_appends_gapless_sequences_and_reads_them_back(kind: StoreKind) {
         (seq(3), seq(3))
     );
     let page = store
-        .list_messages(&t, &conversation("c"), seq(1), 1)
+        .list_messages(&t, &conversation("c"), seq(1), 1, usize::MAX)
         .await
         .unwrap();
     assert_eq!(page.messages.len(), 1);
@@ -125,7 +126,7 @@ async fn store_appends_gapless_sequences_and_reads_them_back(kind: StoreKind) {
     assert_eq!(page.messages[0].message.content, "b");
     assert!(page.has_more);
     let rest = store
-        .list_messages(&t, &conversation("c"), seq(2), 10)
+        .list_messages(&t, &conversation("c"), seq(2), 10, usize::MAX)
         .await
         .unwrap();
     assert_eq!(rest.messages.len(), 1);
@@ -141,11 +142,18 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
     let (t, c) = (tenant("t"), conversation("missing"));
     let not_found = |r: Result<(), StoreError>| matches!(r, Err(StoreError::NotFound));
     assert!(not_found(
-        store.list_messages(&t, &c, Sequence::ZERO, 10).await.map(drop)
+        store
+            .list_messages(&t, &c, Sequence::ZERO, 10, usize::MAX)
+            .await
+            .map(drop)
     ));
-    assert!(not_found(store.open_context(&t, &c, 10).await.map(drop)));
-    assert!(not_found(store.summary_state(&t, &c).await.map(drop)));
-    assert!(not_found(store.memory_state(&t, &c, true).await.map(drop)));
+    assert!(not_found(
+        store.open_context(&t, &c, 10, usize::MAX).await.map(drop)
+    ));
+    assert!(not_found(store.summary_state(&t, &c, usize::MAX).await.map(drop)));
+    assert!(not_found(
+        store.memory_state(&t, &c, true, usize::MAX).await.map(drop)
+    ));
     assert!(not_found(store.delete_conversation(&t, &c).await.map(drop)));
     let summary = NewSummary {
         text: "s".into(),
@@ -169,8 +177,9 @@ async fn store_tail_and_open_calls_of_an_unknown_conversation_are_empty(kind: St
         before: seq(100),
         floor: Sequence::ZERO,
         limit: 10,
+        max_bytes: usize::MAX,
     };
-    assert!(store.tail(&t, &c, page).await.unwrap().is_empty());
+    assert!(store.tail(&t, &c, page).await.unwrap().0.is_empty());
     assert!(
         store
             .open_calls(&t, &c, &["call-1".into()])
@@ -189,7 +198,9 @@ async fn store_keeps_tenants_apart(kind: StoreKind) {
     let other = tenant("b");
     let c = conversation("shared");
     assert!(matches!(
-        store.list_messages(&other, &c, Sequence::ZERO, 10).await,
+        store
+            .list_messages(&other, &c, Sequence::ZERO, 10, usize::MAX)
+            .await,
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
@@ -239,7 +250,7 @@ async fn store_replays_an_idempotent_append_and_refuses_a_reused_key(kind: Store
         Err(StoreError::IdempotencyKeyReused)
     ));
     let log = store
-        .list_messages(&t, &conversation("c"), Sequence::ZERO, 10)
+        .list_messages(&t, &conversation("c"), Sequence::ZERO, 10, usize::MAX)
         .await
         .unwrap();
     assert_eq!(log.messages.len(), 2, "replays and refusals store nothing");
@@ -305,7 +316,10 @@ async fn store_tracks_open_calls_and_refuses_a_result_without_its_call(kind: Sto
             .await,
         Err(StoreError::Invalid { .. })
     ));
-    let log = store.list_messages(&t, &c, Sequence::ZERO, 10).await.unwrap();
+    let log = store
+        .list_messages(&t, &c, Sequence::ZERO, 10, usize::MAX)
+        .await
+        .unwrap();
     assert_eq!(log.messages.len(), 3);
     assert_eq!(log.messages[2].call_sequence, Some(seq(2)));
 }
@@ -329,14 +343,16 @@ async fn store_tail_pages_newest_first_within_bounds_without_excluded_messages(k
         before: seq(5),
         floor: seq(1),
         limit: 10,
+        max_bytes: usize::MAX,
     };
-    let tail = store.tail(&t, &c, page).await.unwrap();
+    let (tail, _) = store.tail(&t, &c, page).await.unwrap();
     let sequences: Vec<u64> = tail.iter().map(|m| m.sequence.get()).collect();
     assert_eq!(sequences, [4, 2]);
     let limited = store
         .tail(&t, &c, PageRequest { limit: 1, ..page })
         .await
-        .unwrap();
+        .unwrap()
+        .0;
     assert_eq!(limited[0].sequence, seq(4));
 }
 
@@ -368,7 +384,7 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
     };
     store.store_memory(&t, &c, 0, &memory).await.unwrap();
 
-    let (snapshot, newest) = store.open_context(&t, &c, 2).await.unwrap();
+    let (snapshot, newest, _) = store.open_context(&t, &c, 2, usize::MAX).await.unwrap();
     assert_eq!(snapshot.last_sequence, seq(3));
     assert_eq!(snapshot.last_user_sequence, Some(seq(2)));
     assert_eq!(snapshot.last_response_id.as_deref(), Some("resp-1"));
@@ -412,7 +428,7 @@ async fn store_summary_watermark_moves_only_forward_by_compare_and_set(kind: Sto
     }
     let v2 = store.store_summary(&t, &c, seq(2), summary(4)).await.unwrap();
     assert_eq!(v2.version, 2);
-    let state = store.summary_state(&t, &c).await.unwrap();
+    let state = store.summary_state(&t, &c, usize::MAX).await.unwrap();
     assert_eq!(state.watermark(), seq(4));
     assert!(state.messages.is_empty());
     assert_eq!(state.last_sequence, seq(4));
@@ -428,7 +444,7 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
         )
         .await
         .unwrap();
-    let state = store.memory_state(&t, &c, true).await.unwrap();
+    let state = store.memory_state(&t, &c, true, usize::MAX).await.unwrap();
     assert_eq!((state.memory.version, state.messages.len()), (0, 2));
     let memory = WorkingMemory {
         summary: "one".into(),
@@ -441,7 +457,7 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
         Err(StoreError::MemoryVersionMismatch { current }) => assert_eq!(current, 1),
         other => panic!("expected MemoryVersionMismatch, got {other:?}"),
     }
-    let state = store.memory_state(&t, &c, true).await.unwrap();
+    let state = store.memory_state(&t, &c, true, usize::MAX).await.unwrap();
     assert_eq!((state.memory.version, state.memory.summary.as_str()), (1, "one"));
     assert_eq!(
         state.messages.iter().map(|m| m.sequence).collect::<Vec<_>>(),
@@ -449,7 +465,7 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
     );
     assert!(
         store
-            .memory_state(&t, &c, false)
+            .memory_state(&t, &c, false, usize::MAX)
             .await
             .unwrap()
             .messages
@@ -474,4 +490,73 @@ async fn store_summarizer_lease_is_exclusive_until_released(kind: StoreKind) {
     held.release().await;
     let again = store.try_summarizer_lease(&t, &c).await.unwrap();
     assert!(again.is_some(), "a released lease can be taken again");
+}
+
+/// Every read that loads messages stops once they reach its byte limit (the message that
+/// reaches it is the last; a first one always comes) and says so; the same on both stores.
+async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    // Ten messages of about 10 KB each.
+    let messages = (0..10)
+        .map(|i| {
+            text(
+                if i % 2 == 0 { Role::User } else { Role::Assistant },
+                &"x".repeat(10_000),
+            )
+        })
+        .collect();
+    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    let limit = 25_000;
+
+    let page = store
+        .list_messages(&t, &c, Sequence::ZERO, 100, limit)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.messages.len(),
+        3,
+        "10 KB, 20 KB, then the one that passes 25 KB"
+    );
+    assert!(page.has_more);
+    let tiny = store.list_messages(&t, &c, Sequence::ZERO, 100, 1).await.unwrap();
+    assert_eq!(tiny.messages.len(), 1, "a first message always comes");
+    let all = store
+        .list_messages(&t, &c, Sequence::ZERO, 100, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!((all.messages.len(), all.has_more), (10, false));
+
+    let (_, newest, cut) = store.open_context(&t, &c, 100, limit).await.unwrap();
+    let sequences: Vec<u64> = newest.iter().map(|m| m.sequence.get()).collect();
+    assert_eq!((sequences, cut), (vec![10, 9, 8], true));
+    let page = PageRequest {
+        before: seq(8),
+        floor: Sequence::ZERO,
+        limit: 100,
+        max_bytes: limit,
+    };
+    let (older, cut) = store.tail(&t, &c, page).await.unwrap();
+    let sequences: Vec<u64> = older.iter().map(|m| m.sequence.get()).collect();
+    assert_eq!((sequences, cut), (vec![7, 6, 5], true));
+    let (rest, cut) = store
+        .tail(
+            &t,
+            &c,
+            PageRequest {
+                before: seq(3),
+                max_bytes: usize::MAX,
+                ..page
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((rest.len(), cut), (2, false));
+
+    let state = store.summary_state(&t, &c, limit).await.unwrap();
+    assert_eq!((state.messages.len(), state.complete), (3, false));
+    let state = store.memory_state(&t, &c, true, limit).await.unwrap();
+    assert_eq!((state.messages.len(), state.complete), (3, false));
+    let state = store.summary_state(&t, &c, usize::MAX).await.unwrap();
+    assert_eq!((state.messages.len(), state.complete), (10, true));
 }

@@ -173,6 +173,7 @@ impl Store for MemoryStore {
         conversation: &ConversationId,
         after: Sequence,
         limit: usize,
+        max_bytes: usize,
     ) -> Result<MessagePage, StoreError> {
         let conversations = self.lock();
         let conversation = conversations
@@ -180,10 +181,10 @@ impl Store for MemoryStore {
             .ok_or(StoreError::NotFound)?;
         let start = (after.get() as usize).min(conversation.messages.len());
         let rest = &conversation.messages[start..];
-        let messages = rest.iter().take(limit).cloned().collect();
+        let (messages, reached) = capped(rest.iter().take(limit), max_bytes);
         Ok(MessagePage {
             messages,
-            has_more: rest.len() > limit,
+            has_more: rest.len() > limit || reached,
         })
     }
 
@@ -204,7 +205,8 @@ impl Store for MemoryStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         first_page: usize,
-    ) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError> {
+        max_bytes: usize,
+    ) -> Result<(ContextSnapshot, Vec<StoredMessage>, bool), StoreError> {
         let conversations = self.lock();
         let c = conversations
             .get(&key(tenant, conversation))
@@ -227,7 +229,8 @@ impl Store for MemoryStore {
             memory: c.memory.clone(),
             pending_calls: HashMap::new(),
         };
-        Ok((snapshot, newest.cloned().collect()))
+        let (newest, reached) = capped(newest, max_bytes);
+        Ok((snapshot, newest, reached))
     }
 
     async fn tail(
@@ -235,22 +238,21 @@ impl Store for MemoryStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         page: PageRequest,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
+    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
         let conversations = self.lock();
         let Some(c) = conversations.get(&key(tenant, conversation)) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         };
         let end = (page.before.get() as usize)
             .saturating_sub(1)
             .min(c.messages.len());
         let start = (page.floor.get() as usize).min(end);
-        Ok(c.messages[start..end]
+        let newest_first = c.messages[start..end]
             .iter()
             .rev()
             .filter(|m| !m.message.exclude_from_context)
-            .take(page.limit)
-            .cloned()
-            .collect())
+            .take(page.limit);
+        Ok(capped(newest_first, page.max_bytes))
     }
 
     async fn open_calls(
@@ -286,6 +288,7 @@ impl Store for MemoryStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        max_bytes: usize,
     ) -> Result<SummaryState, StoreError> {
         let conversations = self.lock();
         let c = conversations
@@ -293,9 +296,11 @@ impl Store for MemoryStore {
             .ok_or(StoreError::NotFound)?;
         let summary = c.summaries.last().cloned();
         let watermark = summary.as_ref().map_or(0, |s| s.through_sequence.get() as usize);
+        let (messages, reached) = capped(c.messages[watermark.min(c.messages.len())..].iter(), max_bytes);
         Ok(SummaryState {
             summary,
-            messages: c.messages[watermark.min(c.messages.len())..].to_vec(),
+            messages,
+            complete: !reached,
             last_sequence: c.last_sequence(),
         })
     }
@@ -332,6 +337,7 @@ impl Store for MemoryStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         with_messages: bool,
+        max_bytes: usize,
     ) -> Result<MemoryState, StoreError> {
         let conversations = self.lock();
         let c = conversations
@@ -339,14 +345,15 @@ impl Store for MemoryStore {
             .ok_or(StoreError::NotFound)?;
         let memory = c.memory.clone().unwrap_or_default();
         let from = (memory.through_sequence.get() as usize).min(c.messages.len());
-        let messages = if with_messages {
-            c.messages[from..].to_vec()
+        let (messages, reached) = if with_messages {
+            capped(c.messages[from..].iter(), max_bytes)
         } else {
-            Vec::new()
+            (Vec::new(), false)
         };
         Ok(MemoryState {
             memory,
             messages,
+            complete: !reached,
             last_sequence: c.last_sequence(),
         })
     }
@@ -394,4 +401,21 @@ impl Store for MemoryStore {
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
+}
+
+/// Clones `messages` until their size reaches `max_bytes` (the message that reaches it is the
+/// last; a first one always comes), as PostgreSQL's capped pages do; true when it was reached.
+fn capped<'a>(
+    messages: impl Iterator<Item = &'a StoredMessage>,
+    max_bytes: usize,
+) -> (Vec<StoredMessage>, bool) {
+    let (mut out, mut bytes) = (Vec::new(), 0usize);
+    for message in messages {
+        if bytes >= max_bytes {
+            break;
+        }
+        bytes += message.message.loaded_bytes();
+        out.push(message.clone());
+    }
+    (out, bytes >= max_bytes)
 }

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
-use super::rows::{MESSAGE_COLUMNS, memory_from_row, stored_message};
+use super::rows::{
+    MESSAGE_COLUMNS, byte_limit, capped_messages, capped_page, memory_from_row, stored_message,
+};
 use crate::{
     domain::{
         ConversationId, Sequence, StoredMessage, TenantId,
@@ -21,7 +23,8 @@ pub(super) async fn open_context(
     tenant: &TenantId,
     conversation: &ConversationId,
     first_page: usize,
-) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError> {
+    max_bytes: usize,
+) -> Result<(ContextSnapshot, Vec<StoredMessage>, bool), StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
     let state = client
@@ -41,14 +44,15 @@ pub(super) async fn open_context(
          ORDER BY sequence"
     );
     let pinned = client.prepare_cached(&pinned_query).await?;
-    let newest_query = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages
-         WHERE tenant_id = $1 AND conversation_id = $2 AND NOT exclude_from_context
-         ORDER BY sequence DESC LIMIT $3"
+    let newest_query = capped_page(
+        "tenant_id = $1 AND conversation_id = $2 AND NOT exclude_from_context",
+        "DESC",
+        "$3::bigint",
+        "$4::bigint",
     );
     let newest = client.prepare_cached(&newest_query).await?;
-    let limit = first_page as i64;
-    let newest_params: &[&(dyn ToSql + Sync)] = &[&t, &c, &limit];
+    let (limit, max_bytes) = (first_page as i64, byte_limit(max_bytes));
+    let newest_params: &[&(dyn ToSql + Sync)] = &[&t, &c, &limit, &max_bytes];
     let params: &[&(dyn ToSql + Sync)] = &[&t, &c];
     // The three queries go out together on one connection: one network round trip. The
     // server runs them in order, so the pages never miss a message the state counts;
@@ -80,10 +84,8 @@ pub(super) async fn open_context(
         memory,
         pending_calls: HashMap::new(),
     };
-    Ok((
-        snapshot,
-        newest.iter().map(stored_message).collect::<Result<_, _>>()?,
-    ))
+    let (newest, reached) = capped_messages(&newest)?;
+    Ok((snapshot, newest, reached))
 }
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, before = page.before.get(), limit = page.limit))]
@@ -92,16 +94,17 @@ pub(super) async fn tail(
     tenant: &TenantId,
     conversation: &ConversationId,
     page: PageRequest,
-) -> Result<Vec<StoredMessage>, StoreError> {
+) -> Result<(Vec<StoredMessage>, bool), StoreError> {
     let client = pool.get().await?;
-    let query = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages
-         WHERE tenant_id = $1 AND conversation_id = $2 AND sequence < $3 AND sequence > $4
-           AND NOT exclude_from_context
-         ORDER BY sequence DESC LIMIT $5"
+    let query = capped_page(
+        "tenant_id = $1 AND conversation_id = $2 AND sequence < $3 AND sequence > $4
+           AND NOT exclude_from_context",
+        "DESC",
+        "$5::bigint",
+        "$6::bigint",
     );
     let statement = client.prepare_cached(&query).await?;
-    let limit = page.limit as i64;
+    let (limit, max_bytes) = (page.limit as i64, byte_limit(page.max_bytes));
     let rows = client
         .query(
             &statement,
@@ -111,10 +114,11 @@ pub(super) async fn tail(
                 &page.before.as_i64(),
                 &page.floor.as_i64(),
                 &limit,
+                &max_bytes,
             ],
         )
         .await?;
-    rows.iter().map(stored_message).collect()
+    capped_messages(&rows)
 }
 
 pub(super) async fn open_calls(

@@ -2,7 +2,7 @@
 
 use deadpool_postgres::Pool;
 
-use super::rows::{MESSAGE_COLUMNS, stored_message};
+use super::rows::{byte_limit, capped_messages, capped_page};
 use crate::{
     domain::{ConversationId, Sequence, StoredMessage, TenantId},
     store::{MessagePage, StoreError},
@@ -15,19 +15,28 @@ pub(super) async fn list_messages(
     conversation: &ConversationId,
     after: Sequence,
     limit: usize,
+    max_bytes: usize,
 ) -> Result<MessagePage, StoreError> {
     let client = pool.get().await?;
-    let query = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages
-         WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3
-         ORDER BY sequence LIMIT $4"
+    let query = capped_page(
+        "tenant_id = $1 AND conversation_id = $2 AND sequence > $3",
+        "ASC",
+        "$4::bigint",
+        "$5::bigint",
     );
     let statement = client.prepare_cached(&query).await?;
     let fetch = limit as i64 + 1;
+    let max_bytes = byte_limit(max_bytes);
     let rows = client
         .query(
             &statement,
-            &[&tenant.as_str(), &conversation.as_str(), &after.as_i64(), &fetch],
+            &[
+                &tenant.as_str(),
+                &conversation.as_str(),
+                &after.as_i64(),
+                &fetch,
+                &max_bytes,
+            ],
         )
         .await?;
     if rows.is_empty() {
@@ -42,12 +51,12 @@ pub(super) async fn list_messages(
         }
     }
     let has_more = rows.len() > limit;
-    let messages = rows
-        .iter()
-        .take(limit)
-        .map(stored_message)
-        .collect::<Result<_, _>>()?;
-    Ok(MessagePage { messages, has_more })
+    let (mut messages, reached) = capped_messages(&rows)?;
+    messages.truncate(limit);
+    Ok(MessagePage {
+        messages,
+        has_more: has_more || reached,
+    })
 }
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
@@ -83,20 +92,26 @@ pub(super) async fn delete_conversation(
     Ok(messages)
 }
 
-/// Every message after `after`, oldest first.
+/// The messages after `after`, oldest first, until their size reaches `max_bytes`; the flag is
+/// true when they reach the log's end.
 pub(super) async fn messages_after(
     client: &deadpool_postgres::Client,
     tenant: &str,
     conversation: &str,
     after: Sequence,
-) -> Result<Vec<StoredMessage>, StoreError> {
-    let query = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages
-         WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3 ORDER BY sequence"
+    max_bytes: usize,
+) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+    let query = capped_page(
+        "tenant_id = $1 AND conversation_id = $2 AND sequence > $3",
+        "ASC",
+        "ALL",
+        "$4::bigint",
     );
     let statement = client.prepare_cached(&query).await?;
+    let max_bytes = byte_limit(max_bytes);
     let rows = client
-        .query(&statement, &[&tenant, &conversation, &after.as_i64()])
+        .query(&statement, &[&tenant, &conversation, &after.as_i64(), &max_bytes])
         .await?;
-    rows.iter().map(stored_message).collect()
+    let (messages, reached) = capped_messages(&rows)?;
+    Ok((messages, !reached))
 }

@@ -1,8 +1,7 @@
 //! Working memory on PostgreSQL: one versioned JSON document per conversation.
 
 use deadpool_postgres::Pool;
-use tokio_postgres::types::Json;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{Json, ToSql};
 
 use super::{log::messages_after, rows::memory_from_row};
 use crate::{
@@ -16,6 +15,7 @@ pub(super) async fn memory_state(
     tenant: &TenantId,
     conversation: &ConversationId,
     with_messages: bool,
+    max_bytes: usize,
 ) -> Result<MemoryState, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
@@ -31,13 +31,14 @@ pub(super) async fn memory_state(
         .ok_or(StoreError::NotFound)?;
     let mut memory = memory_from_row(&row, 0)?.unwrap_or_default();
     memory.updated_at = row.get(3);
-    let messages = match with_messages {
-        true => messages_after(&client, t, c, memory.through_sequence).await?,
-        false => Vec::new(),
+    let (messages, complete) = match with_messages {
+        true => messages_after(&client, t, c, memory.through_sequence, max_bytes).await?,
+        false => (Vec::new(), true),
     };
     Ok(MemoryState {
         memory,
         messages,
+        complete,
         last_sequence: Sequence::from_stored(row.get(4)),
     })
 }

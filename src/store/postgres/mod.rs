@@ -219,8 +219,9 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         after: Sequence,
         limit: usize,
+        max_bytes: usize,
     ) -> Result<MessagePage, StoreError> {
-        log::list_messages(&self.pool, tenant, conversation, after, limit).await
+        log::list_messages(&self.pool, tenant, conversation, after, limit, max_bytes).await
     }
 
     async fn delete_conversation(
@@ -237,8 +238,9 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         first_page: usize,
-    ) -> Result<(ContextSnapshot, Vec<StoredMessage>), StoreError> {
-        context::open_context(&self.pool, tenant, conversation, first_page).await
+        max_bytes: usize,
+    ) -> Result<(ContextSnapshot, Vec<StoredMessage>, bool), StoreError> {
+        context::open_context(&self.pool, tenant, conversation, first_page, max_bytes).await
     }
 
     async fn tail(
@@ -246,7 +248,7 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         page: PageRequest,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
+    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
         context::tail(&self.pool, tenant, conversation, page).await
     }
 
@@ -263,8 +265,9 @@ impl Store for PostgresStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        max_bytes: usize,
     ) -> Result<SummaryState, StoreError> {
-        summary::summary_state(&self.pool, tenant, conversation).await
+        summary::summary_state(&self.pool, tenant, conversation, max_bytes).await
     }
 
     async fn store_summary(
@@ -283,8 +286,9 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         with_messages: bool,
+        max_bytes: usize,
     ) -> Result<MemoryState, StoreError> {
-        memory::memory_state(&self.pool, tenant, conversation, with_messages).await
+        memory::memory_state(&self.pool, tenant, conversation, with_messages, max_bytes).await
     }
 
     async fn store_memory(

@@ -27,6 +27,43 @@ pub(super) const MESSAGE_COLUMNS: &str =
      exclude_from_context, pinned, error, response_id, created_at,
      tokens_o200k, tokens_cl100k, tokens_approx, call_sequence";
 
+/// A message's size as ctxd loads it, in bytes: its text and JSON columns as PostgreSQL
+/// measures them (`Message::loaded_bytes` up to JSON punctuation). `octet_length` of a text
+/// reads the stored length without decompressing it.
+const MESSAGE_BYTES: &str = "(octet_length(coalesce(content, '')) + octet_length(coalesce(name, ''))
+     + octet_length(coalesce(tool_call_id, '')) + octet_length(coalesce(response_id, ''))
+     + octet_length(coalesce(tool_calls::text, '')) + octet_length(coalesce(attachments::text, ''))
+     + octet_length(coalesce(metadata::text, '')) + octet_length(coalesce(error::text, '')) + 256)";
+
+/// The messages matching `filter`, ordered by sequence in `order` (`ASC` or `DESC`), at most
+/// `limit` of them, and no more once their [`MESSAGE_BYTES`] reach `max_bytes` (the message
+/// that reaches it is the last one; a first message is always returned). `limit` and
+/// `max_bytes` are placeholders (`$n::bigint`). After the [`MESSAGE_COLUMNS`] comes one bool:
+/// true when the page reached `max_bytes`, so more may follow.
+pub(super) fn capped_page(filter: &str, order: &str, limit: &str, max_bytes: &str) -> String {
+    format!(
+        "SELECT {MESSAGE_COLUMNS}, upto >= {max_bytes} FROM (
+             SELECT m.*, {MESSAGE_BYTES} AS own,
+                    sum({MESSAGE_BYTES}) OVER (ORDER BY sequence {order} ROWS UNBOUNDED PRECEDING) AS upto
+             FROM messages m WHERE {filter}
+             ORDER BY sequence {order} LIMIT {limit}) page
+         WHERE upto - own < {max_bytes}
+         ORDER BY sequence {order}"
+    )
+}
+
+/// `max_bytes` as a [`capped_page`] parameter (`usize::MAX` means no limit).
+pub(super) fn byte_limit(max_bytes: usize) -> i64 {
+    i64::try_from(max_bytes).unwrap_or(i64::MAX)
+}
+
+/// The rows of a [`capped_page`] query and whether the page reached its byte limit.
+pub(super) fn capped_messages(rows: &[Row]) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+    let reached = rows.last().is_some_and(|r| r.get::<_, bool>(17));
+    let messages = rows.iter().map(stored_message).collect::<Result<_, _>>()?;
+    Ok((messages, reached))
+}
+
 /// A row of [`MESSAGE_COLUMNS`], read by position (name lookups cost a scan per column on
 /// every row of every BuildContext).
 pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {

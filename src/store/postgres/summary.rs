@@ -14,6 +14,7 @@ pub(super) async fn summary_state(
     pool: &Pool,
     tenant: &TenantId,
     conversation: &ConversationId,
+    max_bytes: usize,
 ) -> Result<SummaryState, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
@@ -37,10 +38,11 @@ pub(super) async fn summary_state(
         updated_at: state.get(5),
     });
     let watermark = summary.as_ref().map_or(Sequence::ZERO, |s| s.through_sequence);
-    let messages = messages_after(&client, t, c, watermark).await?;
+    let (messages, complete) = messages_after(&client, t, c, watermark, max_bytes).await?;
     Ok(SummaryState {
         summary,
         messages,
+        complete,
         last_sequence: Sequence::from_stored(state.get(0)),
     })
 }

@@ -62,6 +62,8 @@ pub struct PageRequest {
     pub floor: Sequence,
     /// Maximum messages to return.
     pub limit: usize,
+    /// Stop once the messages' size reaches this many bytes (a first message always comes).
+    pub max_bytes: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +195,7 @@ impl ContextPacker {
             before: self.cursor,
             floor,
             limit,
+            max_bytes: usize::MAX,
         })
     }
 

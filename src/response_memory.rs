@@ -1,0 +1,224 @@
+//! The memory a replica gives to the data its calls load and answer with: message pages read
+//! for BuildContext, ListMessages and the summary and working-memory transcripts, and the
+//! responses built from them until the client has read them. Each call holds a [`Reservation`]
+//! that grows with every message it loads, up to a per-call limit, out of one process-wide
+//! amount, so that N large calls at once fit the memory the replica is given instead of
+//! getting it OOM-killed. Growing never waits (no call can hold part of the memory while
+//! waiting for more): a call that would pass either limit is refused with a clear reason.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Reservations are counted in KiB (a semaphore holds at most `u32::MAX >> 3` permits).
+const UNIT: usize = 1024;
+
+/// The most one store read loads (plus the one message that crosses it): reserved before the
+/// read, so that what is loaded was accounted for before it arrived.
+pub const READ_BYTES: usize = 4 << 20;
+
+/// A read in progress: the reservation it started from and its byte limit.
+#[derive(Debug, Clone, Copy)]
+#[must_use = "end the read with Reservation::end_read"]
+pub struct Read {
+    before: usize,
+    /// The most the read may load (the store's `max_bytes`).
+    pub limit: usize,
+}
+
+/// The process-wide amount and the per-call limit.
+#[derive(Debug, Clone)]
+pub struct ResponseMemory {
+    units: Arc<Semaphore>,
+    total_bytes: usize,
+    per_call_bytes: usize,
+}
+
+/// Why a reservation could not grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The call itself needs more than the per-call limit.
+    #[error("the call needs more than {limit} bytes of messages and response, the per-call limit")]
+    TooLarge {
+        /// The per-call limit.
+        limit: usize,
+    },
+    /// Other calls hold the replica's memory for now.
+    #[error("the replica's memory for large calls ({total} bytes) is in use by other calls")]
+    Busy {
+        /// The process-wide amount.
+        total: usize,
+    },
+}
+
+impl ResponseMemory {
+    /// `total_bytes` for all calls at once, at most `per_call_bytes` for one.
+    pub fn new(total_bytes: usize, per_call_bytes: usize) -> Self {
+        let units = (total_bytes / UNIT).clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            units: Arc::new(Semaphore::new(units)),
+            total_bytes,
+            per_call_bytes: per_call_bytes.min(total_bytes),
+        }
+    }
+
+    /// An empty reservation for one call.
+    pub fn reserve(&self) -> Reservation {
+        Reservation {
+            memory: self.clone(),
+            held: None,
+            bytes: 0,
+        }
+    }
+
+    /// Bytes not reserved by any call right now.
+    pub fn available_bytes(&self) -> usize {
+        self.units.available_permits() * UNIT
+    }
+}
+
+impl Default for ResponseMemory {
+    /// 256 MiB in all, 64 MiB per call: the defaults of `--response-memory-mib`.
+    fn default() -> Self {
+        Self::new(256 << 20, 64 << 20)
+    }
+}
+
+/// One call's share; released when dropped (for a response, once the client has read it or
+/// the connection is gone).
+#[derive(Debug)]
+pub struct Reservation {
+    memory: ResponseMemory,
+    held: Option<OwnedSemaphorePermit>,
+    bytes: usize,
+}
+
+impl Reservation {
+    /// Counts `bytes` more: grows the reservation, or refuses without waiting.
+    pub fn grow(&mut self, bytes: usize) -> Result<(), Refusal> {
+        let wanted = self.bytes.saturating_add(bytes);
+        if wanted > self.memory.per_call_bytes {
+            return Err(Refusal::TooLarge {
+                limit: self.memory.per_call_bytes,
+            });
+        }
+        let (have, need) = (units(self.bytes), units(wanted));
+        if need > have {
+            let more = self
+                .memory
+                .units
+                .clone()
+                .try_acquire_many_owned((need - have) as u32)
+                .map_err(|_| Refusal::Busy {
+                    total: self.memory.total_bytes,
+                })?;
+            match &mut self.held {
+                Some(held) => held.merge(more),
+                None => self.held = Some(more),
+            }
+        }
+        self.bytes = wanted;
+        Ok(())
+    }
+
+    /// Keeps only `bytes` (what the response still needs), returning the rest.
+    pub fn shrink_to(&mut self, bytes: usize) {
+        if bytes >= self.bytes {
+            return;
+        }
+        let keep = units(bytes);
+        if let Some(held) = &mut self.held {
+            let surplus = held.num_permits().saturating_sub(keep);
+            drop(held.split(surplus));
+        }
+        self.bytes = bytes;
+    }
+
+    /// Bytes counted so far.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Reserves room for one store read of at most [`READ_BYTES`] (less when the call is near
+    /// its limit); its `limit` is the store's `max_bytes`.
+    pub fn begin_read(&mut self) -> Result<Read, Refusal> {
+        let left = self.memory.per_call_bytes.saturating_sub(self.bytes);
+        if left == 0 {
+            return Err(Refusal::TooLarge {
+                limit: self.memory.per_call_bytes,
+            });
+        }
+        let before = self.bytes;
+        let limit = left.min(READ_BYTES);
+        self.grow(limit)?;
+        Ok(Read { before, limit })
+    }
+
+    /// Settles `read` at the `loaded` bytes it brought (the message crossing its limit may
+    /// bring it past it).
+    pub fn end_read(&mut self, read: Read, loaded: usize) -> Result<(), Refusal> {
+        if loaded > read.limit {
+            self.grow(loaded - read.limit)
+        } else {
+            self.shrink_to(read.before + loaded);
+            Ok(())
+        }
+    }
+}
+
+/// KiB, rounded up.
+fn units(bytes: usize) -> usize {
+    bytes.div_ceil(UNIT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_share_the_total_and_none_passes_its_own_limit() {
+        let memory = ResponseMemory::new(10 * UNIT, 6 * UNIT);
+        let mut a = memory.reserve();
+        a.grow(4 * UNIT).unwrap();
+        assert_eq!(a.grow(3 * UNIT), Err(Refusal::TooLarge { limit: 6 * UNIT }));
+        let mut b = memory.reserve();
+        b.grow(5 * UNIT).unwrap();
+        let mut c = memory.reserve();
+        assert_eq!(c.grow(2 * UNIT), Err(Refusal::Busy { total: 10 * UNIT }));
+        assert_eq!(memory.available_bytes(), UNIT);
+        a.shrink_to(UNIT + 1);
+        assert_eq!(memory.available_bytes(), 3 * UNIT);
+        c.grow(2 * UNIT).unwrap();
+        drop((a, b, c));
+        assert_eq!(memory.available_bytes(), 10 * UNIT);
+    }
+
+    #[test]
+    fn reads_reserve_before_and_settle_after() {
+        let memory = ResponseMemory::new(READ_BYTES * 4, READ_BYTES * 2);
+        let mut call = memory.reserve();
+        let read = call.begin_read().unwrap();
+        assert_eq!(read.limit, READ_BYTES);
+        assert_eq!(memory.available_bytes(), READ_BYTES * 3);
+        call.end_read(read, 10 * UNIT).unwrap();
+        assert_eq!(call.bytes(), 10 * UNIT);
+        // The second read may load only what is left of the call's limit, plus one message.
+        let read = call.begin_read().unwrap();
+        assert_eq!(read.limit, READ_BYTES);
+        call.end_read(read, 2 * READ_BYTES).unwrap_err();
+        let read = call.begin_read();
+        assert!(matches!(read, Err(Refusal::TooLarge { .. })) || read.unwrap().limit < READ_BYTES);
+    }
+
+    #[test]
+    fn small_growths_round_up_once() {
+        let memory = ResponseMemory::new(4 * UNIT, 4 * UNIT);
+        let mut a = memory.reserve();
+        for _ in 0..UNIT {
+            a.grow(1).unwrap();
+        }
+        assert_eq!(memory.available_bytes(), 3 * UNIT);
+        a.grow(1).unwrap();
+        assert_eq!(memory.available_bytes(), 2 * UNIT);
+    }
+}
