@@ -164,7 +164,7 @@ pub struct Config {
     pub max_response_bytes: usize,
 
     /// MiB that the messages loaded by all calls at once, and their responses until the clients
-    /// have read them, may hold; one call may hold four times CTXD_MAX_RESPONSE_BYTES. A call
+    /// have read them, may hold; one call may hold twice CTXD_MAX_RESPONSE_BYTES. A call
     /// that would pass either is refused with RESOURCE_EXHAUSTED. Keep it well under the
     /// container's memory limit.
     #[arg(long, env = "CTXD_RESPONSE_MEMORY_MIB", default_value_t = 256)]

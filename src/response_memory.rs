@@ -78,9 +78,9 @@ impl ResponseMemory {
 }
 
 impl Default for ResponseMemory {
-    /// 256 MiB in all, 64 MiB per call: the defaults of `--response-memory-mib`.
+    /// 256 MiB in all, 32 MiB per call: the defaults.
     fn default() -> Self {
-        Self::new(256 << 20, 64 << 20)
+        Self::new(256 << 20, 32 << 20)
     }
 }
 
@@ -121,6 +121,17 @@ impl Reservation {
         Ok(())
     }
 
+    /// Grows or shrinks the reservation to exactly `bytes`.
+    pub fn settle_at(&mut self, bytes: usize) -> Result<(), Refusal> {
+        match bytes.checked_sub(self.bytes) {
+            Some(more) => self.grow(more),
+            None => {
+                self.shrink_to(bytes);
+                Ok(())
+            }
+        }
+    }
+
     /// Keeps only `bytes` (what the response still needs), returning the rest.
     pub fn shrink_to(&mut self, bytes: usize) {
         if bytes >= self.bytes {
@@ -140,9 +151,11 @@ impl Reservation {
     }
 
     /// Reserves room for one store read of at most [`READ_BYTES`] (less when the call is near
-    /// its limit); its `limit` is the store's `max_bytes`.
+    /// its limit), twice over while it runs; its `limit` is the store's `max_bytes`.
     pub fn begin_read(&mut self) -> Result<Read, Refusal> {
-        let left = self.memory.per_call_bytes.saturating_sub(self.bytes);
+        // A quarter of what is left: the read is reserved twice over while it runs, and what it
+        // loads may need as much again for the response built from it.
+        let left = self.memory.per_call_bytes.saturating_sub(self.bytes) / 4;
         if left == 0 {
             return Err(Refusal::TooLarge {
                 limit: self.memory.per_call_bytes,
@@ -150,19 +163,15 @@ impl Reservation {
         }
         let before = self.bytes;
         let limit = left.min(READ_BYTES);
-        self.grow(limit)?;
+        // While the read runs, its rows are in memory twice: as received, and decoded.
+        self.grow(2 * limit)?;
         Ok(Read { before, limit })
     }
 
     /// Settles `read` at the `loaded` bytes it brought (the message crossing its limit may
     /// bring it past it).
     pub fn end_read(&mut self, read: Read, loaded: usize) -> Result<(), Refusal> {
-        if loaded > read.limit {
-            self.grow(loaded - read.limit)
-        } else {
-            self.shrink_to(read.before + loaded);
-            Ok(())
-        }
+        self.settle_at(read.before + loaded)
     }
 }
 
@@ -195,17 +204,18 @@ mod tests {
 
     #[test]
     fn reads_reserve_before_and_settle_after() {
-        let memory = ResponseMemory::new(READ_BYTES * 4, READ_BYTES * 2);
+        let memory = ResponseMemory::new(READ_BYTES * 16, READ_BYTES * 6);
         let mut call = memory.reserve();
         let read = call.begin_read().unwrap();
         assert_eq!(read.limit, READ_BYTES);
-        assert_eq!(memory.available_bytes(), READ_BYTES * 3);
+        // Twice the limit while the read runs.
+        assert_eq!(memory.available_bytes(), READ_BYTES * 14);
         call.end_read(read, 10 * UNIT).unwrap();
         assert_eq!(call.bytes(), 10 * UNIT);
         // The second read may load only what is left of the call's limit, plus one message.
         let read = call.begin_read().unwrap();
         assert_eq!(read.limit, READ_BYTES);
-        call.end_read(read, 2 * READ_BYTES).unwrap_err();
+        call.end_read(read, 6 * READ_BYTES).unwrap_err();
         let read = call.begin_read();
         assert!(matches!(read, Err(Refusal::TooLarge { .. })) || read.unwrap().limit < READ_BYTES);
     }

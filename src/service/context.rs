@@ -104,7 +104,8 @@ async fn build_context_pack(
     let mut packer = ContextPacker::new(request, snapshot);
     // A page cut at its byte limit is not the end of the log: the packer is told it asked for
     // exactly what came, and asks for the rest.
-    packer.feed_first(newest, if cut { usize::MAX } else { first_page });
+    let fed = if cut { newest.len() } else { first_page };
+    packer.feed_first(newest, fed);
     let mut pages = 1;
     while let Some(mut page) = packer.next_page() {
         let read = reservation.begin_read()?;
@@ -131,8 +132,7 @@ async fn build_context_pack(
     }
     // From here on the response is all the call holds: its messages and rendering, then their
     // encoding.
-    reservation.grow(rendered.len())?;
-    reservation.shrink_to(2 * response);
+    reservation.settle_at(2 * response)?;
     Ok(ContextOutcome {
         pack,
         rendered,

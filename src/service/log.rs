@@ -64,7 +64,7 @@ impl Service {
         let loaded = super::context::loaded_bytes(&page.messages);
         reservation.end_read(read, loaded)?;
         // The page, then its encoding.
-        reservation.grow(loaded)?;
+        reservation.settle_at(2 * loaded)?;
         Ok((page, reservation))
     }
 

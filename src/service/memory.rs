@@ -53,7 +53,8 @@ impl Service {
                     PreparedRequest::new(request, memory.through_sequence, last.sequence)
                 });
                 if let Some(prepared) = &prepared {
-                    reservation.grow(2 * prepared.rendered.len())?;
+                    // The request as messages and rendered, then encoded.
+                    reservation.settle_at(3 * prepared.rendered.len())?;
                 }
                 return Ok(MemoryOutcome {
                     memory,

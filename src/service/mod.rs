@@ -56,12 +56,12 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// The replica's [`ResponseMemory`]: the configured total, and for one call four times
-    /// its largest response (the messages it loads, the response, its rendering and encoding).
+    /// The replica's [`ResponseMemory`]: the configured total, and for one call twice its
+    /// largest response (the messages it loads, then the response and its encoding).
     pub fn response_memory(&self) -> ResponseMemory {
         ResponseMemory::new(
             self.response_memory_bytes,
-            self.max_response_bytes.saturating_mul(4),
+            self.max_response_bytes.saturating_mul(2),
         )
     }
 }
@@ -122,7 +122,7 @@ impl From<Refusal> for ServiceError {
         let message = match refusal {
             Refusal::TooLarge { limit } => format!(
                 "the call would load more than {limit} bytes of messages and response, its limit \
-                 (four times CTXD_MAX_RESPONSE_BYTES): ask for less (a smaller budget or page)"
+                 (twice CTXD_MAX_RESPONSE_BYTES): ask for less (a smaller budget or page)"
             ),
             Refusal::Busy { total } => format!(
                 "the replica's memory for large calls ({total} bytes, CTXD_RESPONSE_MEMORY_MIB) is \

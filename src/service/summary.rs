@@ -178,7 +178,8 @@ impl Service {
         let base = state.watermark();
         let unchanged = |prepared: Option<PreparedRequest>, mut reservation: Reservation| {
             if let Some(prepared) = &prepared {
-                reservation.grow(2 * prepared.rendered.len())?;
+                // The request as messages and rendered, then encoded.
+                reservation.settle_at(3 * prepared.rendered.len())?;
             }
             Ok(SummarizeOutcome {
                 summary: state.summary.clone(),

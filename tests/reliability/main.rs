@@ -12,6 +12,7 @@ mod cpu;
 mod hostile;
 mod kill;
 mod locked;
+mod memory;
 mod outage;
 mod race;
 #[path = "../support/replica.rs"]
@@ -142,6 +143,9 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("cpu") {
         reports.push(cpu::pathological_memory_work(&replicas[1]).await?);
+    }
+    if wanted("memory") {
+        reports.push(memory::large_calls(binary, &cluster, &work).await?);
     }
     if wanted("locked") {
         reports.push(locked::locked_conversation(binary, &cluster, &work).await?);
