@@ -30,10 +30,13 @@ pub(super) const MESSAGE_COLUMNS: &str =
 /// A message's size as ctxd loads it, in bytes: its text and JSON columns as PostgreSQL
 /// measures them (`Message::loaded_bytes` up to JSON punctuation). `octet_length` of a text
 /// reads the stored length without decompressing it.
-const MESSAGE_BYTES: &str = "(octet_length(coalesce(content, '')) + octet_length(coalesce(name, ''))
-     + octet_length(coalesce(tool_call_id, '')) + octet_length(coalesce(response_id, ''))
-     + octet_length(coalesce(tool_calls::text, '')) + octet_length(coalesce(attachments::text, ''))
-     + octet_length(coalesce(metadata::text, '')) + octet_length(coalesce(error::text, '')) + 256)";
+/// Empty JSON lists and maps (most messages) are not serialized to be measured.
+const MESSAGE_BYTES: &str = "(octet_length(content) + octet_length(name)
+     + coalesce(octet_length(tool_call_id), 0) + octet_length(response_id)
+     + CASE WHEN tool_calls = '[]' THEN 0 ELSE octet_length(tool_calls::text) END
+     + CASE WHEN attachments = '[]' THEN 0 ELSE octet_length(attachments::text) END
+     + CASE WHEN metadata = '{}' THEN 0 ELSE octet_length(metadata::text) END
+     + coalesce(octet_length(error::text), 0) + 256)";
 
 /// The messages matching `filter`, ordered by sequence in `order` (`ASC` or `DESC`), at most
 /// `limit` of them, and no more once their [`MESSAGE_BYTES`] reach `max_bytes` (the message
