@@ -92,12 +92,7 @@ async fn build_context_pack(
     let (mut snapshot, newest, cut) = store
         .open_context(tenant, &conversation, first_page, read.limit)
         .await?;
-    let pinned = snapshot
-        .pinned
-        .iter()
-        .map(|m| m.message.loaded_bytes())
-        .sum::<usize>();
-    reservation.end_read(read, loaded_bytes(&newest) + pinned)?;
+    reservation.end_read(read, loaded_bytes(&newest) + loaded_bytes(&snapshot.pinned))?;
     resolve_pending_results(store, tenant, &request, &mut snapshot).await?;
 
     let format = request.format;
