@@ -194,6 +194,8 @@ pub struct StoredMessage {
     pub tokens: TokenCounts,
     /// For a tool result: the sequence of the call it answers.
     pub call_sequence: Option<Sequence>,
+    /// For a turn start: its anchor level (see [`crate::domain::context::anchor`]).
+    pub turn_anchor: Option<u8>,
     /// The message itself.
     pub message: Message,
 }

@@ -293,6 +293,7 @@ mod tests {
             created_at: UNIX_EPOCH,
             tokens: TokenCounts::of(&message),
             call_sequence: call_sequence.map(|c| Sequence::parse(c).unwrap()),
+            turn_anchor: None,
             message,
         }
     }

@@ -7,7 +7,8 @@ use std::{sync::Arc, time::Duration};
 use ctxd::{
     domain::{
         AppendBatch, ConversationId, IdempotencyKey, Message, Role, Sequence, TenantId, ToolCall,
-        context::PageRequest, memory::WorkingMemory,
+        context::{PageRequest, TokenCounts, anchor::LogEnd},
+        memory::WorkingMemory,
     },
     store::{self, NewSummary, PostgresOptions, Store, StoreError},
 };
@@ -28,6 +29,7 @@ contract_tests!(
     store_tail_pages_newest_first_within_bounds_without_excluded_messages,
     store_open_context_carries_pinned_messages_summary_and_memory,
     store_reads_stop_at_their_byte_limit,
+    store_places_turn_anchors_where_the_log_says,
     store_summary_watermark_moves_only_forward_by_compare_and_set,
     store_memory_versions_are_compare_and_set,
     store_summarizer_lease_is_exclusive_until_released,
@@ -559,4 +561,57 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
     assert_eq!((state.messages.len(), state.complete), (3, false));
     let state = store.summary_state(&t, &c, usize::MAX).await.unwrap();
     assert_eq!((state.messages.len(), state.complete), (10, true));
+}
+
+/// Turn anchors are a property of the log (DESIGN.md 2.2.3): whatever the batches and the
+/// append path (the one-statement path for plain batches, the transaction for tool calls and
+/// idempotency keys), each stored message carries the anchor that placing the whole log one
+/// message at a time gives; the same on both stores.
+async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let t = tenant("t");
+    let mut excluded = text(Role::User, "a note for the UI only");
+    excluded.exclude_from_context = true;
+    let mut sent: Vec<Message> = Vec::new();
+    for round in 0..12 {
+        let long = "word ".repeat(40 * (round % 5) + 3);
+        let plain = vec![
+            text(Role::User, &format!("question {round}: {long}")),
+            text(Role::Assistant, &long),
+        ];
+        let tools = vec![
+            text(Role::User, &format!("run it {round}")),
+            calling(&[&format!("call-{round}")]),
+            result(&format!("call-{round}")),
+            text(Role::Assistant, &long),
+        ];
+        let mut batch = match round % 3 {
+            0 => batch("c", plain),
+            1 => batch("c", tools),
+            _ => batch("c", vec![excluded.clone(), text(Role::User, &long)]),
+        };
+        if round % 4 == 3 {
+            batch.idempotency_key = IdempotencyKey::parse_optional(format!("key-{round}")).unwrap();
+        }
+        sent.extend(batch.messages.iter().cloned());
+        store.append_messages(&t, &batch).await.unwrap();
+    }
+    let page = store
+        .list_messages(&t, &conversation("c"), Sequence::ZERO, 1000, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(page.messages.len(), sent.len());
+    let mut end = LogEnd::default();
+    let mut anchors = 0;
+    for (stored, message) in page.messages.iter().zip(&sent) {
+        let expected = end
+            .place(message, TokenCounts::of(message).approx)
+            .anchor(message);
+        assert_eq!(stored.turn_anchor, expected, "sequence {}", stored.sequence);
+        anchors += usize::from(expected.is_some());
+    }
+    assert_eq!(
+        anchors, 12,
+        "every user message that is not excluded starts a turn"
+    );
 }

@@ -2,6 +2,7 @@
 //! tool call from its results. Pure: the store feeds the log's tail page by page (newest first)
 //! into a [`ContextPacker`], which says when it has seen enough.
 
+pub mod anchor;
 pub mod cost;
 mod pack;
 pub mod pending;

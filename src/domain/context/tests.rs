@@ -14,6 +14,7 @@ use super::{
     super::memory::WorkingMemory,
     ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, PLACEHOLDER_TURN, Source,
     SummarySection, TokenBudget, TokenCounts,
+    anchor::LogEnd,
     cost::{context_text, message_cost_with_text},
     initial_page_limit,
     render::render,
@@ -210,15 +211,20 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
             }
         }
     }
+    let mut end = LogEnd::default();
     messages
         .into_iter()
         .enumerate()
-        .map(|(i, (message, call_sequence))| StoredMessage {
-            sequence: Sequence::parse(i as u64 + 1).unwrap(),
-            created_at: UNIX_EPOCH,
-            tokens: TokenCounts::of(&message),
-            call_sequence,
-            message,
+        .map(|(i, (message, call_sequence))| {
+            let tokens = TokenCounts::of(&message);
+            StoredMessage {
+                sequence: Sequence::parse(i as u64 + 1).unwrap(),
+                created_at: UNIX_EPOCH,
+                tokens,
+                call_sequence,
+                turn_anchor: end.place(&message, tokens.approx).anchor(&message),
+                message,
+            }
         })
         .collect()
 }

@@ -221,6 +221,7 @@ mod tests {
             created_at: UNIX_EPOCH,
             tokens: TokenCounts::default(),
             call_sequence: None,
+            turn_anchor: None,
             message,
         }
     }

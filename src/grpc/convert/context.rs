@@ -130,6 +130,7 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         created_at: std::time::UNIX_EPOCH,
         tokens: TokenCounts::default(),
         call_sequence: None,
+        turn_anchor: None,
         message,
     });
     let source = match source {

@@ -190,6 +190,7 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         message,
         tokens,
         call_sequence: _,
+        turn_anchor: _,
     } = stored;
     let Message {
         role,

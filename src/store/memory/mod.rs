@@ -15,7 +15,7 @@ use crate::domain::{
     AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, ConversationId, IdempotencyRecord,
     KnownCall, Sequence, StoredMessage, TenantId, WritePlan,
     append::plan,
-    context::{ContextSnapshot, PageRequest, SummarySection},
+    context::{ContextSnapshot, PageRequest, SummarySection, anchor::LogEnd},
     memory::WorkingMemory,
     summary::Summary,
     tool_protocol::mentioned_call_ids,
@@ -35,6 +35,8 @@ struct Conversation {
     /// Every summary version, oldest first.
     summaries: Vec<Summary>,
     memory: Option<WorkingMemory>,
+    /// Where the next message goes in the log's token stream.
+    end: LogEnd,
 }
 
 impl Conversation {
@@ -71,11 +73,14 @@ impl Conversation {
             if message.pinned && !message.exclude_from_context {
                 self.pinned.push(sequence);
             }
+            let tokens = batch.tokens.get(i).copied().unwrap_or_default();
+            let position = self.end.place(message, tokens.approx);
             self.messages.push(StoredMessage {
                 sequence,
                 created_at: now,
-                tokens: batch.tokens.get(i).copied().unwrap_or_default(),
+                tokens,
                 call_sequence: write.call_sequences[i],
+                turn_anchor: position.anchor(message),
                 message: message.clone(),
             });
         }

@@ -12,25 +12,33 @@ use crate::{
         AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, IdempotencyRecord, KnownCall,
         PayloadHash, Sequence, TenantId, WritePlan,
         append::{needs_state, newest_facts, plan},
+        context::anchor::LogEnd,
         tool_protocol::mentioned_call_ids,
     },
     store::StoreError,
 };
 
-/// Creates or locks the conversation and allocates the batch's sequences in one statement.
-/// `$4` is the 1-based position of the batch's newest user message (NULL if none) and `$5` its
-/// newest response id; SET expressions see the row as it was before the update. A macro so that
-/// [`APPEND_PLAIN`] can embed the same text.
+/// Creates or locks the conversation and allocates the batch's sequences and log positions in
+/// one statement. `$4` is the 1-based position of the batch's newest user message (NULL if
+/// none) and `$5` its newest response id; `$6` is the batch's approximate tokens and `$7` the
+/// offset of its newest turn start within the batch (NULL if none), see [`Placement`]. SET
+/// expressions see the row as it was before the update, so `turn_offset_before` returns the
+/// newest turn start before the batch. A macro so that [`APPEND_PLAIN`] can embed the same
+/// text.
 macro_rules! allocate_sql {
     () => {
         "INSERT INTO conversations
-             (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id)
-         VALUES ($1, $2, $3, $4, $5)
+             (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id,
+              token_offset, turn_offset)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
              last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
              last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
-             last_response_id = coalesce($5, conversations.last_response_id)
-         RETURNING last_sequence"
+             last_response_id = coalesce($5, conversations.last_response_id),
+             token_offset = conversations.token_offset + EXCLUDED.token_offset,
+             turn_offset = coalesce(conversations.token_offset + $7, conversations.turn_offset),
+             turn_offset_before = conversations.turn_offset
+         RETURNING last_sequence, token_offset, turn_offset_before"
     };
 }
 
@@ -38,39 +46,83 @@ macro_rules! allocate_sql {
 const ALLOCATE: &str = allocate_sql!();
 
 /// Inserts a batch: `$3` holds the sequences, `$4..=$17` the [`Columns`], `$18` the sequence
-/// of the call each tool result answers.
+/// of the call each tool result answers, `$19` and `$20` the log positions.
 const INSERT_MESSAGES: &str =
     "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
          tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error, response_id,
-         tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, created_at)
+         tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, token_offset, previous_turn_offset,
+         created_at)
      SELECT $1, $2, u.*, now()
      FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::text[], $9::jsonb[],
                  $10::jsonb[], $11::bool[], $12::bool[], $13::jsonb[], $14::text[],
-                 $15::int[], $16::int[], $17::int[], $18::bigint[]) AS u";
+                 $15::int[], $16::int[], $17::int[], $18::bigint[], $19::bigint[], $20::bigint[]) AS u";
 
 /// The whole append of a batch without tool calls, results, idempotency key or expected
 /// sequence, in one statement (one round trip, its own transaction): [`ALLOCATE`]'s upsert
-/// locks the conversation and allocates, and the insert numbers the rows after it. `$6..=$19`
-/// are the [`Columns`].
+/// locks the conversation and allocates, and the insert numbers and places the rows after it.
+/// `$8..=$21` are the [`Columns`], `$22` and `$23` the batch-relative [`Placement`].
 const APPEND_PLAIN: &str = concat!(
     "WITH allocated AS (",
     allocate_sql!(),
     "     ), stored AS (
          INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
              tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
-             response_id, tokens_o200k, tokens_cl100k, tokens_approx, created_at)
+             response_id, tokens_o200k, tokens_cl100k, tokens_approx, token_offset,
+             previous_turn_offset, created_at)
          SELECT $1, $2, a.last_sequence - $3 + u.n, u.role, u.content, u.name, u.tool_calls,
                 u.tool_call_id, u.attachments, u.metadata, u.excluded, u.pinned, u.error,
-                u.response_id, u.o200k, u.cl100k, u.approx, now()
+                u.response_id, u.o200k, u.cl100k, u.approx, a.token_offset - $6 + u.rel,
+                coalesce(a.token_offset - $6 + u.previous_rel, a.turn_offset_before), now()
          FROM allocated a,
-              unnest($6::text[], $7::text[], $8::text[], $9::jsonb[], $10::text[], $11::jsonb[],
-                     $12::jsonb[], $13::bool[], $14::bool[], $15::jsonb[], $16::text[],
-                     $17::int[], $18::int[], $19::int[])
+              unnest($8::text[], $9::text[], $10::text[], $11::jsonb[], $12::text[], $13::jsonb[],
+                     $14::jsonb[], $15::bool[], $16::bool[], $17::jsonb[], $18::text[],
+                     $19::int[], $20::int[], $21::int[], $22::bigint[], $23::bigint[])
                   WITH ORDINALITY AS u(role, content, name, tool_calls, tool_call_id, attachments,
-                     metadata, excluded, pinned, error, response_id, o200k, cl100k, approx, n)
+                     metadata, excluded, pinned, error, response_id, o200k, cl100k, approx, rel,
+                     previous_rel, n)
      )
      SELECT last_sequence FROM allocated"
 );
+
+/// Where a batch's messages go in the log's token stream, relative to its start: what
+/// [`ALLOCATE`] adds to the conversation's totals and the rows' positions are computed from.
+struct Placement {
+    /// The batch's approximate tokens.
+    total: i64,
+    /// Offset of the batch's newest turn start, if any.
+    last_turn: Option<i64>,
+    /// Each message's offset.
+    offsets: Vec<i64>,
+    /// Each message's newest earlier turn start within the batch, if any.
+    previous_turns: Vec<Option<i64>>,
+}
+
+impl Placement {
+    /// Places `batch` after `end` (the log's end before it: default for batch-relative).
+    fn of(batch: &AppendBatch, mut end: LogEnd) -> Self {
+        let start = end.offset;
+        let (offsets, previous_turns) = batch
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, message)| {
+                let approx = batch.tokens.get(i).map_or(0, |t| t.approx);
+                let position = end.place(message, approx);
+                (stored(position.offset), position.previous_turn.map(stored))
+            })
+            .unzip();
+        Placement {
+            total: stored(end.offset - start),
+            last_turn: end.last_turn.filter(|&t| t >= start).map(stored),
+            offsets,
+            previous_turns,
+        }
+    }
+}
+
+fn stored(offset: u64) -> i64 {
+    i64::try_from(offset).unwrap_or(i64::MAX)
+}
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %batch.conversation_id, count = batch.messages.len()))]
 pub(super) async fn append_messages(
@@ -89,11 +141,27 @@ pub(super) async fn append_messages(
 
     let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
     let user_offset = user_offset.map(Sequence::as_i64);
+    let relative = Placement::of(batch, LogEnd::default());
     let allocate = tx.prepare_cached(ALLOCATE).await?;
     let row = tx
-        .query_one(&allocate, &[&t, &c, &count, &user_offset, &response_id])
+        .query_one(
+            &allocate,
+            &[
+                &t,
+                &c,
+                &count,
+                &user_offset,
+                &response_id,
+                &relative.total,
+                &relative.last_turn,
+            ],
+        )
         .await?;
     let last_sequence = Sequence::from_stored(row.get::<_, i64>(0) - count);
+    let end = LogEnd {
+        offset: (row.get::<_, i64>(1) - relative.total).max(0) as u64,
+        last_turn: row.get::<_, Option<i64>>(2).map(|t| t.max(0) as u64),
+    };
     let idempotency = match &batch.idempotency_key {
         Some(key) => idempotency_record(&tx, t, c, key.as_str()).await?,
         None => None,
@@ -113,7 +181,7 @@ pub(super) async fn append_messages(
         AppendPlan::Replay(outcome) => return Ok(outcome),
         AppendPlan::Write(write) => write,
     };
-    insert_messages(&tx, t, c, batch, &write).await?;
+    insert_messages(&tx, t, c, batch, &write, &Placement::of(batch, end)).await?;
     record_tool_calls(&tx, t, c, &write).await?;
     if let (Some(key), Some(record)) = (&batch.idempotency_key, write.idempotency) {
         let insert = tx
@@ -149,8 +217,21 @@ async fn append_plain(
     let user_offset = user_offset.map(Sequence::as_i64);
     let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
     let columns = Columns::of(batch);
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&t, &c, &count, &user_offset, &response_id];
+    let placement = Placement::of(batch, LogEnd::default());
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &t,
+        &c,
+        &count,
+        &user_offset,
+        &response_id,
+        &placement.total,
+        &placement.last_turn,
+    ];
     params.extend(columns.params());
+    params.extend([
+        &placement.offsets as &(dyn ToSql + Sync),
+        &placement.previous_turns,
+    ]);
     let client = pool.get().await?;
     let statement = client.prepare_cached(APPEND_PLAIN).await?;
     let row = super::write_once(&client, client.query_one(&statement, &params)).await?;
@@ -220,6 +301,7 @@ async fn insert_messages(
     conversation: &str,
     batch: &AppendBatch,
     write: &WritePlan,
+    placement: &Placement,
 ) -> Result<(), StoreError> {
     let count = batch.messages.len();
     let sequences: Vec<i64> = (0..count).map(|i| write.sequence_of(i).as_i64()).collect();
@@ -231,7 +313,11 @@ async fn insert_messages(
     let columns = Columns::of(batch);
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant, &conversation, &sequences];
     params.extend(columns.params());
-    params.push(&call_sequences);
+    params.extend([
+        &call_sequences as &(dyn ToSql + Sync),
+        &placement.offsets,
+        &placement.previous_turns,
+    ]);
     let statement = tx.prepare_cached(INSERT_MESSAGES).await?;
     tx.execute(&statement, &params).await?;
     Ok(())

@@ -11,7 +11,7 @@ use super::corrupt;
 use crate::{
     domain::{
         AppendBatch, Role, Sequence, StoredMessage,
-        context::TokenCounts,
+        context::{TokenCounts, anchor::LogPosition},
         memory::WorkingMemory,
         message::{Attachment, LlmError, Message, ToolCall},
     },
@@ -25,7 +25,7 @@ pub(super) const MESSAGE_COLUMNS: &str =
     "sequence, role, content, name, NULLIF(tool_calls, '[]'), tool_call_id,
      NULLIF(attachments, '[]'), NULLIF(metadata, '{}'),
      exclude_from_context, pinned, error, response_id, created_at,
-     tokens_o200k, tokens_cl100k, tokens_approx, call_sequence";
+     tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, token_offset, previous_turn_offset";
 
 /// A message's size as ctxd loads it, in bytes: its text and JSON columns as PostgreSQL
 /// measures them (`Message::loaded_bytes` up to JSON punctuation). `octet_length` of a text
@@ -62,7 +62,7 @@ pub(super) fn byte_limit(max_bytes: usize) -> i64 {
 
 /// The rows of a [`capped_page`] query and whether the page reached its byte limit.
 pub(super) fn capped_messages(rows: &[Row]) -> Result<(Vec<StoredMessage>, bool), StoreError> {
-    let reached = rows.last().is_some_and(|r| r.get::<_, bool>(17));
+    let reached = rows.last().is_some_and(|r| r.get::<_, bool>(19));
     let messages = rows.iter().map(stored_message).collect::<Result<_, _>>()?;
     Ok((messages, reached))
 }
@@ -81,6 +81,27 @@ pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
         Ok(row.try_get::<_, i32>(column).map_err(decode)?.max(0) as u32)
     };
     let call_sequence: Option<i64> = row.try_get(16).map_err(decode)?;
+    let offset = |column: usize| -> Result<Option<u64>, StoreError> {
+        let value: Option<i64> = row.try_get(column).map_err(decode)?;
+        Ok(value.map(|v| v.max(0) as u64))
+    };
+    let position = LogPosition {
+        offset: offset(17)?.unwrap_or(0),
+        previous_turn: offset(18)?,
+    };
+    let message = Message {
+        role,
+        content: row.try_get(2).map_err(decode)?,
+        name: row.try_get(3).map_err(decode)?,
+        tool_calls: tool_calls.map(|Json(v)| v).unwrap_or_default(),
+        tool_call_id: row.try_get(5).map_err(decode)?,
+        attachments: attachments.map(|Json(v)| v).unwrap_or_default(),
+        metadata: metadata.map(|Json(v)| v).unwrap_or_default(),
+        exclude_from_context: row.try_get(8).map_err(decode)?,
+        pinned: row.try_get(9).map_err(decode)?,
+        error: error.map(|Json(e)| e),
+        response_id: row.try_get(11).map_err(decode)?,
+    };
     Ok(StoredMessage {
         sequence: Sequence::from_stored(row.try_get(0).map_err(decode)?),
         created_at: row.try_get(12).map_err(decode)?,
@@ -90,19 +111,8 @@ pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
             approx: count(15)?,
         },
         call_sequence: call_sequence.map(Sequence::from_stored),
-        message: Message {
-            role,
-            content: row.try_get(2).map_err(decode)?,
-            name: row.try_get(3).map_err(decode)?,
-            tool_calls: tool_calls.map(|Json(v)| v).unwrap_or_default(),
-            tool_call_id: row.try_get(5).map_err(decode)?,
-            attachments: attachments.map(|Json(v)| v).unwrap_or_default(),
-            metadata: metadata.map(|Json(v)| v).unwrap_or_default(),
-            exclude_from_context: row.try_get(8).map_err(decode)?,
-            pinned: row.try_get(9).map_err(decode)?,
-            error: error.map(|Json(e)| e),
-            response_id: row.try_get(11).map_err(decode)?,
-        },
+        turn_anchor: position.anchor(&message),
+        message,
     })
 }
 

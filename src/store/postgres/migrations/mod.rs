@@ -30,6 +30,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "summaries_memory",
         sql: include_str!("0003_summaries_memory.sql"),
     },
+    Migration {
+        version: 4,
+        name: "log_positions",
+        sql: include_str!("0004_log_positions.sql"),
+    },
 ];
 
 /// Advisory lock key serializing migrations across processes ("ctxd" in ASCII).
