@@ -87,6 +87,17 @@ pub enum Format {
     AnthropicMessages,
 }
 
+/// Where history begins when not all of it fits (DESIGN.md 2.2.3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HistoryPolicy {
+    /// At a turn anchor that stays put from call to call until the pack no longer fits, so
+    /// the pack's beginning repeats and provider prompt caches hit (the default).
+    #[default]
+    CacheStable,
+    /// The newest history that fits, however far back that starts.
+    Newest,
+}
+
 /// A parsed BuildContext request.
 #[derive(Debug, Clone)]
 pub struct ContextRequest {
@@ -108,6 +119,8 @@ pub struct ContextRequest {
     pub tool_output_max_tokens: Option<u32>,
     /// Rendering format.
     pub format: Format,
+    /// Where history begins when not all of it fits.
+    pub history: HistoryPolicy,
 }
 
 /// The rolling summary as context assembly needs it.
@@ -233,6 +246,13 @@ pub struct ContextStats {
     pub truncated: bool,
     /// The mandatory parts alone exceed the budget.
     pub over_budget: bool,
+    /// Tokens of the pack's beginning that the next call's pack repeats byte for byte if the
+    /// log only grows and the request stays the same: everything before the pending messages,
+    /// unless the next pack's history has to start later.
+    pub stable_prefix_tokens: u32,
+    /// The step, in approximate tokens, between the turn anchors history may start at (0 when
+    /// the history policy is newest-that-fits or all of it fits).
+    pub history_step_tokens: u32,
 }
 
 /// The assembled context.

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::{
     super::memory::WorkingMemory,
-    ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, PLACEHOLDER_TURN, Source,
-    SummarySection, TokenBudget, TokenCounts,
+    ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, HistoryPolicy, PLACEHOLDER_TURN,
+    Source, SummarySection, TokenBudget, TokenCounts,
     anchor::LogEnd,
     cost::{context_text, message_cost_with_text},
     initial_page_limit,
@@ -240,6 +240,7 @@ struct Case {
     summary_through: Option<u64>,
     pending: Pending,
     tokenizer: Tokenizer,
+    history: HistoryPolicy,
 }
 
 /// Pending messages of a request.
@@ -310,8 +311,9 @@ fn case() -> impl Strategy<Value = Case> {
         prop::option::weighted(0.3, 0u64..60),
         pending(),
         prop_oneof![4 => Just(Tokenizer::Approx), 1 => Just(Tokenizer::O200kBase), 1 => Just(Tokenizer::Cl100kBase)],
+        prop_oneof![Just(HistoryPolicy::CacheStable), Just(HistoryPolicy::Newest)],
     )
-        .prop_map(|(events, max_tokens, reserve, max_messages, max_turns, tool_max, summary, pending, tokenizer)| {
+        .prop_map(|(events, max_tokens, reserve, max_messages, max_turns, tool_max, summary, pending, tokenizer, history)| {
             let log = build_log(&events);
             Case {
                 summary_through: summary.map(|s| s.min(log.len() as u64)),
@@ -323,6 +325,7 @@ fn case() -> impl Strategy<Value = Case> {
                 tool_output_max_tokens: tool_max,
                 pending,
                 tokenizer,
+                history,
             }
         })
 }
@@ -344,6 +347,7 @@ fn request(case: &Case, max_tokens: u32, format: Format) -> ContextRequest {
         include_memory: true,
         tool_output_max_tokens: (case.tool_output_max_tokens > 0).then_some(case.tool_output_max_tokens),
         format,
+        history: case.history,
     }
 }
 
@@ -823,15 +827,101 @@ proptest! {
         }
     }
 
+    /// Newest-that-fits: always. Cache-stable: between budgets whose history starts at
+    /// anchors of the same step (or where one of them keeps all history).
     #[test]
     fn a_bigger_budget_never_yields_fewer_history_messages(case in case(), extra in 1u32..2000) {
         let small = pack(&case, case.max_tokens, Format::OpenAiChat);
         let big = pack(&case, case.max_tokens + extra, Format::OpenAiChat);
+        let (small_step, big_step) = (small.stats.history_step_tokens, big.stats.history_step_tokens);
+        if case.history == HistoryPolicy::Newest || small_step == big_step || small_step == 0 || big_step == 0 {
+            prop_assert!(
+                big.stats.messages_included >= small.stats.messages_included,
+                "{} tokens: {} messages; {} tokens: {}",
+                case.max_tokens, small.stats.messages_included, case.max_tokens + extra, big.stats.messages_included
+            );
+        }
+    }
+
+    /// A cache-stable history is the newest-that-fits history, cut at a turn anchor: never a
+    /// message the newest-that-fits pack would not send.
+    #[test]
+    fn cache_stable_history_is_a_suffix_of_the_newest_history(case in case()) {
+        let stable = pack(&Case { history: HistoryPolicy::CacheStable, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
+        let newest = pack(&Case { history: HistoryPolicy::Newest, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
+        let history = |p: &ContextPack| -> Vec<Sequence> {
+            p.messages.iter().filter(|m| m.source == Source::History).filter_map(|m| m.sequence).collect()
+        };
+        let (stable_history, newest_history) = (history(&stable), history(&newest));
+        prop_assert!(newest_history.ends_with(&stable_history) || stable_history.iter().all(|s| newest_history.contains(s)),
+            "stable {stable_history:?}, newest {newest_history:?}");
+        prop_assert!(stable.stats.total_tokens <= newest.stats.total_tokens.max(stable.stats.budget_tokens));
+        if newest.stats.messages_dropped == 0 {
+            prop_assert_eq!(&stable.messages, &newest.messages, "all history fits: the policies agree");
+        }
+    }
+
+    /// A cache-stable history gives up less than one step plus one turn of the history that
+    /// newest-that-fits sends (counted in the approximation, which offsets are measured in):
+    /// it starts at the oldest anchor of its step in the window, and the anchor before that
+    /// one lies outside the window.
+    #[test]
+    fn cache_stable_history_gives_up_less_than_a_step_and_a_turn(case in case()) {
+        let case = Case { tokenizer: Tokenizer::Approx, ..case };
+        let stable = pack(&Case { history: HistoryPolicy::CacheStable, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
+        let newest = pack(&Case { history: HistoryPolicy::Newest, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
+        let mut longest_turn = 0u32;
+        let mut turn = 0u32;
+        for m in &case.log {
+            if m.turn_anchor.is_some() {
+                longest_turn = longest_turn.max(turn);
+                turn = 0;
+            }
+            turn += m.tokens.approx.max(1);
+        }
+        longest_turn = longest_turn.max(turn);
+        let given_up = newest.stats.history_tokens - stable.stats.history_tokens;
         prop_assert!(
-            big.stats.messages_included >= small.stats.messages_included,
-            "{} tokens: {} messages; {} tokens: {}",
-            case.max_tokens, small.stats.messages_included, case.max_tokens + extra, big.stats.messages_included
+            given_up < stable.stats.history_step_tokens + longest_turn || given_up == 0,
+            "gave up {given_up} tokens with a step of {} and turns of up to {longest_turn}",
+            stable.stats.history_step_tokens
         );
+    }
+
+    /// As the log grows (a prefix of it, then the whole), a cache-stable history's start never
+    /// moves back, and while it stays put the earlier pack is an exact prefix of the later one,
+    /// rendered bytes included (but for the closing bracket).
+    #[test]
+    fn cache_stable_packs_repeat_their_beginning_as_the_log_grows(case in case(), cut in 0.0f64..1.0) {
+        let case = Case { history: HistoryPolicy::CacheStable, pending: Pending::None, ..case };
+        // Cut the log just before a turn start, so the shorter log has no group the longer
+        // one completes.
+        let starts: Vec<usize> = case.log.iter().enumerate()
+            .filter(|(_, m)| m.message.role == Role::User && !m.message.exclude_from_context)
+            .map(|(i, _)| i)
+            .collect();
+        prop_assume!(!starts.is_empty());
+        let at = starts[((starts.len() as f64) * cut) as usize];
+        let earlier_case = Case {
+            log: case.log[..at].to_vec(),
+            summary_through: case.summary_through.map(|s| s.min(at as u64)),
+            ..case.clone()
+        };
+        let later_case = Case { summary_through: earlier_case.summary_through, ..case.clone() };
+        let earlier = pack(&earlier_case, case.max_tokens, Format::OpenAiChat);
+        let later = pack(&later_case, case.max_tokens, Format::OpenAiChat);
+        prop_assume!(!earlier.stats.over_budget && !later.stats.over_budget);
+        prop_assume!(earlier.stats.history_step_tokens == later.stats.history_step_tokens || earlier.stats.history_step_tokens == 0);
+        let start = |p: &ContextPack| p.stats.oldest_included_sequence;
+        prop_assert!(start(&later) >= start(&earlier) || start(&earlier) == 0,
+            "history went back from {} to {}", start(&earlier), start(&later));
+        if start(&later) == start(&earlier) && start(&earlier) != 0 {
+            prop_assert!(later.messages.starts_with(&earlier.messages),
+                "earlier {:?}\nlater {:?}", earlier.messages, later.messages);
+            let (a, b) = (render(&earlier.messages, Format::OpenAiChat), render(&later.messages, Format::OpenAiChat));
+            prop_assert!(b.starts_with(&a[..a.len() - 1]), "{a}\n{b}");
+            prop_assert_eq!(earlier.stats.stable_prefix_tokens, earlier.stats.total_tokens - REPLY_PRIMING as u32);
+        }
     }
 }
 
@@ -893,6 +983,7 @@ fn pending_tool_results_keep_their_stored_call_in_the_pack() {
         summary_through: None,
         pending: Pending::None,
         tokenizer: Tokenizer::Approx,
+        history: HistoryPolicy::CacheStable,
     };
     let mut request = request(&case, 10_000, Format::OpenAiChat);
     request.pending = vec![Message {
@@ -962,6 +1053,7 @@ fn simple_case(events: &[Event], max_tokens: u32, pending: Pending) -> Case {
         summary_through: None,
         pending,
         tokenizer: Tokenizer::Approx,
+        history: HistoryPolicy::Newest,
     }
 }
 
@@ -1144,4 +1236,95 @@ fn the_newest_turn_is_kept_in_part_when_the_current_turn_is_pending() {
         }
     }
     assert!(partial_seen, "some budget keeps part of the newest turn");
+}
+
+/// A long tool-using conversation replayed one turn at a time: for each call, the share of its
+/// rendered pack that repeats the previous call's pack as an exact prefix, and its budget use.
+fn replay(history: HistoryPolicy, summary_through: Option<u64>) -> (Vec<f64>, Vec<f64>) {
+    let mut seed = 0x5eed_u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut events = Vec::new();
+    for turn in 0..160 {
+        events.push(user(&format!(
+            "step {turn}: {}",
+            "please check ".repeat(next(30) as usize + 2)
+        )));
+        events.push(Event::Tools {
+            calls: next(2) as usize + 1,
+            answered: vec![true; 3],
+            output: "result line ".repeat(next(80) as usize + 1),
+            huge: false,
+            arguments: ARGUMENTS[0],
+            interleave: None,
+        });
+        events.push(assistant(
+            &"done and noted. ".repeat(next(20) as usize + 1),
+            false,
+        ));
+    }
+    let log = build_log(&events);
+    let starts: Vec<usize> = (0..log.len())
+        .filter(|&i| log[i].message.role == Role::User)
+        .collect();
+    let (mut reuse, mut used) = (Vec::new(), Vec::new());
+    let mut previous = String::new();
+    for &at in &starts[20..] {
+        let case = Case {
+            summary_through,
+            history,
+            ..simple_case(&[], 3000, Pending::None)
+        };
+        let case = Case {
+            log: log[..=at].to_vec(),
+            ..case
+        };
+        let pack = pack(&case, 3000, Format::OpenAiChat);
+        assert!(!pack.stats.over_budget);
+        let rendered = render(&pack.messages, Format::OpenAiChat);
+        let common = rendered
+            .bytes()
+            .zip(previous.bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        reuse.push(common as f64 / rendered.len() as f64);
+        used.push(f64::from(pack.stats.total_tokens) / f64::from(pack.stats.budget_tokens));
+        previous = rendered;
+    }
+    (reuse, used)
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+#[test]
+fn cache_stable_packs_repeat_most_of_the_previous_pack_and_still_fill_the_budget() {
+    for summary in [None, Some(40)] {
+        let (reuse, used) = replay(HistoryPolicy::CacheStable, summary);
+        let (newest_reuse, newest_used) = replay(HistoryPolicy::Newest, summary);
+        assert!(median(&reuse) >= 0.8, "median reuse {}", median(&reuse));
+        assert!(mean(&used) >= 0.6, "mean budget use {}", mean(&used));
+        assert!(
+            median(&newest_reuse) < 0.3,
+            "newest-that-fits slides: {}",
+            median(&newest_reuse)
+        );
+        assert!(
+            mean(&newest_used) > mean(&used),
+            "{} vs {}",
+            mean(&newest_used),
+            mean(&used)
+        );
+    }
 }

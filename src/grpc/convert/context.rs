@@ -9,8 +9,8 @@ use crate::{
     domain::{
         Sequence, StoredMessage, Violations,
         context::{
-            ContextMessage, ContextPack, ContextRequest, ContextStats, Format, Source, TokenBudget,
-            TokenCounts,
+            ContextMessage, ContextPack, ContextRequest, ContextStats, Format, HistoryPolicy, Source,
+            TokenBudget, TokenCounts,
         },
     },
     proto,
@@ -32,6 +32,7 @@ pub(crate) fn context_request(
         omit_working_memory,
         tool_output_max_tokens,
         format,
+        history_policy,
     } = request;
     let mut v = Violations::default();
     let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
@@ -75,6 +76,19 @@ pub(crate) fn context_request(
             Format::OpenAiChat
         }
     };
+    let history = match proto::HistoryPolicy::try_from(history_policy) {
+        Ok(proto::HistoryPolicy::Unspecified | proto::HistoryPolicy::CacheStable) => {
+            HistoryPolicy::CacheStable
+        }
+        Ok(proto::HistoryPolicy::Newest) => HistoryPolicy::Newest,
+        Err(_) => {
+            v.add(
+                "history_policy",
+                format!("unknown history policy value {history_policy}"),
+            );
+            HistoryPolicy::CacheStable
+        }
+    };
     match (conversation_id, budget, v.is_empty()) {
         (Some(conversation_id), Some(budget), true) => Ok(ContextRequest {
             conversation_id,
@@ -86,6 +100,7 @@ pub(crate) fn context_request(
             include_memory: !omit_working_memory,
             tool_output_max_tokens: (tool_output_max_tokens > 0).then_some(tool_output_max_tokens),
             format,
+            history,
         }),
         _ => Err(v),
     }
@@ -177,6 +192,8 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         log_last_sequence,
         truncated,
         over_budget,
+        stable_prefix_tokens,
+        history_step_tokens,
     } = stats;
     proto::ContextStats {
         total_tokens,
@@ -197,5 +214,7 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         log_last_sequence,
         truncated,
         over_budget,
+        stable_prefix_tokens,
+        history_step_tokens,
     }
 }

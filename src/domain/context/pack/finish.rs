@@ -10,6 +10,7 @@ impl ContextPacker {
         if self.phase != Phase::Done && !self.unit.is_empty() {
             self.close_dangling_unit();
         }
+        self.settle_stable_start();
         let tokenizer = self.tokenizer;
         self.window.reverse();
         let oldest = self
@@ -99,6 +100,25 @@ impl ContextPacker {
             self.open_with_user_turn(&mut messages);
         }
         self.stats.total_tokens = saturate(self.used);
+        // What the next call repeats: with a stable start, everything before the pending
+        // messages; otherwise only what precedes the notice, when history was left out.
+        let sliding = self.request.history == HistoryPolicy::Newest && self.stats.messages_dropped > 0;
+        self.stats.stable_prefix_tokens = match sliding {
+            false => saturate(
+                self.used
+                    .saturating_sub(REPLY_PRIMING + self.stats.pending_tokens as usize),
+            ),
+            true => messages
+                .iter()
+                .take_while(|m| {
+                    matches!(
+                        m.source,
+                        Source::SystemPrompt | Source::Summary | Source::WorkingMemory
+                    ) || (m.source == Source::History && self.is_pinned(m))
+                })
+                .map(|m| m.tokens)
+                .sum(),
+        };
         self.stats.over_budget |= self.used > self.available;
         ContextPack {
             messages,

@@ -25,7 +25,7 @@ pub use finish::PLACEHOLDER_TURN;
 use finish::{closing_reserve, summary_text};
 
 use super::{
-    ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, Source,
+    ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, HistoryPolicy, Source,
     cost::{context_text, message_cost_with_text, saturate, text_message_cost},
 };
 use crate::{
@@ -108,6 +108,13 @@ pub struct ContextPacker {
     /// Where in `window` the turn being walked begins: the units from here on belong to a turn
     /// whose opening user message has not been reached yet.
     turn_start: usize,
+    /// Where in `window` optional turns begin: the user messages that open them (the oldest
+    /// message of their unit), where a cache-stable history may start.
+    optional_turns: Vec<usize>,
+    /// Turn anchor levels of the history messages shaped so far, by sequence.
+    anchors: HashMap<Sequence, u8>,
+    /// Tokens of the pinned messages.
+    pinned_cost: usize,
     sections: Vec<ContextMessage>,
     turns: u32,
     /// History messages included by the walk, pinned ones aside (what `max_messages` caps).
@@ -166,6 +173,9 @@ impl ContextPacker {
             open: HashMap::new(),
             window: Vec::new(),
             turn_start: 0,
+            optional_turns: Vec::new(),
+            anchors: HashMap::new(),
+            pinned_cost,
             sections: Vec::new(),
             turns: 0,
             window_messages: 0,
@@ -352,6 +362,9 @@ impl ContextPacker {
         self.window.extend(unit);
         if opens_turn {
             self.turn_start = self.window.len();
+            if self.phase == Phase::Optional {
+                self.optional_turns.push(self.window.len() - 1);
+            }
         }
         self.advance_phase();
     }
@@ -366,7 +379,53 @@ impl ContextPacker {
         if !at_boundary || self.turn_start == self.window.len() {
             return;
         }
-        let partial = self.window.split_off(self.turn_start);
+        self.drop_window_from(self.turn_start);
+    }
+
+    /// Cache-stable history (DESIGN.md 2.2.3): when not all history after the floor fits, it
+    /// begins at the oldest turn anchor in the window of the step's level, so that it stays put
+    /// while the log grows until the pack no longer fits. The step is the largest power of two
+    /// at most half the room the stable parts (system prompt, pinned messages, summary,
+    /// memory, notice) leave; when no anchor of its level is in the window, the highest level
+    /// that is.
+    fn settle_stable_start(&mut self) {
+        if self.request.history != HistoryPolicy::CacheStable || self.exhausted || self.stats.over_budget {
+            return;
+        }
+        let fixed = REPLY_PRIMING
+            + self.stats.system_prompt_tokens as usize
+            + self.pinned_cost
+            + self.stats.summary_tokens as usize
+            + self.stats.working_memory_tokens as usize
+            + self.notice_reserve;
+        let step_level = (self.available.saturating_sub(fixed) / 2).max(1).ilog2() as u8;
+        let candidates: Vec<(usize, u8)> = self
+            .optional_turns
+            .iter()
+            .filter(|&&i| i < self.window.len())
+            .filter_map(|&i| {
+                let level = self.anchors.get(&self.window[i].sequence?)?;
+                Some((i, (*level).min(step_level)))
+            })
+            .collect();
+        let Some(level) = candidates.iter().map(|&(_, level)| level).max() else {
+            return;
+        };
+        self.stats.history_step_tokens = 1 << level;
+        let start = candidates
+            .iter()
+            .filter(|&&(_, l)| l == level)
+            .map(|&(i, _)| i)
+            .max()
+            .unwrap_or(self.window.len());
+        if start + 1 < self.window.len() {
+            self.drop_window_from(start + 1);
+        }
+    }
+
+    /// Drops the window's messages from index `at` on (older ones), with their accounting.
+    fn drop_window_from(&mut self, at: usize) {
+        let partial = self.window.split_off(at);
         self.stats.tool_groups_dropped += groups(&partial);
         self.turns -= partial.iter().filter(|m| m.message.role == Role::User).count() as u32;
         let counted: Vec<u32> = partial
@@ -450,8 +509,12 @@ impl ContextPacker {
             sequence,
             tokens,
             mut message,
+            turn_anchor,
             ..
         } = stored;
+        if let Some(level) = turn_anchor {
+            self.anchors.insert(sequence, level);
+        }
         let mut cost = tokens.get(tokenizer) as usize;
         if let Some(limit) = self.request.tool_output_max_tokens.map(|l| l as usize)
             && message.role == Role::Tool
