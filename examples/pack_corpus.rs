@@ -20,7 +20,7 @@ use ctxd::{
     domain::{
         Attachment, AttachmentSource, ConversationId, LlmError, Message, Role, Sequence, TenantId, ToolCall,
         append::{AppendBatch, AppendLimits, check_message},
-        context::{ContextRequest, Format, PLACEHOLDER_TURN, TokenBudget},
+        context::{ContextRequest, Format, HistoryPolicy, PLACEHOLDER_TURN, TokenBudget},
     },
     service::{AiSettings, Limits, Service, SummarizeMode, SummarizeRequest},
     store::MemoryStore,
@@ -309,6 +309,10 @@ fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Fo
         include_memory: true,
         tool_output_max_tokens: rng.chance(25).then(|| 20 + rng.below(200) as u32),
         format,
+        history: match rng.chance(50) {
+            true => HistoryPolicy::CacheStable,
+            false => HistoryPolicy::Newest,
+        },
     }
 }
 
