@@ -103,6 +103,16 @@ def anthropic_rules(pack):
     system = pack.get("system")
     if system is not None and isinstance(system, str) and blank(system):
         problems.append("system is empty or whitespace-only")
+    if isinstance(system, list) and (not system or any(blank(b.get("text")) for b in system)):
+        problems.append("system has no block or an empty or whitespace-only text block")
+    # Prompt caching: at most 4 breakpoints per request (tools, system and messages together).
+    marks = [b for b in (system if isinstance(system, list) else [])] + [
+        b for m in messages if isinstance(m.get("content"), list) for b in m["content"]]
+    marks = [b["cache_control"] for b in marks if "cache_control" in b]
+    if len(marks) > 4:
+        problems.append(f"{len(marks)} cache_control breakpoints; the API allows 4")
+    if any(mark != {"type": "ephemeral"} for mark in marks):
+        problems.append("a cache_control breakpoint that is not {\"type\": \"ephemeral\"}")
     tool_use_ids = set()
     previous_calls = set()
     for i, (a, b) in enumerate(zip(messages, messages[1:])):
@@ -186,6 +196,9 @@ BROKEN = [
         {"type": "tool_use", "id": "a", "name": "f", "input": {}}]}, {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "a", "content": "  "}]}]}),
     ("anthropic_messages", {"system": " ", "messages": [{"role": "user", "content": "q"}]}),
+    ("anthropic_messages", {"system": [{"type": "text", "text": " "}], "messages": [{"role": "user", "content": "q"}]}),
+    ("anthropic_messages", {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": f"q{i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]}]}),
     ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
         {"type": "tool_use", "id": "a", "name": "f", "input": []}]}, {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]}),
@@ -199,7 +212,8 @@ VALID = [
                      {"role": "assistant", "content": None, "tool_calls": [
                          {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
                      {"role": "tool", "tool_call_id": "a", "content": "r"}, {"role": "assistant", "content": "done"}]),
-    ("anthropic_messages", {"system": "s", "messages": [
+    ("anthropic_messages", {"system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+                            "messages": [
         {"role": "user", "content": [{"type": "text", "text": "q"}]},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"},

@@ -46,7 +46,9 @@ async function main() {
   });
   pack = await call('BuildContext', { conversation_id, budget, system_prompt, format: 'FORMAT_ANTHROPIC_MESSAGES' });
   const anthropic = JSON.parse(pack.rendered);
-  assert.strictEqual(anthropic.system, system_prompt);
+  // system is one text block, marked as a prompt-cache breakpoint like the last two messages.
+  assert.strictEqual(anthropic.system[0].text, system_prompt);
+  assert.deepStrictEqual(anthropic.system[0].cache_control, { type: 'ephemeral' });
   assert.deepStrictEqual(anthropic.messages.map((m) => m.role), ['user', 'assistant', 'user']);
   assert.strictEqual(anthropic.messages[2].content[0].type, 'tool_result');
   const final = fakeLlm([{ role: 'tool', content: anthropic.messages[2].content[0].content }]);

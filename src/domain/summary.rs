@@ -27,7 +27,10 @@ pub struct Summary {
 
 /// Where a new summary should end: the newest sequence such that at least `keep_recent_tokens`
 /// of history stay verbatim after it, snapped back so that no tool-call group (including one
-/// still waiting for results) is split. `messages` are the messages after the current
+/// still waiting for results) is split, and further back to just before a turn anchor of the
+/// step nearest half of `keep_recent_tokens` when there is one (DESIGN.md 2.2.3): the
+/// verbatim history after a summary then begins where cache-stable packs begin theirs, on
+/// the grid every later pack jumps along. `messages` are the messages after the current
 /// watermark, oldest first. `None` when nothing can be folded in.
 pub fn summary_cut(
     messages: &[StoredMessage],
@@ -47,9 +50,16 @@ pub fn summary_cut(
         return None;
     }
     let boundaries = group_boundaries(messages);
-    (1..=start)
-        .rev()
-        .find(|&i| boundaries[i])
+    let level = (keep_recent_tokens / 2).max(1).ilog2() as u8;
+    let anchored = |i: usize| {
+        messages
+            .get(i)
+            .and_then(|m| m.turn_anchor)
+            .is_some_and(|anchor| anchor >= level)
+    };
+    let at_anchor = (1..=start).rev().find(|&i| boundaries[i] && anchored(i));
+    at_anchor
+        .or_else(|| (1..=start).rev().find(|&i| boundaries[i]))
         .map(|i| messages[i - 1].sequence)
 }
 
@@ -334,6 +344,53 @@ mod tests {
             Some(Sequence::parse(1).unwrap())
         );
         assert_eq!(summary_cut(&log, 100_000, Tokenizer::Approx), None);
+    }
+
+    #[test]
+    fn the_cut_lands_before_a_turn_anchor_of_the_step_when_there_is_one() {
+        let mut log = Vec::new();
+        let mut end = crate::domain::context::anchor::LogEnd::default();
+        for i in 0..40u64 {
+            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            let message = Message::text(role, "some words of the conversation ".repeat(3));
+            let mut stored = stored(i + 1, message, None);
+            stored.turn_anchor = end
+                .place(&stored.message, stored.tokens.approx)
+                .anchor(&stored.message);
+            log.push(stored);
+        }
+        for keep in [60, 200, 400] {
+            let through = summary_cut(&log, keep, Tokenizer::Approx).unwrap();
+            let plain = {
+                let unanchored: Vec<StoredMessage> = log
+                    .iter()
+                    .cloned()
+                    .map(|m| StoredMessage {
+                        turn_anchor: None,
+                        ..m
+                    })
+                    .collect();
+                summary_cut(&unanchored, keep, Tokenizer::Approx).unwrap()
+            };
+            let next = &log[through.get() as usize];
+            let level = (keep / 2).ilog2() as u8;
+            assert!(
+                next.turn_anchor.is_some_and(|a| a >= level),
+                "keep {keep}: cut at {through}"
+            );
+            assert!(through <= plain, "never keeps less than asked");
+            let kept: u32 = log[through.get() as usize..]
+                .iter()
+                .map(|m| m.tokens.approx)
+                .sum();
+            let newer_anchor = log[through.get() as usize + 1..=plain.get() as usize]
+                .iter()
+                .any(|m| m.turn_anchor.is_some_and(|a| a >= level));
+            assert!(
+                !newer_anchor && kept as usize >= keep,
+                "keep {keep}: the newest such anchor"
+            );
+        }
     }
 
     #[test]

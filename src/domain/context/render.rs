@@ -164,7 +164,8 @@ fn attachment_reference(attachment: &Attachment, uri: &str) -> String {
 
 /// The pack in Anthropic Messages form: system-role messages joined into `system`, tool calls
 /// as `tool_use` blocks, results as `tool_result` blocks in user turns, consecutive turns of one
-/// role merged so that roles alternate.
+/// role merged so that roles alternate; prompt-cache breakpoints marked (see
+/// [`mark_cache_breakpoints`]).
 fn anthropic(messages: &[ContextMessage]) -> Value {
     let mut system = Vec::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
@@ -193,20 +194,48 @@ fn anthropic(messages: &[ContextMessage]) -> Value {
     if let Some(("assistant", content)) = turns.last_mut() {
         trim_final_text(content);
     }
+    for (_, content) in &mut turns {
+        // Results must open the user turn that follows the calls.
+        content.sort_by_key(|block| block["type"] != "tool_result");
+    }
+    let mut system: Vec<Value> = match system.is_empty() {
+        true => Vec::new(),
+        false => vec![json!({"type": "text", "text": system.join("\n\n")})],
+    };
+    mark_cache_breakpoints(&mut system, &mut turns);
     let messages: Vec<Value> = turns
         .into_iter()
-        .map(|(role, mut content)| {
-            // Results must open the user turn that follows the calls.
-            content.sort_by_key(|block| block["type"] != "tool_result");
-            json!({"role": role, "content": content})
-        })
+        .map(|(role, content)| json!({"role": role, "content": content}))
         .collect();
     let mut out = Map::new();
     out.insert("messages".into(), Value::Array(messages));
     if !system.is_empty() {
-        out.insert("system".into(), json!(system.join("\n\n")));
+        out.insert("system".into(), Value::Array(system));
     }
     Value::Object(out)
+}
+
+/// Anthropic caches a prompt prefix up to a block marked with `cache_control`, and reads a
+/// cached prefix that ends at most 20 blocks before a marker. Three of the four markers a
+/// request may carry are set (one is left for the caller's tool definitions): the end of
+/// `system` (system prompt, summary, memory, notice: what changes least), and the last block
+/// of each of the last two messages, so that the next call, whose pack repeats this one
+/// (DESIGN.md 2.2.3), reads everything up to here from the cache, even after a tool loop added
+/// many blocks. Where markers sit is not part of the cached content: moving them from call to
+/// call costs nothing.
+fn mark_cache_breakpoints(system: &mut [Value], turns: &mut [(&'static str, Vec<Value>)]) {
+    let marked = system.last_mut().into_iter().chain(
+        turns
+            .iter_mut()
+            .rev()
+            .take(2)
+            .filter_map(|(_, content)| content.last_mut()),
+    );
+    for block in marked {
+        if let Value::Object(block) = block {
+            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        }
+    }
 }
 
 /// The only image types Anthropic accepts as image blocks; other images become a text

@@ -699,10 +699,21 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
 fn check_anthropic_format(rendered: &str) -> Result<(), String> {
     let pack: Value = serde_json::from_str(rendered).map_err(|e| e.to_string())?;
     if let Some(system) = pack.get("system") {
-        system
-            .as_str()
-            .filter(|s| !s.trim().is_empty())
-            .ok_or("system must be a non-blank string")?;
+        let blocks = system.as_array().ok_or("system must be a list of text blocks")?;
+        let texts = blocks
+            .iter()
+            .all(|b| b["type"] == "text" && b["text"].as_str().is_some_and(|t| !t.trim().is_empty()));
+        if blocks.is_empty() || !texts {
+            return Err("system must be non-blank text blocks".into());
+        }
+    }
+    let marks = rendered
+        .matches(r#""cache_control":{"type":"ephemeral"}"#)
+        .count();
+    if marks != rendered.matches("cache_control").count() || marks > 4 {
+        return Err(format!(
+            "{marks} cache breakpoints; at most 4, each {{\"type\":\"ephemeral\"}}"
+        ));
     }
     let messages = pack["messages"].as_array().ok_or("messages must be an array")?;
     if messages.first().is_none_or(|m| m["role"] != "user") {
@@ -1184,7 +1195,12 @@ fn a_log_with_no_visible_turn_still_makes_a_valid_anthropic_pack() {
     let case = simple_case(&events, 10_000, Pending::None);
     let (_, _, _, anthropic) = rendered_valid(&case, 10_000);
     assert_eq!(anthropic["messages"].as_array().unwrap().len(), 1);
-    assert!(anthropic["system"].as_str().unwrap().contains("free plan"));
+    assert!(
+        anthropic["system"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("free plan")
+    );
 }
 
 #[test]
