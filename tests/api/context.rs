@@ -396,7 +396,34 @@ async fn anthropic_packs_alternate_roles(kind: StoreKind) {
     )
     .await;
     let pack: Value = serde_json::from_str(&response.rendered).unwrap();
-    assert_eq!(pack["system"], "You are Claude.");
+    assert_eq!(
+        pack["system"],
+        serde_json::json!([{"type": "text", "text": "You are Claude.", "cache_control": {"type": "ephemeral"}}])
+    );
+    assert!(
+        response.rendered.starts_with(r#"{"system":"#),
+        "system comes first, as the provider caches it"
+    );
+    let marked = pack["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["content"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .get("cache_control")
+                .is_some()
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        marked.iter().rev().take_while(|&&m| m).count(),
+        2,
+        "the last blocks of the last two messages are cache breakpoints: {marked:?}"
+    );
+    assert_eq!(marked.iter().filter(|&&m| m).count(), 2);
     let roles: Vec<&str> = pack["messages"]
         .as_array()
         .unwrap()

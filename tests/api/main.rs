@@ -4,6 +4,7 @@
 mod helpers;
 
 mod append;
+mod cache;
 mod context;
 mod log;
 mod memory;

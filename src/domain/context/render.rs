@@ -1,5 +1,7 @@
-//! Renders a pack as the JSON a provider accepts. Object keys are emitted in sorted order and
-//! nothing depends on time or hashing, so the same pack renders to the same bytes.
+//! Renders a pack as the JSON a provider accepts. Object keys are emitted in sorted order
+//! (except that an Anthropic pack's `system` comes before its `messages`, the order the
+//! provider reads and caches them in) and nothing depends on time or hashing, so the same pack
+//! renders to the same bytes, and a pack that repeats another's beginning repeats its bytes.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Map, Value, json};
@@ -14,7 +16,7 @@ use crate::domain::message::{Attachment, AttachmentSource, Message, Role};
 pub fn render(messages: &[ContextMessage], format: Format) -> String {
     match format {
         Format::OpenAiChat => openai_chat(messages),
-        Format::AnthropicMessages => anthropic(messages).to_string(),
+        Format::AnthropicMessages => anthropic(messages),
     }
 }
 
@@ -166,7 +168,7 @@ fn attachment_reference(attachment: &Attachment, uri: &str) -> String {
 /// as `tool_use` blocks, results as `tool_result` blocks in user turns, consecutive turns of one
 /// role merged so that roles alternate; prompt-cache breakpoints marked (see
 /// [`mark_cache_breakpoints`]).
-fn anthropic(messages: &[ContextMessage]) -> Value {
+fn anthropic(messages: &[ContextMessage]) -> String {
     let mut system = Vec::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in messages.iter().map(|m| &m.message) {
@@ -207,12 +209,11 @@ fn anthropic(messages: &[ContextMessage]) -> Value {
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect();
-    let mut out = Map::new();
-    out.insert("messages".into(), Value::Array(messages));
-    if !system.is_empty() {
-        out.insert("system".into(), Value::Array(system));
+    let messages = Value::Array(messages);
+    match system.is_empty() {
+        true => format!(r#"{{"messages":{messages}}}"#),
+        false => format!(r#"{{"system":{},"messages":{messages}}}"#, Value::Array(system)),
     }
-    Value::Object(out)
 }
 
 /// Anthropic caches a prompt prefix up to a block marked with `cache_control`, and reads a
