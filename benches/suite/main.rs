@@ -5,11 +5,12 @@
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and
 //! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run); `BENCH_ONLY=`
-//! `build`, `append`, `memory`, `tokens` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
+//! `build`, `append`, `memory`, `tokens`, `cache` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
 //! sets the BuildContext samples per size (for profiling).
 
 mod append;
 mod build;
+mod cache;
 mod memory;
 #[path = "../../tests/support/replica.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -91,6 +92,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("tokens") {
         tokens::run(&out);
+    }
+    if wanted("cache") {
+        cache::run(&server, scale).await?;
     }
     Ok(())
 }
