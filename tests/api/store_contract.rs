@@ -615,3 +615,69 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
         "every user message that is not excluded starts a turn"
     );
 }
+
+/// Logs stored before turn anchors existed get, from migration 4, the positions their appends
+/// would have given them, and appends continue from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_4_places_existing_logs_like_appends_do() {
+    let url = fresh_database().await;
+    let options = PostgresOptions {
+        url: url.clone(),
+        pool_size: 2,
+        connect_timeout: Duration::from_secs(5),
+        statement_timeout: Duration::from_secs(30),
+    };
+    let store = store::open(Some(&options)).unwrap();
+    store.migrate().await.unwrap();
+    let t = tenant("t");
+    let mut sent = Vec::new();
+    for (name, round) in [("a", 0), ("b", 1), ("a", 2), ("b", 3), ("a", 4)] {
+        let mut excluded = text(Role::User, "draft");
+        excluded.exclude_from_context = true;
+        let messages = vec![
+            text(Role::User, &"question ".repeat(round * 7 + 1)),
+            excluded,
+            text(Role::Assistant, &"answer ".repeat(round * 11 + 2)),
+        ];
+        if name == "a" {
+            sent.extend(messages.clone());
+        }
+        store.append_messages(&t, &batch(name, messages)).await.unwrap();
+    }
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    // Back to the schema before migration 4, then apply it again as an upgrade would.
+    client
+        .batch_execute(
+            "ALTER TABLE messages DROP COLUMN token_offset;
+             ALTER TABLE messages DROP COLUMN previous_turn_offset;
+             ALTER TABLE conversations DROP COLUMN token_offset;
+             ALTER TABLE conversations DROP COLUMN turn_offset;
+             ALTER TABLE conversations DROP COLUMN turn_offset_before;",
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute(include_str!(
+            "../../src/store/postgres/migrations/0004_log_positions.sql"
+        ))
+        .await
+        .unwrap();
+    let later = vec![text(Role::User, "and now?"), text(Role::Assistant, "done")];
+    sent.extend(later.clone());
+    store.append_messages(&t, &batch("a", later)).await.unwrap();
+    let page = store
+        .list_messages(&t, &conversation("a"), Sequence::ZERO, 100, usize::MAX)
+        .await
+        .unwrap();
+    let mut end = LogEnd::default();
+    for (stored, message) in page.messages.iter().zip(&sent) {
+        let expected = end
+            .place(message, TokenCounts::of(message).approx)
+            .anchor(message);
+        assert_eq!(stored.turn_anchor, expected, "sequence {}", stored.sequence);
+    }
+    assert_eq!(page.messages.len(), sent.len());
+}
