@@ -98,9 +98,9 @@ struct Placement {
 }
 
 impl Placement {
-    /// Places `batch` after `end` (the log's end before it: default for batch-relative).
-    fn of(batch: &AppendBatch, mut end: LogEnd) -> Self {
-        let start = end.offset;
+    /// Places `batch` relative to its start.
+    fn of(batch: &AppendBatch) -> Self {
+        let mut end = LogEnd::default();
         let (offsets, previous_turns) = batch
             .messages
             .iter()
@@ -112,11 +112,26 @@ impl Placement {
             })
             .unzip();
         Placement {
-            total: stored(end.offset - start),
-            last_turn: end.last_turn.filter(|&t| t >= start).map(stored),
+            total: stored(end.offset),
+            last_turn: end.last_turn.map(stored),
             offsets,
             previous_turns,
         }
+    }
+}
+
+impl Placement {
+    /// The batch-relative placement moved to a log whose end was at `base`, with its newest
+    /// turn start at `turn_before`: the arithmetic [`APPEND_PLAIN`] does in SQL.
+    fn after(mut self, base: i64, turn_before: Option<i64>) -> Self {
+        for offset in &mut self.offsets {
+            *offset += base;
+        }
+        for previous in &mut self.previous_turns {
+            *previous = previous.map(|p| p + base).or(turn_before);
+        }
+        self.last_turn = self.last_turn.map(|t| t + base);
+        self
     }
 }
 
@@ -141,7 +156,7 @@ pub(super) async fn append_messages(
 
     let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
     let user_offset = user_offset.map(Sequence::as_i64);
-    let relative = Placement::of(batch, LogEnd::default());
+    let relative = Placement::of(batch);
     let allocate = tx.prepare_cached(ALLOCATE).await?;
     let row = tx
         .query_one(
@@ -158,10 +173,8 @@ pub(super) async fn append_messages(
         )
         .await?;
     let last_sequence = Sequence::from_stored(row.get::<_, i64>(0) - count);
-    let end = LogEnd {
-        offset: (row.get::<_, i64>(1) - relative.total).max(0) as u64,
-        last_turn: row.get::<_, Option<i64>>(2).map(|t| t.max(0) as u64),
-    };
+    let base = row.get::<_, i64>(1) - relative.total;
+    let placement = relative.after(base, row.get(2));
     let idempotency = match &batch.idempotency_key {
         Some(key) => idempotency_record(&tx, t, c, key.as_str()).await?,
         None => None,
@@ -181,7 +194,7 @@ pub(super) async fn append_messages(
         AppendPlan::Replay(outcome) => return Ok(outcome),
         AppendPlan::Write(write) => write,
     };
-    insert_messages(&tx, t, c, batch, &write, &Placement::of(batch, end)).await?;
+    insert_messages(&tx, t, c, batch, &write, &placement).await?;
     record_tool_calls(&tx, t, c, &write).await?;
     if let (Some(key), Some(record)) = (&batch.idempotency_key, write.idempotency) {
         let insert = tx
@@ -217,7 +230,7 @@ async fn append_plain(
     let user_offset = user_offset.map(Sequence::as_i64);
     let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
     let columns = Columns::of(batch);
-    let placement = Placement::of(batch, LogEnd::default());
+    let placement = Placement::of(batch);
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &t,
         &c,
