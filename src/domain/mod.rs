@@ -3,6 +3,7 @@
 
 pub mod append;
 pub mod context;
+pub mod conversation;
 pub mod ids;
 pub mod memory;
 pub mod message;

@@ -5,7 +5,11 @@
 //! [`crate::domain::append::plan`]). Each implementation lives in its own folder; [`open`] is
 //! the one place that knows them all.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use async_trait::async_trait;
 
@@ -13,6 +17,7 @@ use crate::domain::{
     AppendBatch, AppendOutcome, AppendRejection, ConversationId, Sequence, StoredMessage, TenantId,
     Violations,
     context::{ContextSnapshot, PageRequest},
+    conversation::{Conversation, ConversationPage, ConversationPatch, ListQuery},
     memory::WorkingMemory,
     summary::Summary,
 };
@@ -47,6 +52,12 @@ pub enum StoreError {
     /// The conversation does not exist for this tenant.
     #[error("conversation not found")]
     NotFound,
+    /// The conversation does not have the message.
+    #[error("message not found")]
+    MessageNotFound,
+    /// A conversation with the id to create exists already.
+    #[error("the conversation exists already")]
+    AlreadyExists,
     /// `expected_last_sequence` differs from the conversation's last sequence.
     #[error("the conversation's last sequence is {current}")]
     SequenceMismatch {
@@ -169,6 +180,39 @@ pub struct MessagePage {
     pub has_more: bool,
 }
 
+/// What a redaction changed.
+#[derive(Debug, Clone)]
+pub struct Redaction {
+    /// The message as it is now stored.
+    pub message: StoredMessage,
+    /// Summary versions removed because they covered the message.
+    pub summaries_removed: u64,
+    /// The summary watermark afterwards.
+    pub summary_through_sequence: Sequence,
+    /// The working memory version afterwards (a new one when items citing the message went).
+    pub memory_version: u64,
+}
+
+/// What one retention sweep deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Conversations deleted.
+    pub conversations: u64,
+    /// Their messages.
+    pub messages: u64,
+}
+
+/// Which conversations retention deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionRule {
+    /// The sweep's time: conversations whose `expire_time` is at or before it go.
+    pub now: SystemTime,
+    /// Conversations without `expire_time` go when inactive (no append or update) this long.
+    pub inactive: Option<Duration>,
+    /// At most this many conversations per sweep.
+    pub batch: usize,
+}
+
 /// The storage contract. Every method is scoped to a tenant: another tenant's conversation is
 /// indistinguishable from a missing one.
 #[async_trait]
@@ -279,6 +323,62 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         tenant: &TenantId,
         conversation: &ConversationId,
     ) -> Result<Option<Lease>, StoreError>;
+
+    /// The conversation as a resource.
+    async fn get_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<Conversation, StoreError>;
+
+    /// Sets the patched fields (and the activity time); with `allow_missing`, creates an empty
+    /// conversation first when there is none.
+    async fn update_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        patch: &ConversationPatch,
+        allow_missing: bool,
+    ) -> Result<Conversation, StoreError>;
+
+    /// A page of the tenant's conversations matching `query`, newest activity first (see
+    /// [`crate::domain::conversation::ActivityKey`]), after `query.after`.
+    async fn list_conversations(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<ConversationPage, StoreError>;
+
+    /// Creates `target` holding messages 1..=`through` of `source` (with their tool-call
+    /// bookkeeping and log positions), the newest summary version within them, and the memory
+    /// items whose provenance lies within them ([`crate::domain::conversation::memory_within`]),
+    /// in one transaction. Refuses a `through` past the end or inside a tool-call group
+    /// ([`crate::domain::conversation::ForkRefusal`]) and a `target` that exists.
+    async fn fork_conversation(
+        &self,
+        tenant: &TenantId,
+        source: &ConversationId,
+        through: Sequence,
+        target: &ConversationId,
+    ) -> Result<Conversation, StoreError>;
+
+    /// Replaces the message with its [`crate::domain::conversation::tombstone`] (tokens
+    /// recounted, log positions kept) and removes what was derived from it in one transaction:
+    /// summary versions covering it, memory items citing it, idempotency hashes of the append
+    /// that stored it.
+    async fn redact_message(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        sequence: Sequence,
+    ) -> Result<Redaction, StoreError>;
+
+    /// Deletes up to `rule.batch` conversations that `rule` says have expired, each in its own
+    /// transaction and whole (as [`Store::delete_conversation`] does), across tenants.
+    async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError>;
+
+    /// Tries to take the retention sweeper's lease, held by at most one process at a time.
+    async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError>;
 
     /// Checks that the store can serve requests (used by health reporting).
     async fn ping(&self) -> Result<(), StoreError>;

@@ -107,6 +107,18 @@ impl AppendBatch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PayloadHash(pub [u8; 32]);
 
+impl PayloadHash {
+    /// What a record keeps once a message it stored was redacted: no hash, so the record no
+    /// longer confirms a guessed payload. A retry with its key is answered as a replay, whatever
+    /// it carries.
+    pub const REDACTED: PayloadHash = PayloadHash([0; 32]);
+
+    /// True for [`PayloadHash::REDACTED`].
+    pub fn is_redacted(&self) -> bool {
+        *self == Self::REDACTED
+    }
+}
+
 /// What an append did, as returned to the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendOutcome {

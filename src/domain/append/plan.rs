@@ -95,7 +95,7 @@ impl WritePlan {
 pub fn plan(batch: &AppendBatch, state: &AppendState) -> Result<AppendPlan, AppendRejection> {
     let hash = batch.idempotency_key.as_ref().map(|_| batch.payload_hash());
     if let (Some(record), Some(hash)) = (state.idempotency, hash) {
-        return if record.payload_hash == hash {
+        return if record.payload_hash == hash || record.payload_hash.is_redacted() {
             Ok(AppendPlan::Replay(AppendOutcome {
                 replayed: true,
                 ..record.outcome

@@ -191,6 +191,30 @@ impl WorkingMemory {
         });
     }
 
+    /// Keeps only the items and glossary entries all of whose sources pass `keep`; an item
+    /// superseded by one that went is current again (what it was replaced by is gone).
+    pub fn retain_sources(&mut self, keep: impl Fn(Sequence) -> bool) {
+        let kept = |sources: &[Sequence]| sources.iter().all(|s| keep(*s));
+        for category in Category::ALL {
+            let items = self.items_mut(category);
+            let removed: std::collections::HashSet<String> = items
+                .iter()
+                .filter(|i| !kept(&i.source_sequences))
+                .map(|i| i.id.clone())
+                .collect();
+            if removed.is_empty() {
+                continue;
+            }
+            items.retain(|i| !removed.contains(&i.id));
+            for item in items.iter_mut() {
+                if item.superseded_by.as_ref().is_some_and(|by| removed.contains(by)) {
+                    item.superseded_by = None;
+                }
+            }
+        }
+        self.glossary.retain(|e| kept(&e.source_sequences));
+    }
+
     /// True when no fact is recorded.
     pub fn is_empty(&self) -> bool {
         self.summary.is_empty()

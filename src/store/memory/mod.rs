@@ -3,19 +3,27 @@
 //! is a bounded in-memory step, never an await.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{BTreeSet, HashMap, HashSet},
+    ops::{Deref, DerefMut},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::SystemTime,
 };
 
 use async_trait::async_trait;
 
-use super::{HeldLease, Lease, MemoryState, MessagePage, NewSummary, Store, StoreError, SummaryState};
+use super::{
+    HeldLease, Lease, MemoryState, MessagePage, NewSummary, Redaction, RetentionRule, Store, StoreError,
+    SummaryState, Swept,
+};
 use crate::domain::{
     AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, ConversationId, IdempotencyRecord,
-    KnownCall, Sequence, StoredMessage, TenantId, WritePlan,
+    KnownCall, PayloadHash, Sequence, StoredMessage, TenantId, WritePlan,
     append::plan,
-    context::{ContextSnapshot, PageRequest, SummarySection, anchor::LogEnd},
+    context::{ContextSnapshot, PageRequest, SummarySection, TokenCounts, anchor::LogEnd},
+    conversation::{
+        self, ActivityKey, ConversationPage, ConversationPatch, ConversationStatus, ForkRefusal, ListQuery,
+        micros,
+    },
     memory::WorkingMemory,
     summary::Summary,
     tool_protocol::mentioned_call_ids,
@@ -23,8 +31,10 @@ use crate::domain::{
 
 type Key = (TenantId, ConversationId);
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone)]
 struct Conversation {
+    /// Title, status, labels, times, expiry, origin (the counters are derived).
+    resource: Resource,
     /// Message with sequence `n` is at index `n - 1`.
     messages: Vec<StoredMessage>,
     calls: HashMap<String, KnownCall>,
@@ -39,7 +49,83 @@ struct Conversation {
     end: LogEnd,
 }
 
+/// What a conversation's resource holds beside its log.
+#[derive(Debug, Clone)]
+struct Resource {
+    title: String,
+    status: ConversationStatus,
+    labels: std::collections::BTreeMap<String, String>,
+    created_at: SystemTime,
+    /// Kept at microsecond resolution, as PostgreSQL keeps it.
+    updated_at: SystemTime,
+    expire_time: Option<SystemTime>,
+    forked_from: Option<(ConversationId, Sequence)>,
+}
+
 impl Conversation {
+    fn new(now: SystemTime) -> Self {
+        Self {
+            resource: Resource {
+                title: String::new(),
+                status: ConversationStatus::Active,
+                labels: Default::default(),
+                created_at: now,
+                updated_at: now,
+                expire_time: None,
+                forked_from: None,
+            },
+            messages: Vec::new(),
+            calls: HashMap::new(),
+            idempotency: HashMap::new(),
+            pinned: Vec::new(),
+            last_user_sequence: None,
+            last_response_id: None,
+            summaries: Vec::new(),
+            memory: None,
+            end: LogEnd::default(),
+        }
+    }
+
+    /// The conversation as a resource.
+    fn resource(&self, id: &ConversationId) -> conversation::Conversation {
+        let r = &self.resource;
+        conversation::Conversation {
+            id: id.clone(),
+            title: r.title.clone(),
+            status: r.status,
+            labels: r.labels.clone(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            last_sequence: self.last_sequence(),
+            summary_through_sequence: self
+                .summaries
+                .last()
+                .map_or(Sequence::ZERO, |s| s.through_sequence),
+            memory_version: self.memory.as_ref().map_or(0, |m| m.version),
+            expire_time: r.expire_time,
+            forked_from: r.forked_from.clone(),
+        }
+    }
+
+    fn activity_key(&self, id: &ConversationId) -> ActivityKey {
+        ActivityKey {
+            micros: micros(self.resource.updated_at),
+            id: id.clone(),
+        }
+    }
+
+    /// True when `rule` says the conversation has expired.
+    fn expired(&self, rule: &RetentionRule) -> bool {
+        match self.resource.expire_time {
+            Some(at) => at <= rule.now,
+            None => rule.inactive.is_some_and(|inactive| {
+                rule.now
+                    .duration_since(self.resource.updated_at)
+                    .is_ok_and(|idle| idle > inactive)
+            }),
+        }
+    }
+
     fn last_sequence(&self) -> Sequence {
         self.messages.last().map_or(Sequence::ZERO, |m| m.sequence)
     }
@@ -106,11 +192,77 @@ impl Conversation {
     }
 }
 
+/// The conversations, and each tenant's listing order beside them.
+#[derive(Debug, Default)]
+struct State {
+    conversations: HashMap<Key, Conversation>,
+    /// Every conversation's [`ActivityKey`], by tenant.
+    activity: HashMap<TenantId, BTreeSet<ActivityKey>>,
+}
+
+impl Deref for State {
+    type Target = HashMap<Key, Conversation>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.conversations
+    }
+}
+
+impl DerefMut for State {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.conversations
+    }
+}
+
+impl State {
+    /// Records activity on the conversation at `now` (creating it when missing), keeping the
+    /// listing order.
+    fn touch(&mut self, key: &Key, now: SystemTime) -> &mut Conversation {
+        // Microsecond resolution, as PostgreSQL stores it.
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(micros(now).max(0) as u64);
+        let index = self.activity.entry(key.0.clone()).or_default();
+        let conversation = self
+            .conversations
+            .entry(key.clone())
+            .or_insert_with(|| Conversation::new(now));
+        index.remove(&conversation.activity_key(&key.1));
+        conversation.resource.updated_at = now;
+        index.insert(conversation.activity_key(&key.1));
+        conversation
+    }
+
+    /// Removes a conversation and its place in the listing.
+    fn remove(&mut self, key: &Key) -> Option<Conversation> {
+        let removed = self.conversations.remove(key)?;
+        if let Some(index) = self.activity.get_mut(&key.0) {
+            index.remove(&removed.activity_key(&key.1));
+        }
+        Some(removed)
+    }
+}
+
 /// Conversations held in process memory.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    conversations: Mutex<HashMap<Key, Conversation>>,
+    conversations: Mutex<State>,
     leases: Arc<Mutex<HashSet<Key>>>,
+    /// True while the retention sweeper's lease is held.
+    sweeping: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The retention sweeper's lease of the in-memory store: cleared on drop.
+#[derive(Debug)]
+struct SweeperLease(Arc<std::sync::atomic::AtomicBool>);
+
+#[async_trait]
+impl HeldLease for SweeperLease {
+    async fn release(self: Box<Self>) {}
+}
+
+impl Drop for SweeperLease {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// A background-summarizer lease of the in-memory store: removed from the held set on drop.
@@ -140,7 +292,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<Key, Conversation>> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         // No operation leaves a conversation half-changed before a panic could occur, so the
         // data behind a poisoned lock is still consistent.
         self.conversations.lock().unwrap_or_else(PoisonError::into_inner)
@@ -168,7 +320,7 @@ impl Store for MemoryStore {
             AppendPlan::Write(write) => write,
         };
         let outcome = write.outcome;
-        conversations.entry(key).or_default().apply(batch, write);
+        conversations.touch(&key, SystemTime::now()).apply(batch, write);
         Ok(outcome)
     }
 
@@ -401,6 +553,215 @@ impl Store for MemoryStore {
             held: self.leases.clone(),
             key,
         })))
+    }
+
+    async fn get_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<conversation::Conversation, StoreError> {
+        let conversations = self.lock();
+        let c = conversations
+            .get(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        Ok(c.resource(conversation))
+    }
+
+    async fn update_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        patch: &ConversationPatch,
+        allow_missing: bool,
+    ) -> Result<conversation::Conversation, StoreError> {
+        let mut conversations = self.lock();
+        let key = key(tenant, conversation);
+        if !allow_missing && !conversations.contains_key(&key) {
+            return Err(StoreError::NotFound);
+        }
+        let c = conversations.touch(&key, SystemTime::now());
+        let mut resource = c.resource(conversation);
+        patch.apply_to(&mut resource);
+        c.resource.title = resource.title;
+        c.resource.status = resource.status;
+        c.resource.labels = resource.labels;
+        c.resource.expire_time = resource.expire_time;
+        Ok(c.resource(conversation))
+    }
+
+    async fn list_conversations(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<ConversationPage, StoreError> {
+        let state = self.lock();
+        let Some(index) = state.activity.get(tenant) else {
+            return Ok(ConversationPage {
+                conversations: Vec::new(),
+                has_more: false,
+            });
+        };
+        let newest_first: Box<dyn Iterator<Item = &ActivityKey>> = match &query.after {
+            Some(after) => Box::new(index.range(..after).rev()),
+            None => Box::new(index.iter().rev()),
+        };
+        let mut matching = newest_first.filter_map(|k| {
+            let c = state.get(&(tenant.clone(), k.id.clone()))?;
+            let resource = c.resource(&k.id);
+            query.matches(&resource).then_some(resource)
+        });
+        let conversations: Vec<_> = matching.by_ref().take(query.limit).collect();
+        let has_more = matching.next().is_some();
+        Ok(ConversationPage {
+            conversations,
+            has_more,
+        })
+    }
+
+    async fn fork_conversation(
+        &self,
+        tenant: &TenantId,
+        source: &ConversationId,
+        through: Sequence,
+        target: &ConversationId,
+    ) -> Result<conversation::Conversation, StoreError> {
+        let mut conversations = self.lock();
+        let c = conversations
+            .get(&key(tenant, source))
+            .ok_or(StoreError::NotFound)?;
+        let last = c.last_sequence();
+        if through > last {
+            return Err(StoreError::Invalid {
+                violations: ForkRefusal::PastEnd { last }.violations(),
+            });
+        }
+        let kept = through.get() as usize;
+        let splits_group = c.messages[kept..]
+            .iter()
+            .any(|m| m.call_sequence.is_some_and(|call| call <= through));
+        if splits_group {
+            return Err(StoreError::Invalid {
+                violations: ForkRefusal::InsideToolGroup.violations(),
+            });
+        }
+        let target_key = key(tenant, target);
+        if conversations.contains_key(&target_key) {
+            return Err(StoreError::AlreadyExists);
+        }
+        let now = SystemTime::now();
+        let mut fork = Conversation::new(now);
+        fork.resource.forked_from = Some((source.clone(), through));
+        fork.resource.title = c.resource.title.clone();
+        fork.resource.labels = c.resource.labels.clone();
+        fork.messages = c.messages[..kept].to_vec();
+        fork.calls = c
+            .calls
+            .iter()
+            .filter(|(_, call)| call.sequence <= through)
+            .map(|(id, call)| (id.clone(), *call))
+            .collect();
+        fork.pinned = c.pinned.iter().copied().filter(|s| *s <= through).collect();
+        let in_context = fork.messages.iter().filter(|m| !m.message.exclude_from_context);
+        fork.last_user_sequence = in_context
+            .filter(|m| m.message.role == crate::domain::Role::User)
+            .map(|m| m.sequence)
+            .next_back();
+        fork.last_response_id = fork
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.message.role == crate::domain::Role::Assistant && !m.message.response_id.is_empty())
+            .map(|m| m.message.response_id.clone());
+        fork.summaries = c
+            .summaries
+            .iter()
+            .rev()
+            .find(|s| s.through_sequence <= through)
+            .map(|s| crate::domain::summary::Summary {
+                version: 1,
+                ..s.clone()
+            })
+            .into_iter()
+            .collect();
+        fork.memory = c
+            .memory
+            .as_ref()
+            .and_then(|m| conversation::memory_within(m, through));
+        for m in &fork.messages {
+            fork.end.place(&m.message, m.tokens.approx);
+        }
+        conversations.insert(target_key.clone(), fork);
+        let fork = conversations.touch(&target_key, now);
+        Ok(fork.resource(target))
+    }
+
+    async fn redact_message(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        sequence: Sequence,
+    ) -> Result<Redaction, StoreError> {
+        let mut conversations = self.lock();
+        let c = conversations
+            .get_mut(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        let index = (sequence.get() as usize)
+            .checked_sub(1)
+            .filter(|i| *i < c.messages.len())
+            .ok_or(StoreError::MessageNotFound)?;
+        let stored = &mut c.messages[index];
+        stored.message = conversation::tombstone(&stored.message);
+        stored.tokens = TokenCounts::of(&stored.message);
+        let message = stored.clone();
+        let before = c.summaries.len();
+        c.summaries.retain(|s| s.through_sequence < sequence);
+        let summaries_removed = (before - c.summaries.len()) as u64;
+        if let Some(memory) = &mut c.memory
+            && conversation::forget_in_memory(memory, sequence)
+        {
+            memory.version += 1;
+            memory.updated_at = Some(SystemTime::now());
+        }
+        for record in c.idempotency.values_mut() {
+            let outcome = &record.outcome;
+            if outcome.first_sequence <= sequence && sequence <= outcome.last_sequence {
+                record.payload_hash = PayloadHash::REDACTED;
+            }
+        }
+        Ok(Redaction {
+            message,
+            summaries_removed,
+            summary_through_sequence: c
+                .summaries
+                .last()
+                .map_or(Sequence::ZERO, |s| s.through_sequence),
+            memory_version: c.memory.as_ref().map_or(0, |m| m.version),
+        })
+    }
+
+    async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {
+        let mut conversations = self.lock();
+        let expired: Vec<Key> = conversations
+            .iter()
+            .filter(|(_, c)| c.expired(&rule))
+            .map(|(k, _)| k.clone())
+            .take(rule.batch)
+            .collect();
+        let mut swept = Swept::default();
+        for key in expired {
+            if let Some(removed) = conversations.remove(&key) {
+                swept.conversations += 1;
+                swept.messages += removed.messages.len() as u64;
+            }
+        }
+        Ok(swept)
+    }
+
+    async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError> {
+        if self.sweeping.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return Ok(None);
+        }
+        Ok(Some(Lease::new(SweeperLease(self.sweeping.clone()))))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

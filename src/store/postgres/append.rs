@@ -37,7 +37,8 @@ macro_rules! allocate_sql {
              last_response_id = coalesce($5, conversations.last_response_id),
              token_offset = conversations.token_offset + EXCLUDED.token_offset,
              turn_offset = coalesce(conversations.token_offset + $7, conversations.turn_offset),
-             turn_offset_before = conversations.turn_offset
+             turn_offset_before = conversations.turn_offset,
+             updated_at = now()
          RETURNING last_sequence, token_offset, turn_offset_before"
     };
 }

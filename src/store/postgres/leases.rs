@@ -14,11 +14,19 @@ pub(super) async fn try_summarizer_lease(
     tenant: &TenantId,
     conversation: &ConversationId,
 ) -> Result<Option<Lease>, StoreError> {
+    try_lease(pool, &format!("ctxd-summarizer/{tenant}/{conversation}")).await
+}
+
+/// The retention sweeper's lease: one per database.
+pub(super) async fn try_retention_lease(pool: &Pool) -> Result<Option<Lease>, StoreError> {
+    try_lease(pool, "ctxd-retention").await
+}
+
+async fn try_lease(pool: &Pool, key: &str) -> Result<Option<Lease>, StoreError> {
     let client = pool.get().await?;
     // A transaction-scoped advisory lock on a dedicated connection: whatever happens to
     // this process, the lock ends with the transaction or the connection.
     client.batch_execute("BEGIN").await?;
-    let key = format!("ctxd-summarizer/{tenant}/{conversation}");
     let row = client
         .query_one(
             "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",

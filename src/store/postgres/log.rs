@@ -78,17 +78,28 @@ pub(super) async fn delete_conversation(
     if removed == 0 {
         return Err(StoreError::NotFound);
     }
+    let messages = delete_rows(&tx, t, c).await?;
+    tx.commit().await?;
+    Ok(messages)
+}
+
+/// Deletes everything a conversation holds but its row (which the caller deleted in `tx`);
+/// returns the number of messages.
+pub(super) async fn delete_rows(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &str,
+    conversation: &str,
+) -> Result<u64, StoreError> {
     let messages = tx
         .execute(
             "DELETE FROM messages WHERE tenant_id = $1 AND conversation_id = $2",
-            &[&t, &c],
+            &[&tenant, &conversation],
         )
         .await?;
     for table in ["tool_calls", "idempotency_keys", "summaries", "working_memory"] {
         let statement = format!("DELETE FROM {table} WHERE tenant_id = $1 AND conversation_id = $2");
-        tx.execute(&statement, &[&t, &c]).await?;
+        tx.execute(&statement, &[&tenant, &conversation]).await?;
     }
-    tx.commit().await?;
     Ok(messages)
 }
 

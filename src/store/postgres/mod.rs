@@ -13,16 +13,21 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
-use super::{Lease, MemoryState, MessagePage, NewSummary, PoolStats, Store, StoreError, SummaryState};
+use super::{
+    Lease, MemoryState, MessagePage, NewSummary, PoolStats, Redaction, RetentionRule, Store, StoreError,
+    SummaryState, Swept,
+};
 use crate::domain::{
     AppendBatch, AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId,
     context::{ContextSnapshot, PageRequest},
+    conversation::{Conversation, ConversationPage, ConversationPatch, ListQuery},
     memory::WorkingMemory,
     summary::Summary,
 };
 
 mod append;
 mod context;
+mod conversations;
 mod gate;
 mod leases;
 mod log;
@@ -308,6 +313,62 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
     ) -> Result<Option<Lease>, StoreError> {
         leases::try_summarizer_lease(&self.pool, tenant, conversation).await
+    }
+
+    async fn get_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<Conversation, StoreError> {
+        conversations::get(&self.pool, tenant, conversation).await
+    }
+
+    async fn update_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        patch: &ConversationPatch,
+        allow_missing: bool,
+    ) -> Result<Conversation, StoreError> {
+        let _slot = self.write_slot(tenant, conversation).await?;
+        conversations::update(&self.pool, tenant, conversation, patch, allow_missing).await
+    }
+
+    async fn list_conversations(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<ConversationPage, StoreError> {
+        conversations::list(&self.pool, tenant, query).await
+    }
+
+    async fn fork_conversation(
+        &self,
+        tenant: &TenantId,
+        source: &ConversationId,
+        through: Sequence,
+        target: &ConversationId,
+    ) -> Result<Conversation, StoreError> {
+        let _slot = self.write_slot(tenant, target).await?;
+        conversations::fork(&self.pool, tenant, source, through, target).await
+    }
+
+    async fn redact_message(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        sequence: Sequence,
+    ) -> Result<Redaction, StoreError> {
+        let _slot = self.write_slot(tenant, conversation).await?;
+        conversations::redact(&self.pool, tenant, conversation, sequence).await
+    }
+
+    async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {
+        conversations::sweep(&self.pool, rule).await
+    }
+
+    async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError> {
+        leases::try_retention_lease(&self.pool).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

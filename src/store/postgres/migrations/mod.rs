@@ -35,6 +35,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "log_positions",
         sql: include_str!("0004_log_positions.sql"),
     },
+    Migration {
+        version: 5,
+        name: "conversation_resources",
+        sql: include_str!("0005_conversation_resources.sql"),
+    },
 ];
 
 /// Advisory lock key serializing migrations across processes ("ctxd" in ASCII).
