@@ -8,6 +8,7 @@ const PROTOS: &[&str] = &[
     "proto/ctxd/v1/messages.proto",
     "proto/ctxd/v1/context.proto",
     "proto/ctxd/v1/memory.proto",
+    "proto/ctxd/v1/conversations.proto",
     "proto/ctxd/v1/context_service.proto",
 ];
 
@@ -27,6 +28,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .file_descriptor_set_path(out_dir.join("ctxd_descriptor.bin"))
         // BTreeMap keeps metadata encoding (and so idempotency hashes and renders) deterministic.
         .btree_map(".ctxd.v1.Message.metadata")
+        .btree_map(".ctxd.v1.Conversation.labels")
+        .btree_map(".ctxd.v1.ListConversationsRequest.labels")
         // Malformed request bytes are INVALID_ARGUMENT, not INTERNAL (src/grpc/codec.rs).
         .codec_path("crate::grpc::codec::StrictCodec")
         .compile_with_config(config, &protos, &includes)?;

@@ -121,6 +121,21 @@ pub struct Config {
     #[arg(long, env = "CTXD_HEALTH_PROBE_INTERVAL_MS", default_value_t = 5_000)]
     pub health_probe_interval_ms: u64,
 
+    /// Delete conversations without an `expire_time` once they have had no append or update for
+    /// this many seconds (0 = never; conversations with an `expire_time` go at that time).
+    #[arg(long, env = "CTXD_RETENTION_INACTIVE_SECS", default_value_t = 0)]
+    pub retention_inactive_secs: u64,
+
+    /// Milliseconds between retention sweeps. One replica at a time sweeps (a database lease);
+    /// expired conversations are gone within about this long.
+    #[arg(long, env = "CTXD_RETENTION_SWEEP_INTERVAL_MS", default_value_t = 60_000)]
+    pub retention_sweep_interval_ms: u64,
+
+    /// Conversations one retention batch deletes (each in its own transaction); a sweep runs
+    /// batches until one comes back short.
+    #[arg(long, env = "CTXD_RETENTION_BATCH", default_value_t = 200)]
+    pub retention_batch: usize,
+
     /// Apply pending migrations at start-up (under an advisory lock; safe with many replicas).
     #[arg(long, env = "CTXD_MIGRATE_ON_START", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate_on_start: bool,
@@ -304,8 +319,21 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Interval of database health probes.
     pub health_probe_interval: Duration,
+    /// The retention sweeper's settings.
+    pub retention: Retention,
     /// TLS material, when serving over TLS.
     pub tls: Option<TlsFiles>,
+}
+
+/// When and how conversations are deleted by retention.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Conversations without `expire_time` go after this long without activity.
+    pub inactive: Option<Duration>,
+    /// Time between sweeps.
+    pub interval: Duration,
+    /// Conversations per batch.
+    pub batch: usize,
 }
 
 /// TLS material read at start-up.
@@ -370,6 +398,12 @@ impl Config {
             handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             request_timeout: Duration::from_secs(self.request_timeout_secs),
             health_probe_interval: Duration::from_millis(self.health_probe_interval_ms),
+            retention: Retention {
+                inactive: (self.retention_inactive_secs > 0)
+                    .then(|| Duration::from_secs(self.retention_inactive_secs)),
+                interval: Duration::from_millis(self.retention_sweep_interval_ms),
+                batch: self.retention_batch,
+            },
             tls,
             ai,
         })
@@ -466,6 +500,12 @@ impl Config {
             "CTXD_HEALTH_PROBE_INTERVAL_MS",
             self.health_probe_interval_ms,
         );
+        positive(
+            problems,
+            "CTXD_RETENTION_SWEEP_INTERVAL_MS",
+            self.retention_sweep_interval_ms,
+        );
+        positive(problems, "CTXD_RETENTION_BATCH", self.retention_batch as u64);
     }
 
     /// Summarizer and extractor settings; the endpoint is checked only when an engine uses it.

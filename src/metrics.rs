@@ -28,6 +28,10 @@ pub struct Metrics {
     pub summarizer_calls: IntCounterVec,
     /// Database pool connections by state (size, available, waiting), read at scrape time.
     pub pool_connections: IntGaugeVec,
+    /// Conversations the retention sweeper deleted.
+    pub retention_conversations: IntCounter,
+    /// Messages of the conversations the retention sweeper deleted.
+    pub retention_messages: IntCounter,
 }
 
 /// Reads the pool's (size, available, waiting) when metrics are scraped.
@@ -75,12 +79,24 @@ impl Metrics {
             &["state"],
         )
         .expect("valid metric");
+        let retention_conversations = IntCounter::new(
+            "ctxd_retention_conversations_deleted_total",
+            "Conversations the retention sweeper deleted (expired or inactive)",
+        )
+        .expect("valid metric");
+        let retention_messages = IntCounter::new(
+            "ctxd_retention_messages_deleted_total",
+            "Messages of the conversations the retention sweeper deleted",
+        )
+        .expect("valid metric");
         for collector in [
             Box::new(rpc_duration.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(context_tokens.clone()),
             Box::new(messages_dropped.clone()),
             Box::new(summarizer_calls.clone()),
             Box::new(pool_connections.clone()),
+            Box::new(retention_conversations.clone()),
+            Box::new(retention_messages.clone()),
         ] {
             registry.register(collector).expect("unique metric");
         }
@@ -91,6 +107,8 @@ impl Metrics {
             messages_dropped,
             summarizer_calls,
             pool_connections,
+            retention_conversations,
+            retention_messages,
         }
     }
 

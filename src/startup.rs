@@ -142,6 +142,7 @@ impl App {
             health.clone(),
             settings.health_probe_interval,
         ));
+        let retention = tokio::spawn(crate::service::retention::run(store.clone(), settings.retention));
         let ai = ai_settings(&settings.ai).map_err(|e| StartupError::Summarizer {
             message: e.to_string(),
         })?;
@@ -178,6 +179,7 @@ impl App {
             }
         };
         probe.abort();
+        retention.abort();
         if let Some(metrics) = &metrics {
             metrics.abort();
         }

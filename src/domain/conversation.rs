@@ -203,10 +203,7 @@ fn label_key_ok(key: &str) -> bool {
 
 /// A key echoed in a field path: printable ASCII, at most 64 bytes.
 fn clip(key: &str) -> String {
-    key.chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(64)
-        .collect()
+    key.chars().filter(|c| c.is_ascii_graphic()).take(64).collect()
 }
 
 /// A conversation's place in the newest-activity-first order: later activity first, then the

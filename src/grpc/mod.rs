@@ -15,6 +15,7 @@ use crate::{
 
 pub mod codec;
 mod context;
+mod conversations;
 pub(crate) mod convert;
 pub mod deadline;
 mod log;
@@ -200,4 +201,9 @@ rpcs! {
     list_messages(ListMessagesRequest) -> ListMessagesResponse = "ListMessages", list, tenant;
     delete_conversation(DeleteConversationRequest) -> DeleteConversationResponse = "DeleteConversation", delete, tenant;
     count_tokens(CountTokensRequest) -> CountTokensResponse = "CountTokens", count, none;
+    list_conversations(ListConversationsRequest) -> ListConversationsResponse = "ListConversations", list_conversations, tenant;
+    get_conversation(GetConversationRequest) -> GetConversationResponse = "GetConversation", get_conversation, tenant;
+    update_conversation(UpdateConversationRequest) -> UpdateConversationResponse = "UpdateConversation", update_conversation, tenant;
+    fork_conversation(ForkConversationRequest) -> ForkConversationResponse = "ForkConversation", fork_conversation, tenant;
+    redact_message(RedactMessageRequest) -> RedactMessageResponse = "RedactMessage", redact_message, tenant;
 }

@@ -37,8 +37,12 @@ fn store_status(error: StoreError) -> Status {
     match error {
         StoreError::Invalid { violations } => invalid_argument(&violations),
         StoreError::NotFound => Status::not_found("conversation not found"),
-        StoreError::MessageNotFound => Status::not_found("the conversation has no message with that sequence"),
-        StoreError::AlreadyExists => Status::already_exists("a conversation with new_conversation_id exists already"),
+        StoreError::MessageNotFound => {
+            Status::not_found("the conversation has no message with that sequence")
+        }
+        StoreError::AlreadyExists => {
+            Status::already_exists("a conversation with new_conversation_id exists already")
+        }
         StoreError::SequenceMismatch { current } => aborted(
             format!("expected_last_sequence does not match: the conversation's last sequence is {current}"),
             "SEQUENCE_MISMATCH",

@@ -14,8 +14,10 @@ use crate::{
 };
 
 mod context;
+mod conversations;
 mod log;
 mod memory;
+pub mod retention;
 mod summary;
 mod tasks;
 

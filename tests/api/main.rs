@@ -6,6 +6,7 @@ mod helpers;
 mod append;
 mod cache;
 mod context;
+mod conversations;
 mod log;
 mod memory;
 mod openai;

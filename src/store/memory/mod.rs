@@ -731,10 +731,7 @@ impl Store for MemoryStore {
         Ok(Redaction {
             message,
             summaries_removed,
-            summary_through_sequence: c
-                .summaries
-                .last()
-                .map_or(Sequence::ZERO, |s| s.through_sequence),
+            summary_through_sequence: c.summaries.last().map_or(Sequence::ZERO, |s| s.through_sequence),
             memory_version: c.memory.as_ref().map_or(0, |m| m.version),
         })
     }

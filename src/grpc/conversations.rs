@@ -1,0 +1,84 @@
+//! ListConversations, GetConversation, UpdateConversation, ForkConversation, RedactMessage.
+
+use super::{ApiError, ContextApi, convert};
+use crate::{domain::TenantId, proto};
+
+impl ContextApi {
+    pub(super) async fn list_conversations(
+        &self,
+        tenant: TenantId,
+        request: proto::ListConversationsRequest,
+    ) -> Result<proto::ListConversationsResponse, ApiError> {
+        let query = convert::list_conversations_request(request)?;
+        let page = self.service.list_conversations(&tenant, &query).await?;
+        let next_page_token = match (page.has_more, page.conversations.last()) {
+            (true, Some(last)) => query.page_token(&last.activity_key()),
+            _ => String::new(),
+        };
+        Ok(proto::ListConversationsResponse {
+            conversations: page
+                .conversations
+                .into_iter()
+                .map(convert::conversation)
+                .collect(),
+            next_page_token,
+        })
+    }
+
+    pub(super) async fn get_conversation(
+        &self,
+        tenant: TenantId,
+        request: proto::GetConversationRequest,
+    ) -> Result<proto::GetConversationResponse, ApiError> {
+        let id = convert::get_request(request)?;
+        let conversation = self.service.get_conversation(&tenant, &id).await?;
+        Ok(proto::GetConversationResponse {
+            conversation: Some(convert::conversation(conversation)),
+        })
+    }
+
+    pub(super) async fn update_conversation(
+        &self,
+        tenant: TenantId,
+        request: proto::UpdateConversationRequest,
+    ) -> Result<proto::UpdateConversationResponse, ApiError> {
+        let (id, patch, allow_missing) = convert::update_request(request)?;
+        let conversation = self
+            .service
+            .update_conversation(&tenant, &id, &patch, allow_missing)
+            .await?;
+        Ok(proto::UpdateConversationResponse {
+            conversation: Some(convert::conversation(conversation)),
+        })
+    }
+
+    pub(super) async fn fork_conversation(
+        &self,
+        tenant: TenantId,
+        request: proto::ForkConversationRequest,
+    ) -> Result<proto::ForkConversationResponse, ApiError> {
+        let (source, through, target) = convert::fork_request(request)?;
+        let conversation = self
+            .service
+            .fork_conversation(&tenant, &source, through, &target)
+            .await?;
+        Ok(proto::ForkConversationResponse {
+            conversation: Some(convert::conversation(conversation)),
+        })
+    }
+
+    pub(super) async fn redact_message(
+        &self,
+        tenant: TenantId,
+        request: proto::RedactMessageRequest,
+    ) -> Result<proto::RedactMessageResponse, ApiError> {
+        let (id, sequence) = convert::redact_request(request)?;
+        let redaction = self.service.redact_message(&tenant, &id, sequence).await?;
+        Ok(proto::RedactMessageResponse {
+            message: Some(convert::stored_message(redaction.message)),
+            summaries_removed: redaction.summaries_removed,
+            summary_through_sequence: redaction.summary_through_sequence.get(),
+            memory_version: redaction.memory_version,
+        })
+    }
+}

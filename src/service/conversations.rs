@@ -1,0 +1,81 @@
+//! Conversations as resources: get, update, list, fork, redact, and the retention sweep.
+
+use super::{Service, ServiceError};
+use crate::{
+    domain::{
+        ConversationId, Sequence, TenantId,
+        conversation::{Conversation, ConversationPage, ConversationPatch, ListQuery},
+    },
+    store::Redaction,
+};
+
+impl Service {
+    /// A page of the tenant's conversations, newest activity first.
+    #[tracing::instrument(name = "list_conversations", skip_all, fields(%tenant, limit = query.limit))]
+    pub async fn list_conversations(
+        &self,
+        tenant: &TenantId,
+        query: &ListQuery,
+    ) -> Result<ConversationPage, ServiceError> {
+        Ok(self.store.list_conversations(tenant, query).await?)
+    }
+
+    /// One conversation's resource.
+    #[tracing::instrument(name = "get_conversation", skip_all, fields(%tenant, conversation_id = %conversation))]
+    pub async fn get_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+    ) -> Result<Conversation, ServiceError> {
+        Ok(self.store.get_conversation(tenant, conversation).await?)
+    }
+
+    /// Sets a conversation's title, status, labels or expiry.
+    #[tracing::instrument(name = "update_conversation", skip_all, fields(%tenant, conversation_id = %conversation, allow_missing))]
+    pub async fn update_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        patch: &ConversationPatch,
+        allow_missing: bool,
+    ) -> Result<Conversation, ServiceError> {
+        Ok(self
+            .store
+            .update_conversation(tenant, conversation, patch, allow_missing)
+            .await?)
+    }
+
+    /// Forks `source` through `through` into `target`.
+    #[tracing::instrument(name = "fork_conversation", skip_all, fields(%tenant, conversation_id = %source, through = through.get(), new_conversation_id = %target))]
+    pub async fn fork_conversation(
+        &self,
+        tenant: &TenantId,
+        source: &ConversationId,
+        through: Sequence,
+        target: &ConversationId,
+    ) -> Result<Conversation, ServiceError> {
+        let fork = self
+            .store
+            .fork_conversation(tenant, source, through, target)
+            .await?;
+        tracing::info!(messages = fork.last_sequence.get(), "conversation forked");
+        Ok(fork)
+    }
+
+    /// Redacts one message and what was derived from it.
+    #[tracing::instrument(name = "redact_message", skip_all, fields(%tenant, conversation_id = %conversation, sequence = sequence.get()))]
+    pub async fn redact_message(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        sequence: Sequence,
+    ) -> Result<Redaction, ServiceError> {
+        let redaction = self.store.redact_message(tenant, conversation, sequence).await?;
+        tracing::info!(
+            summaries_removed = redaction.summaries_removed,
+            memory_version = redaction.memory_version,
+            "message redacted"
+        );
+        Ok(redaction)
+    }
+}

@@ -1,0 +1,61 @@
+//! The retention sweeper: deletes expired conversations (their `expire_time` passed, or, when
+//! configured, no activity for the inactivity period) in bounded batches, on one replica at a
+//! time (the store's retention lease).
+
+use std::{sync::Arc, time::SystemTime};
+
+use crate::{
+    config::Retention,
+    metrics::METRICS,
+    store::{RetentionRule, Store, StoreError, Swept},
+};
+
+/// Sweeps every `retention.interval` until the task is aborted.
+pub async fn run(store: Arc<dyn Store>, retention: Retention) {
+    let mut ticks = tokio::time::interval(retention.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match sweep(&*store, &retention).await {
+            Ok(swept) if swept.conversations > 0 => tracing::info!(
+                conversations = swept.conversations,
+                messages = swept.messages,
+                "retention deleted expired conversations"
+            ),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(error = %crate::telemetry::ErrorChain(&error), "retention sweep failed")
+            }
+        }
+    }
+}
+
+/// One sweep: takes the lease (or leaves the work to the replica holding it) and deletes
+/// batches until one comes back short.
+pub async fn sweep(store: &dyn Store, retention: &Retention) -> Result<Swept, StoreError> {
+    let Some(lease) = store.try_retention_lease().await? else {
+        return Ok(Swept::default());
+    };
+    let mut total = Swept::default();
+    let result = loop {
+        let rule = RetentionRule {
+            now: SystemTime::now(),
+            inactive: retention.inactive,
+            batch: retention.batch,
+        };
+        match store.sweep_expired(rule).await {
+            Ok(swept) => {
+                METRICS.retention_conversations.inc_by(swept.conversations);
+                METRICS.retention_messages.inc_by(swept.messages);
+                total.conversations += swept.conversations;
+                total.messages += swept.messages;
+                if (swept.conversations as usize) < retention.batch {
+                    break Ok(total);
+                }
+            }
+            Err(error) => break Err(error),
+        }
+    };
+    lease.release().await;
+    result
+}
