@@ -52,7 +52,7 @@ grep -qx 'ctxd.v1.ContextService' <<<"$services" || fail "ContextService not lis
 grep -qx 'grpc.health.v1.Health' <<<"$services" || fail "Health not listed"
 
 rpcs=$(g "$addr_a" describe ctxd.v1.ContextService | grep -c '^  rpc ')
-[ "$rpcs" = 8 ] || fail "expected 8 RPCs, described $rpcs"
+[ "$rpcs" = 13 ] || fail "expected 13 RPCs, described $rpcs"
 
 out=$(g -d "{\"conversation_id\":\"$conv\",\"messages\":[
   {\"role\":\"ROLE_USER\",\"content\":\"What is the weather in Paris?\"},
@@ -85,6 +85,24 @@ grep -q 'messages\[0\].tool_call_id' <<<"$out" || fail "violation does not name 
 
 out=$(g -H 'x-tenant-id: someone-else' -d "{\"conversation_id\":\"$conv\"}" "$addr_a" ctxd.v1.ContextService/ListMessages 2>&1 || true)
 grep -q 'NotFound' <<<"$out" || fail "another tenant could see the conversation: $out"
+
+# Conversations as resources: update by field mask, list by label, fork, redact.
+out=$(g -d "{\"conversation\":{\"conversation_id\":\"$conv\",\"title\":\"Paris trip\",
+  \"status\":\"CONVERSATION_STATUS_AWAITING_ANSWER\",\"labels\":{\"smoke\":\"$$\"}},
+  \"update_mask\":\"title,status,labels\"}" "$addr_a" ctxd.v1.ContextService/UpdateConversation)
+grep -q '"title": "Paris trip"' <<<"$out" || fail "UpdateConversation: $out"
+out=$(g -d "{\"labels\":{\"smoke\":\"$$\"}}" "$reader" ctxd.v1.ContextService/ListConversations)
+grep -q "\"conversationId\": \"$conv\"" <<<"$out" || fail "ListConversations did not list it: $out"
+out=$(g -d "{\"conversation_id\":\"$conv\",\"through_sequence\":2,\"new_conversation_id\":\"$conv/fork\"}" \
+  "$addr_a" ctxd.v1.ContextService/ForkConversation 2>&1 || true)
+grep -q 'through_sequence' <<<"$out" || fail "a fork inside the tool group was not refused: $out"
+out=$(g -d "{\"conversation_id\":\"$conv\",\"through_sequence\":3,\"new_conversation_id\":\"$conv/fork\"}" \
+  "$addr_a" ctxd.v1.ContextService/ForkConversation)
+grep -q '"lastSequence": "3"' <<<"$out" || fail "ForkConversation: $out"
+out=$(g -d "{\"conversation_id\":\"$conv/fork\",\"sequence\":1}" "$addr_a" ctxd.v1.ContextService/RedactMessage)
+grep -q '"content": "\[redacted\]"' <<<"$out" || fail "RedactMessage: $out"
+out=$(g -d "{\"conversation_id\":\"$conv/fork\"}" "$reader" ctxd.v1.ContextService/GetConversation)
+grep -q "\"conversationId\": \"$conv\"" <<<"$out" || fail "GetConversation has no fork origin: $out"
 
 out=$(g -d "{\"conversation_id\":\"$conv\"}" "$addr_a" ctxd.v1.ContextService/DeleteConversation)
 grep -q '"messagesDeleted": "3"' <<<"$out" || fail "delete did not report 3 messages: $out"

@@ -53,6 +53,16 @@ async function main() {
   assert.strictEqual(anthropic.messages[2].content[0].type, 'tool_result');
   const final = fakeLlm([{ role: 'tool', content: anthropic.messages[2].content[0].content }]);
   await call('AppendMessage', { conversation_id, messages: [{ role: 'ROLE_ASSISTANT', content: final.content }] });
+  // The conversation as a resource: title and status by field mask; then a message removed for good.
+  const updated = await call('UpdateConversation', {
+    conversation: { conversation_id, title: 'Weather in Paris', status: 'CONVERSATION_STATUS_IDLE' },
+    update_mask: { paths: ['title', 'status'] },
+  });
+  if (updated.conversation.status !== 'CONVERSATION_STATUS_IDLE') throw new Error(`update: ${JSON.stringify(updated)}`);
+  const redacted = await call('RedactMessage', { conversation_id, sequence: 1 });
+  if (redacted.message.content !== '[redacted]') throw new Error(`redact: ${JSON.stringify(redacted)}`);
+  const { conversation } = await call('GetConversation', { conversation_id });
+  console.log(`  ${conversation.conversation_id}: '${conversation.title}', ${conversation.last_sequence} messages`);
   console.log(`node agent OK: ${final.content} (${pack.stats.total_tokens} tokens in the last pack)`);
   await call('DeleteConversation', { conversation_id });
 }

@@ -4,7 +4,9 @@
 
 Generates the gRPC stubs from proto/ at start (grpcio-tools), then: appends the user's turn,
 builds the context, lets a (fake) LLM answer with a tool call, runs the tool, appends the result,
-and builds the context again for the final answer.
+and builds the context again for the final answer. Then it titles and labels the conversation,
+forks it before the final answer (an "edit and regenerate" branch) and lists the conversations it
+created, newest activity first, by their label.
 """
 import json
 import os
@@ -24,7 +26,10 @@ if protoc.main(["protoc", f"-I{ROOT / 'proto'}", f"-I{include}", f"--python_out=
     sys.exit("stub generation failed")
 sys.path.insert(0, OUT)
 
-from ctxd.v1 import context_pb2, context_service_pb2, context_service_pb2_grpc, messages_pb2  # noqa: E402
+from google.protobuf import field_mask_pb2  # noqa: E402
+
+from ctxd.v1 import (  # noqa: E402
+    context_pb2, context_service_pb2, context_service_pb2_grpc, conversations_pb2, messages_pb2)
 
 
 def fake_llm(messages):
@@ -62,8 +67,24 @@ def main():
     final = fake_llm(rendered)
     ctxd.AppendMessage(context_service_pb2.AppendMessageRequest(conversation_id=conv, messages=[
         messages_pb2.Message(role=messages_pb2.ROLE_ASSISTANT, content=final["content"])]))
+    run = conv.rsplit("/", 1)[1]
+    ctxd.UpdateConversation(conversations_pb2.UpdateConversationRequest(
+        conversation=conversations_pb2.Conversation(
+            conversation_id=conv, title="Weather in Paris", labels={"run": run},
+            status=conversations_pb2.CONVERSATION_STATUS_AWAITING_ANSWER),
+        update_mask=field_mask_pb2.FieldMask(paths=["title", "labels", "status"])))
+    fork = ctxd.ForkConversation(conversations_pb2.ForkConversationRequest(
+        conversation_id=conv, through_sequence=3, new_conversation_id=conv + "/retry")).conversation
+    assert fork.forked_from.sequence == 3 and fork.labels["run"] == run, fork
+    listed = ctxd.ListConversations(conversations_pb2.ListConversationsRequest(labels={"run": run}))
+    ids = [c.conversation_id for c in listed.conversations]
+    assert ids == [conv + "/retry", conv], ids
+    for c in listed.conversations:
+        print(f"  {c.conversation_id}: {c.title!r}, {c.last_sequence} messages, "
+              f"{conversations_pb2.ConversationStatus.Name(c.status)}")
     print(f"python agent OK: {final['content']} ({pack.stats.total_tokens} tokens in the last pack)")
-    ctxd.DeleteConversation(context_service_pb2.DeleteConversationRequest(conversation_id=conv))
+    for c in ids:
+        ctxd.DeleteConversation(context_service_pb2.DeleteConversationRequest(conversation_id=c))
 
 
 if __name__ == "__main__":

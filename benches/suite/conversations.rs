@@ -1,0 +1,119 @@
+//! ListConversations cost against the size of the tenant: the first page and a page deep in
+//! the listing, in a tenant of `small` conversations and in one of `large` (target: p50 ratio
+//! large/small <= 1.2, the listing costs O(page)). Tenants are seeded with SQL (the listing
+//! reads the conversation rows only); a few conversations are then appended to and updated
+//! through the API so the listing also meets rows ctxd wrote.
+
+use std::time::{Duration, Instant};
+
+use ctxd::proto::{self, context_service_client::ContextServiceClient};
+use tonic::{Request, transport::Channel};
+
+use crate::replica::{Replica, percentile};
+
+const PAGE: u32 = 50;
+/// Pages skipped before the deep page is measured.
+const DEPTH: usize = 10;
+
+pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Result<()> {
+    let (small, large, samples) = if quick {
+        (1_000, 10_000, 100)
+    } else {
+        (1_000, 100_000, 500)
+    };
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    let mut api = server.client().await?;
+    println!("# ListConversations on PostgreSQL, page {PAGE}, {samples} samples each");
+    let mut p50s = Vec::new();
+    for count in [small, large] {
+        let tenant = format!("bench-list-{run}-{count}");
+        let started = Instant::now();
+        client
+            .execute(
+                "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, updated_at, labels)
+                 SELECT $1, 'conv-' || g, 0, now() - g * interval '1 second',
+                        jsonb_build_object('shard', (g % 10)::text)
+                 FROM generate_series(1, $2::int) g",
+                &[&tenant, &(count as i32)],
+            )
+            .await?;
+        client.execute("ANALYZE conversations", &[]).await?;
+        for i in 0..20 {
+            let mut request = Request::new(proto::AppendMessageRequest {
+                conversation_id: format!("conv-{}", i * 7 + 1),
+                messages: vec![proto::Message {
+                    role: proto::Role::User as i32,
+                    content: "hello".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            request.metadata_mut().insert("x-tenant-id", tenant.parse()?);
+            api.append_message(request).await?;
+        }
+        let seeded = started.elapsed().as_secs_f64();
+        let first = measure(&mut api, &tenant, samples, 0).await?;
+        let deep = measure(&mut api, &tenant, samples, DEPTH).await?;
+        println!(
+            "conversations={count:>7}  first page p50={:>6.3} ms p99={:>6.3} ms  page {} p50={:>6.3} ms  (seeded in {seeded:.1} s)",
+            ms(first.0),
+            ms(first.1),
+            DEPTH + 1,
+            ms(deep.0),
+        );
+        p50s.push((count, first.0, deep.0));
+    }
+    let (s, l) = (p50s[0], p50s[1]);
+    println!(
+        "ratio p50({})/p50({}): first page {:.2}, page {} {:.2}  (target <= 1.2)",
+        l.0,
+        s.0,
+        ms(l.1) / ms(s.1),
+        DEPTH + 1,
+        ms(l.2) / ms(s.2)
+    );
+    Ok(())
+}
+
+/// p50 and p99 of listing the page after `depth` pages.
+async fn measure(
+    api: &mut ContextServiceClient<Channel>,
+    tenant: &str,
+    samples: usize,
+    depth: usize,
+) -> anyhow::Result<(Duration, Duration)> {
+    let request = |token: String| -> anyhow::Result<Request<proto::ListConversationsRequest>> {
+        let mut request = Request::new(proto::ListConversationsRequest {
+            page_size: PAGE,
+            page_token: token,
+            ..Default::default()
+        });
+        request.metadata_mut().insert("x-tenant-id", tenant.parse()?);
+        Ok(request)
+    };
+    let mut token = String::new();
+    for _ in 0..depth {
+        token = api
+            .list_conversations(request(token)?)
+            .await?
+            .into_inner()
+            .next_page_token;
+    }
+    let mut latencies = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let call = request(token.clone())?;
+        let started = Instant::now();
+        let page = api.list_conversations(call).await?.into_inner();
+        latencies.push(started.elapsed());
+        anyhow::ensure!(page.conversations.len() == PAGE as usize, "a full page");
+    }
+    Ok((percentile(&mut latencies, 0.5), percentile(&mut latencies, 0.99)))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
