@@ -38,7 +38,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
                  SELECT $1, 'conv-' || g, 0, now() - g * interval '1 second',
                         jsonb_build_object('shard', (g % 10)::text)
                  FROM generate_series(1, $2::int) g",
-                &[&tenant, &(count as i32)],
+                &[&tenant, &count],
             )
             .await?;
         client.execute("ANALYZE conversations", &[]).await?;

@@ -112,6 +112,20 @@ pub fn micros(time: SystemTime) -> i64 {
     }
 }
 
+/// `time` at microsecond resolution (what PostgreSQL keeps), so both stores hold the same
+/// value.
+pub fn to_micros(time: SystemTime) -> SystemTime {
+    let micros = micros(time);
+    match u64::try_from(micros) {
+        Ok(after) => SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(after),
+        Err(_) => SystemTime::UNIX_EPOCH - std::time::Duration::from_micros(micros.unsigned_abs()),
+    }
+}
+
+/// Seconds since the epoch of the earliest and latest times ctxd stores (the range of
+/// `google.protobuf.Timestamp`: years 1 to 9999; PostgreSQL holds all of them).
+pub const TIME_RANGE_SECS: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402_300_799;
+
 /// The fields an update sets; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConversationPatch {
@@ -275,6 +289,9 @@ impl ListQuery {
             return Err("was made for other filters (labels, status)");
         }
         let micros = i64::from_be_bytes(raw[8..16].try_into().map_err(|_| UNREADABLE)?);
+        if !TIME_RANGE_SECS.contains(&micros.div_euclid(1_000_000)) {
+            return Err(UNREADABLE);
+        }
         let id = String::from_utf8(raw[16..].to_vec()).map_err(|_| UNREADABLE)?;
         let id = ConversationId::parse(id).map_err(|_| UNREADABLE)?;
         Ok(ActivityKey { micros, id })

@@ -195,6 +195,7 @@ impl Service {
                     text: text.clone(),
                     through_sequence: *through,
                     summarizer: "provided".to_owned(),
+                    redactions: state.redactions,
                 }
             }
             SummarizeMode::Prepare | SummarizeMode::Server => {
@@ -261,6 +262,7 @@ impl Service {
             text,
             through_sequence: through,
             summarizer: summarizer.name().to_owned(),
+            redactions: state.redactions,
         })
     }
 

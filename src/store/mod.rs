@@ -136,6 +136,8 @@ pub struct SummaryState {
     pub complete: bool,
     /// The log's last sequence.
     pub last_sequence: Sequence,
+    /// How many redactions the conversation had when this was read (see [`NewSummary`]).
+    pub redactions: u64,
 }
 
 impl SummaryState {
@@ -169,6 +171,9 @@ pub struct NewSummary {
     pub through_sequence: Sequence,
     /// Who wrote it.
     pub summarizer: String,
+    /// [`SummaryState::redactions`] of the state it was written from: a redaction since then
+    /// refuses it (as a moved watermark), so redacted text cannot come back through it.
+    pub redactions: u64,
 }
 
 /// A page of messages.

@@ -33,6 +33,8 @@ contract_tests!(
     store_summary_watermark_moves_only_forward_by_compare_and_set,
     store_memory_versions_are_compare_and_set,
     store_summarizer_lease_is_exclusive_until_released,
+    store_refuses_derived_data_read_before_a_redaction,
+    store_forks_keep_the_sources_log_positions,
 );
 
 /// A fresh, empty store of `kind`, migrated.
@@ -161,6 +163,7 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
         text: "s".into(),
         through_sequence: seq(1),
         summarizer: "provided".into(),
+        redactions: 0,
     };
     assert!(not_found(
         store
@@ -375,6 +378,7 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         text: "the user asked".into(),
         through_sequence: seq(2),
         summarizer: "provided".into(),
+        redactions: 0,
     };
     store
         .store_summary(&t, &c, Sequence::ZERO, summary)
@@ -415,6 +419,7 @@ async fn store_summary_watermark_moves_only_forward_by_compare_and_set(kind: Sto
         text: format!("through {through}"),
         through_sequence: seq(through),
         summarizer: "provided".into(),
+        redactions: 0,
     };
     let v1 = store
         .store_summary(&t, &c, Sequence::ZERO, summary(2))
@@ -680,4 +685,107 @@ async fn migration_4_places_existing_logs_like_appends_do() {
         assert_eq!(stored.turn_anchor, expected, "sequence {}", stored.sequence);
     }
     assert_eq!(page.messages.len(), sent.len());
+}
+
+async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let messages = (0..4).map(|i| text(Role::User, &format!("secret {i}"))).collect();
+    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    // A summarizer and an extractor read the log, then the message is redacted.
+    let read = store.summary_state(&t, &c, usize::MAX).await.unwrap();
+    let memory = store.memory_state(&t, &c, true, usize::MAX).await.unwrap();
+    assert!(memory.memory.version <= 1);
+    let extracted = WorkingMemory {
+        through_sequence: seq(4),
+        ..Default::default()
+    };
+    let stored = store.store_memory(&t, &c, 0, &extracted).await.unwrap();
+    let redaction = store.redact_message(&t, &c, seq(2)).await.unwrap();
+    assert_eq!(redaction.message.message.content, "[redacted]");
+    assert_eq!(
+        redaction.memory_version,
+        stored.version + 1,
+        "a redaction is a new memory version"
+    );
+    // Both writes based on what they read before it are refused.
+    let summary = NewSummary {
+        text: "secret 1 was said".into(),
+        through_sequence: seq(3),
+        summarizer: "openai".into(),
+        redactions: read.redactions,
+    };
+    assert!(matches!(
+        store
+            .store_summary(&t, &c, read.watermark(), summary.clone())
+            .await,
+        Err(StoreError::SummaryMoved { .. })
+    ));
+    assert!(matches!(
+        store.store_memory(&t, &c, stored.version, &extracted).await,
+        Err(StoreError::MemoryVersionMismatch { .. })
+    ));
+    // Read again, they go through.
+    let fresh = store.summary_state(&t, &c, usize::MAX).await.unwrap();
+    assert_eq!(fresh.redactions, read.redactions + 1);
+    assert_eq!(fresh.messages[1].message.content, "[redacted]");
+    let summary = NewSummary {
+        redactions: fresh.redactions,
+        ..summary
+    };
+    store
+        .store_summary(&t, &c, fresh.watermark(), summary)
+        .await
+        .unwrap();
+}
+
+async fn store_forks_keep_the_sources_log_positions(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let long = "a long user turn ".repeat(40);
+    let messages = vec![
+        text(Role::User, &long),
+        text(Role::Assistant, "short"),
+        text(Role::User, &long),
+        text(Role::Assistant, "short"),
+        text(Role::User, "end"),
+    ];
+    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    // A redaction changes token counts but not positions; forks continue from the source's.
+    store.redact_message(&t, &c, seq(1)).await.unwrap();
+    for (through, fork) in [(4, "f4"), (5, "f5")] {
+        store
+            .fork_conversation(&t, &c, seq(through), &conversation(fork))
+            .await
+            .unwrap();
+    }
+    let next = |id: &str| batch(id, vec![text(Role::User, "next")]);
+    store.append_messages(&t, &next("f4")).await.unwrap();
+    store.append_messages(&t, &next("f5")).await.unwrap();
+    let anchors = |id: &'static str| {
+        let store = store.clone();
+        let t = t.clone();
+        async move {
+            let page = store
+                .list_messages(&t, &conversation(id), Sequence::ZERO, 100, usize::MAX)
+                .await
+                .unwrap();
+            page.messages
+                .iter()
+                .map(|m| (m.sequence, m.turn_anchor))
+                .collect::<Vec<_>>()
+        }
+    };
+    let source = anchors("c").await;
+    let f4 = anchors("f4").await;
+    let f5 = anchors("f5").await;
+    // The fork's copied messages, and the message appended after them, are placed as the
+    // source placed (or would place) them.
+    assert_eq!(f4[..4], source[..4]);
+    assert_eq!(
+        f4[4].1, source[4].1,
+        "f4's appended turn sits where the source's 5th did"
+    );
+    assert_eq!(f5[..5], source[..5]);
+    assert!(f5[5].1.is_some());
 }

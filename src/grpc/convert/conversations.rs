@@ -9,7 +9,7 @@ use crate::{
         ConversationId, Sequence, Violations,
         conversation::{
             Conversation, ConversationPatch, ConversationStatus, DEFAULT_LIST_PAGE, ListQuery, MAX_LIST_PAGE,
-            check_labels, check_title,
+            TIME_RANGE_SECS, check_labels, check_title,
         },
     },
     proto,
@@ -137,13 +137,17 @@ pub(crate) fn update_request(
             "expire_time" => {
                 patch.expire_time = Some(match expire_time {
                     None => None,
-                    Some(t) => match SystemTime::try_from(t) {
-                        Ok(time) => Some(time),
-                        Err(_) => {
-                            v.add("conversation.expire_time", "is not a valid timestamp");
-                            None
-                        }
-                    },
+                    Some(t)
+                        if !TIME_RANGE_SECS.contains(&t.seconds)
+                            || !(0..1_000_000_000).contains(&t.nanos) =>
+                    {
+                        v.add(
+                            "conversation.expire_time",
+                            "must be a valid timestamp between years 1 and 9999",
+                        );
+                        None
+                    }
+                    Some(t) => SystemTime::try_from(t).ok(),
                 })
             }
             other => v.add(

@@ -47,6 +47,10 @@ struct Conversation {
     memory: Option<WorkingMemory>,
     /// Where the next message goes in the log's token stream.
     end: LogEnd,
+    /// Each message's place in it, as appended (redaction does not move it).
+    positions: Vec<crate::domain::context::anchor::LogPosition>,
+    /// RedactMessage calls so far (see [`NewSummary::redactions`]).
+    redactions: u64,
 }
 
 /// What a conversation's resource holds beside its log.
@@ -64,6 +68,7 @@ struct Resource {
 
 impl Conversation {
     fn new(now: SystemTime) -> Self {
+        let now = conversation::to_micros(now);
         Self {
             resource: Resource {
                 title: String::new(),
@@ -83,6 +88,8 @@ impl Conversation {
             summaries: Vec::new(),
             memory: None,
             end: LogEnd::default(),
+            positions: Vec::new(),
+            redactions: 0,
         }
     }
 
@@ -161,6 +168,7 @@ impl Conversation {
             }
             let tokens = batch.tokens.get(i).copied().unwrap_or_default();
             let position = self.end.place(message, tokens.approx);
+            self.positions.push(position);
             self.messages.push(StoredMessage {
                 sequence,
                 created_at: now,
@@ -218,8 +226,7 @@ impl State {
     /// Records activity on the conversation at `now` (creating it when missing), keeping the
     /// listing order.
     fn touch(&mut self, key: &Key, now: SystemTime) -> &mut Conversation {
-        // Microsecond resolution, as PostgreSQL stores it.
-        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(micros(now).max(0) as u64);
+        let now = conversation::to_micros(now);
         let index = self.activity.entry(key.0.clone()).or_default();
         let conversation = self
             .conversations
@@ -459,6 +466,7 @@ impl Store for MemoryStore {
             messages,
             complete: !reached,
             last_sequence: c.last_sequence(),
+            redactions: c.redactions,
         })
     }
 
@@ -474,7 +482,10 @@ impl Store for MemoryStore {
             .get_mut(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
         let current = c.summaries.last().map_or(Sequence::ZERO, |s| s.through_sequence);
-        if current != base || summary.through_sequence <= base || summary.through_sequence > c.last_sequence()
+        if current != base
+            || summary.through_sequence <= base
+            || summary.through_sequence > c.last_sequence()
+            || summary.redactions != c.redactions
         {
             return Err(StoreError::SummaryMoved { current });
         }
@@ -585,7 +596,7 @@ impl Store for MemoryStore {
         c.resource.title = resource.title;
         c.resource.status = resource.status;
         c.resource.labels = resource.labels;
-        c.resource.expire_time = resource.expire_time;
+        c.resource.expire_time = resource.expire_time.map(conversation::to_micros);
         Ok(c.resource(conversation))
     }
 
@@ -686,10 +697,21 @@ impl Store for MemoryStore {
         fork.memory = c
             .memory
             .as_ref()
-            .and_then(|m| conversation::memory_within(m, through));
-        for m in &fork.messages {
-            fork.end.place(&m.message, m.tokens.approx);
-        }
+            .and_then(|m| conversation::memory_within(m, through))
+            .map(|m| WorkingMemory {
+                updated_at: Some(now),
+                ..m
+            });
+        // The source's placement, as appended: the end is where message `through + 1` was
+        // placed (or the source's end), the newest turn start the one before it.
+        fork.positions = c.positions[..kept].to_vec();
+        fork.end = match c.positions.get(kept) {
+            Some(next) => LogEnd {
+                offset: next.offset,
+                last_turn: next.previous_turn,
+            },
+            None => c.end,
+        };
         conversations.insert(target_key.clone(), fork);
         let fork = conversations.touch(&target_key, now);
         Ok(fork.resource(target))
@@ -709,6 +731,7 @@ impl Store for MemoryStore {
             .checked_sub(1)
             .filter(|i| *i < c.messages.len())
             .ok_or(StoreError::MessageNotFound)?;
+        c.redactions += 1;
         let stored = &mut c.messages[index];
         stored.message = conversation::tombstone(&stored.message);
         stored.tokens = TokenCounts::of(&stored.message);
@@ -716,9 +739,10 @@ impl Store for MemoryStore {
         let before = c.summaries.len();
         c.summaries.retain(|s| s.through_sequence < sequence);
         let summaries_removed = (before - c.summaries.len()) as u64;
-        if let Some(memory) = &mut c.memory
-            && conversation::forget_in_memory(memory, sequence)
-        {
+        // A new version even when nothing cited the message: an extraction that read the text
+        // before the redaction cannot be stored after it.
+        if let Some(memory) = &mut c.memory {
+            conversation::forget_in_memory(memory, sequence);
             memory.version += 1;
             memory.updated_at = Some(SystemTime::now());
         }

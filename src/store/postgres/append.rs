@@ -38,7 +38,7 @@ macro_rules! allocate_sql {
              token_offset = conversations.token_offset + EXCLUDED.token_offset,
              turn_offset = coalesce(conversations.token_offset + $7, conversations.turn_offset),
              turn_offset_before = conversations.turn_offset,
-             updated_at = now()
+             updated_at = greatest(conversations.updated_at, clock_timestamp())
          RETURNING last_sequence, token_offset, turn_offset_before"
     };
 }

@@ -116,7 +116,7 @@ pub(super) async fn update(
                  status = coalesce($4, status),
                  labels = coalesce($5, labels),
                  expire_time = CASE WHEN $6 THEN $7 ELSE expire_time END,
-                 updated_at = now()
+                 updated_at = greatest(updated_at, clock_timestamp())
              WHERE tenant_id = $1 AND conversation_id = $2",
         )
         .await?;
@@ -143,14 +143,14 @@ pub(super) async fn list(
     let client = pool.get().await?;
     // Two texts rather than `$n IS NULL OR ...`, so both plans walk the activity index.
     let after = match query.after {
-        Some(_) => "AND (c.updated_at, c.conversation_id) < ($5, $6)",
+        Some(_) => "AND (c.updated_at, c.conversation_id COLLATE \"C\") < ($5, $6::text COLLATE \"C\")",
         None => "AND $5::timestamptz IS NULL AND $6::text IS NULL",
     };
     let text = format!(
         "SELECT {COLUMNS} FROM {FROM}
          WHERE c.tenant_id = $1 {after}
            AND ($2::text IS NULL OR c.status = $2) AND c.labels @> $3
-         ORDER BY c.updated_at DESC, c.conversation_id DESC
+         ORDER BY c.updated_at DESC, c.conversation_id COLLATE \"C\" DESC
          LIMIT $4"
     );
     let statement = client.prepare_cached(&text).await?;
@@ -159,7 +159,9 @@ pub(super) async fn list(
     let fetch = query.limit as i64 + 1;
     let (after_time, after_id) = match &query.after {
         Some(key) => (
-            Some(SystemTime::UNIX_EPOCH + Duration::from_micros(key.micros.max(0) as u64)),
+            Some(conversation::to_micros(
+                SystemTime::UNIX_EPOCH + Duration::from_micros(key.micros.max(0) as u64),
+            )),
             Some(key.id.as_str()),
         ),
         None => (None, None),
@@ -237,8 +239,9 @@ pub(super) async fn fork(
                  (SELECT response_id FROM messages WHERE tenant_id = $1 AND conversation_id = $2
                       AND sequence <= $3 AND role = 'assistant' AND response_id <> ''
                       ORDER BY sequence DESC LIMIT 1),
-                 coalesce((SELECT token_offset + greatest(tokens_approx, 1) FROM messages
-                      WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3), 0),
+                 coalesce((SELECT token_offset FROM messages
+                      WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3 + 1),
+                      c.token_offset),
                  (SELECT token_offset FROM messages WHERE tenant_id = $1 AND conversation_id = $2
                       AND sequence <= $3 AND role = 'user' AND NOT exclude_from_context
                       ORDER BY sequence DESC LIMIT 1),
@@ -329,11 +332,13 @@ pub(super) async fn redact(
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     super::limit(&tx).await?;
-    // The conversation row first, as appends and summaries lock it.
+    // The conversation row first, as appends and summaries lock it; counting the redaction
+    // keeps a summary computed from the text before it from being stored after it.
     let watermark = tx
         .query_opt(
-            "SELECT summary_through_sequence FROM conversations
-             WHERE tenant_id = $1 AND conversation_id = $2 FOR UPDATE",
+            "UPDATE conversations SET redactions = redactions + 1
+             WHERE tenant_id = $1 AND conversation_id = $2
+             RETURNING summary_through_sequence",
             &[&t, &c],
         )
         .await?
@@ -399,17 +404,17 @@ pub(super) async fn redact(
     if let Some(row) = memory
         && let Some(mut memory) = rows::memory_from_row(&row, 0)?
     {
-        memory_version = memory.version;
-        if conversation::forget_in_memory(&mut memory, sequence) {
-            let row = tx
-                .query_one(
-                    "UPDATE working_memory SET document = $3, version = version + 1, updated_at = now()
-                     WHERE tenant_id = $1 AND conversation_id = $2 RETURNING version",
-                    &[&t, &c, &Json(&memory)],
-                )
-                .await?;
-            memory_version = row.get::<_, i64>(0).max(0) as u64;
-        }
+        // A new version even when nothing cited the message: an extraction that read the text
+        // before the redaction cannot be stored after it.
+        conversation::forget_in_memory(&mut memory, sequence);
+        let row = tx
+            .query_one(
+                "UPDATE working_memory SET document = $3, version = version + 1, updated_at = now()
+                 WHERE tenant_id = $1 AND conversation_id = $2 RETURNING version",
+                &[&t, &c, &Json(&memory)],
+            )
+            .await?;
+        memory_version = row.get::<_, i64>(0).max(0) as u64;
     }
     let redacted_hash = &PayloadHash::REDACTED.0[..];
     tx.execute(

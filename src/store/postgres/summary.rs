@@ -20,7 +20,8 @@ pub(super) async fn summary_state(
     let client = pool.get().await?;
     let state = client
         .query_opt(
-            "SELECT c.last_sequence, s.text, s.through_sequence, s.summarizer, s.version, s.created_at
+            "SELECT c.last_sequence, s.text, s.through_sequence, s.summarizer, s.version, s.created_at,
+                    c.redactions
              FROM conversations c
              LEFT JOIN summaries s ON s.tenant_id = c.tenant_id
                   AND s.conversation_id = c.conversation_id AND s.version = c.summary_version
@@ -44,6 +45,7 @@ pub(super) async fn summary_state(
         messages,
         complete,
         last_sequence: Sequence::from_stored(state.get(0)),
+        redactions: state.get::<_, i64>(6).max(0) as u64,
     })
 }
 
@@ -65,7 +67,7 @@ pub(super) async fn store_summary(
                  UPDATE conversations
                  SET summary_through_sequence = $4, summary_version = summary_version + 1
                  WHERE tenant_id = $1 AND conversation_id = $2 AND summary_through_sequence = $3
-                   AND $4 > $3 AND $4 <= last_sequence
+                   AND $4 > $3 AND $4 <= last_sequence AND redactions = $7
                  RETURNING summary_version)
              INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence, summarizer)
              SELECT $1, $2, summary_version, $5, $4, $6 FROM moved
@@ -83,6 +85,7 @@ pub(super) async fn store_summary(
                 &through,
                 &summary.text,
                 &summary.summarizer,
+                &(summary.redactions as i64),
             ],
         ),
     )

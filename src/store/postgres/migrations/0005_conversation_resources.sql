@@ -10,6 +10,9 @@ ALTER TABLE conversations ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now
 ALTER TABLE conversations ADD COLUMN expire_time timestamptz;
 ALTER TABLE conversations ADD COLUMN forked_from_conversation_id text;
 ALTER TABLE conversations ADD COLUMN forked_from_sequence bigint;
+-- Counts RedactMessage calls: a summary computed from messages read before a redaction is not
+-- stored after it.
+ALTER TABLE conversations ADD COLUMN redactions bigint NOT NULL DEFAULT 0;
 
 -- Existing conversations were last active when their newest message was stored.
 UPDATE conversations c
@@ -18,8 +21,10 @@ SET updated_at = coalesce(
      WHERE m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id),
     c.created_at);
 
--- ListConversations: a tenant's conversations, newest activity first, in keyset pages.
-CREATE INDEX conversations_activity ON conversations (tenant_id, updated_at DESC, conversation_id DESC);
--- The retention sweeper: explicit expiry, and inactivity where no expiry is set.
+-- ListConversations: a tenant's conversations, newest activity first, in keyset pages. Ids
+-- compare bytewise (COLLATE "C"), as the in-memory store compares them.
+CREATE INDEX conversations_activity
+    ON conversations (tenant_id, updated_at DESC, conversation_id COLLATE "C" DESC);
+-- The retention sweeper's explicit expiries. (Inactivity is found by scanning: one more index
+-- on updated_at would be one more index write on every append.)
 CREATE INDEX conversations_expiry ON conversations (expire_time) WHERE expire_time IS NOT NULL;
-CREATE INDEX conversations_inactive ON conversations (updated_at) WHERE expire_time IS NULL;
