@@ -89,7 +89,7 @@ grep -q 'NotFound' <<<"$out" || fail "another tenant could see the conversation:
 # Conversations as resources: update by field mask, list by label, fork, redact.
 out=$(g -d "{\"conversation\":{\"conversation_id\":\"$conv\",\"title\":\"Paris trip\",
   \"status\":\"CONVERSATION_STATUS_AWAITING_ANSWER\",\"labels\":{\"smoke\":\"$$\"}},
-  \"update_mask\":\"title,status,labels\"}" "$addr_a" ctxd.v1.ContextService/UpdateConversation)
+  \"update_mask\":{\"paths\":[\"title\",\"status\",\"labels\"]}}" "$addr_a" ctxd.v1.ContextService/UpdateConversation)
 grep -q '"title": "Paris trip"' <<<"$out" || fail "UpdateConversation: $out"
 out=$(g -d "{\"labels\":{\"smoke\":\"$$\"}}" "$reader" ctxd.v1.ContextService/ListConversations)
 grep -q "\"conversationId\": \"$conv\"" <<<"$out" || fail "ListConversations did not list it: $out"
