@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::{
     auth::ApiKey,
     domain::{AppendLimits, TenantId},
-    service::{AutoSummarize, Limits},
+    service::{AutoSummarize, Limits, retention::Retention},
     store::PostgresOptions,
     summarize::OpenAiOptions,
     tokenize::Tokenizer,
@@ -323,17 +323,6 @@ pub struct Settings {
     pub retention: Retention,
     /// TLS material, when serving over TLS.
     pub tls: Option<TlsFiles>,
-}
-
-/// When and how conversations are deleted by retention.
-#[derive(Debug, Clone, Copy)]
-pub struct Retention {
-    /// Conversations without `expire_time` go after this long without activity.
-    pub inactive: Option<Duration>,
-    /// Time between sweeps.
-    pub interval: Duration,
-    /// Conversations per batch.
-    pub batch: usize,
 }
 
 /// TLS material read at start-up.

@@ -2,13 +2,26 @@
 //! configured, no activity for the inactivity period) in bounded batches, on one replica at a
 //! time (the store's retention lease).
 
-use std::{sync::Arc, time::SystemTime};
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use crate::{
-    config::Retention,
     metrics::METRICS,
     store::{RetentionRule, Store, StoreError, Swept},
 };
+
+/// When and how conversations are deleted by retention.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Conversations without `expire_time` go after this long without activity.
+    pub inactive: Option<Duration>,
+    /// Time between sweeps.
+    pub interval: Duration,
+    /// Conversations per batch.
+    pub batch: usize,
+}
 
 /// Sweeps every `retention.interval` until the task is aborted.
 pub async fn run(store: Arc<dyn Store>, retention: Retention) {

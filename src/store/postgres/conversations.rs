@@ -280,23 +280,30 @@ pub(super) async fn fork(
         &[&t, &s, &through_value, &n],
     )
     .await?;
-    let memory = tx
-        .query_opt(
-            "SELECT document, through_sequence, version FROM working_memory
-             WHERE tenant_id = $1 AND conversation_id = $2",
-            &[&t, &s],
-        )
-        .await?;
-    let memory = match memory {
-        Some(row) => rows::memory_from_row(&row, 0)?,
-        None => None,
-    };
+    let memory = read_memory(&tx, t, s, "").await?;
     if let Some(forked) = memory.and_then(|m| conversation::memory_within(&m, through)) {
         insert_memory(&tx, t, n, &forked).await?;
     }
     let conversation = read(&tx, t, n).await?;
     tx.commit().await?;
     Ok(conversation)
+}
+
+/// The conversation's working memory, if any; `lock` is appended to the query (`FOR UPDATE`).
+async fn read_memory(
+    tx: &Transaction<'_>,
+    tenant: &str,
+    conversation: &str,
+    lock: &str,
+) -> Result<Option<WorkingMemory>, StoreError> {
+    let query = format!(
+        "SELECT document, through_sequence, version FROM working_memory
+         WHERE tenant_id = $1 AND conversation_id = $2 {lock}"
+    );
+    match tx.query_opt(&query, &[&tenant, &conversation]).await? {
+        Some(row) => rows::memory_from_row(&row, 0),
+        None => Ok(None),
+    }
 }
 
 async fn insert_memory(
@@ -393,17 +400,8 @@ pub(super) async fn redact(
             .await?;
         summary_through = Sequence::from_stored(row.get(0));
     }
-    let memory = tx
-        .query_opt(
-            "SELECT document, through_sequence, version FROM working_memory
-             WHERE tenant_id = $1 AND conversation_id = $2 FOR UPDATE",
-            &[&t, &c],
-        )
-        .await?;
     let mut memory_version = 0;
-    if let Some(row) = memory
-        && let Some(mut memory) = rows::memory_from_row(&row, 0)?
-    {
+    if let Some(mut memory) = read_memory(&tx, t, c, "FOR UPDATE").await? {
         // A new version even when nothing cited the message: an extraction that read the text
         // before the redaction cannot be stored after it.
         conversation::forget_in_memory(&mut memory, sequence);
