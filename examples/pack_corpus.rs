@@ -1,5 +1,5 @@
 //! Generates adversarial conversations, stores them through ctxd's service layer (in-memory
-//! store), builds packs for both formats from each, each pack twice, and writes them as JSON
+//! store), builds packs for every format from each, each pack twice, and writes them as JSON
 //! lines for `scripts/conformance.py`, which checks them against the providers' SDK types and
 //! API rules (DESIGN.md 2.2.1):
 //!
@@ -10,7 +10,12 @@
 //! typed between a call and its results, unanswered calls, failed LLM calls with partial
 //! output, pinned openers and excluded drafts, attachments of every kind, non-object tool
 //! arguments, blank and whitespace-ended text, unicode, huge tool outputs, summaries, tiny to
-//! large budgets, and pending messages and results. Everything is derived from the seed: a
+//! large budgets, and pending messages and results; and reasoning models' native data
+//! (Anthropic thinking and redacted thinking, OpenAI reasoning items and item ids, Gemini
+//! thought parts and signatures), from one provider per conversation or switching providers
+//! mid-conversation, rendered to all four formats: its opaque strings carry a marker naming
+//! their provider, so the checker can tell that no format carries another's. Everything is
+//! derived from the seed: a
 //! failure names its case (`seed:conversation:request`), and the same command reproduces it.
 //! Exits 1 when a build fails or two builds of one request differ.
 
@@ -18,9 +23,10 @@ use std::{collections::BTreeMap, process::ExitCode, sync::Arc};
 
 use ctxd::{
     domain::{
-        Attachment, AttachmentSource, ConversationId, LlmError, Message, Role, Sequence, TenantId, ToolCall,
+        Attachment, AttachmentSource, ConversationId, LlmError, Message, Provider, Reasoning, Role, Sequence,
+        TenantId, ToolCall,
         append::{AppendBatch, AppendLimits, check_message},
-        context::{ContextRequest, Format, HistoryPolicy, PLACEHOLDER_TURN, TokenBudget},
+        context::{ContextRequest, Format, HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy, TokenBudget},
     },
     service::{AiSettings, Limits, Service, SummarizeMode, SummarizeRequest},
     store::MemoryStore,
@@ -99,6 +105,122 @@ fn attachment(rng: &mut Rng) -> Attachment {
     }
 }
 
+/// Which model wrote a conversation's assistant messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Model {
+    /// No reasoning model.
+    Plain,
+    /// One provider's reasoning model throughout.
+    Reasoning(Provider),
+    /// A different provider (or none) for each reply.
+    Switching,
+}
+
+const PROVIDERS: [Provider; 3] = [Provider::Anthropic, Provider::OpenAi, Provider::Gemini];
+
+fn model(rng: &mut Rng) -> Model {
+    match rng.below(10) {
+        0..=3 => Model::Plain,
+        4..=8 => Model::Reasoning(*rng.pick(&PROVIDERS)),
+        _ => Model::Switching,
+    }
+}
+
+fn block(provider: Provider, kind: &str) -> Reasoning {
+    Reasoning {
+        provider,
+        kind: kind.into(),
+        text: String::new(),
+        signature: String::new(),
+        data: String::new(),
+        id: String::new(),
+        summary: Vec::new(),
+        position: 0,
+    }
+}
+
+/// Gives an assistant reply the native data `model`'s provider returns with it. Opaque strings
+/// carry `<PROVIDER>-NATIVE` so that the checker finds any that reach another provider.
+fn add_reasoning(rng: &mut Rng, model: Model, message: &mut Message, tag: &str) {
+    let provider = match model {
+        Model::Plain => return,
+        Model::Reasoning(provider) => provider,
+        Model::Switching if rng.chance(25) => return,
+        Model::Switching => *rng.pick(&PROVIDERS),
+    };
+    let thought = *rng.pick(&[
+        "Let me check the weather first.",
+        "",
+        "思考: ünïcödé \"quoted\"\n",
+    ]);
+    let others = usize::from(message.has_text_block()) + message.tool_calls.len();
+    match provider {
+        Provider::Anthropic => {
+            message.reasoning.push(Reasoning {
+                text: thought.into(),
+                signature: format!("ANTHROPIC-NATIVE-sig-{tag}"),
+                ..block(provider, "thinking")
+            });
+            if rng.chance(30) {
+                message.reasoning.push(Reasoning {
+                    data: format!("ANTHROPIC-NATIVE-redacted-{tag}"),
+                    ..block(provider, "redacted_thinking")
+                });
+            }
+            if others > 1 && rng.chance(20) {
+                // Interleaved thinking between tool calls.
+                message.reasoning.push(Reasoning {
+                    text: "Now the second tool.".into(),
+                    signature: format!("ANTHROPIC-NATIVE-sig2-{tag}"),
+                    position: (1 + rng.below(others)) as u32,
+                    ..block(provider, "thinking")
+                });
+            }
+        }
+        Provider::OpenAi => {
+            let summary = (0..rng.below(3))
+                .map(|k| format!("Summary part {k}: {thought}"))
+                .collect();
+            message.reasoning.push(Reasoning {
+                id: format!("rs_OPENAI-NATIVE-{tag}"),
+                data: if rng.chance(80) {
+                    format!("OPENAI-NATIVE-enc-{tag}")
+                } else {
+                    String::new()
+                },
+                summary,
+                ..block(provider, "reasoning")
+            });
+            if !message.content.is_empty() && rng.chance(80) {
+                message.content_item_id = format!("msg_OPENAI-NATIVE-{tag}");
+            }
+            for (k, call) in message.tool_calls.iter_mut().enumerate() {
+                call.item_id = format!("fc_OPENAI-NATIVE-{tag}-{k}");
+            }
+        }
+        Provider::Gemini => {
+            if rng.chance(40) && !thought.is_empty() {
+                message.reasoning.push(Reasoning {
+                    text: thought.into(),
+                    signature: if rng.chance(50) {
+                        format!("GEMINI-NATIVE-thought-{tag}")
+                    } else {
+                        String::new()
+                    },
+                    ..block(provider, "thought")
+                });
+            }
+            match message.tool_calls.first_mut() {
+                Some(call) => call.signature = format!("GEMINI-NATIVE-call-{tag}"),
+                None if !message.content.is_empty() => {
+                    message.content_signature = format!("GEMINI-NATIVE-text-{tag}")
+                }
+                None => {}
+            }
+        }
+    }
+}
+
 /// A stored call message whose calls are not all answered.
 struct OpenGroup {
     ids: Vec<String>,
@@ -108,6 +230,7 @@ struct OpenGroup {
 struct Conversation {
     messages: Vec<Message>,
     open: BTreeMap<usize, OpenGroup>,
+    model: Model,
 }
 
 fn text(rng: &mut Rng) -> String {
@@ -147,10 +270,12 @@ fn assistant(rng: &mut Rng) -> Message {
 fn calls(rng: &mut Rng, prefix: &str) -> Message {
     let n = 1 + rng.below(4);
     let tool_calls = (0..n)
-        .map(|k| ToolCall {
-            id: format!("{prefix}-{k}"),
-            name: rng.pick(&["weather", "search", "run_sql"]).to_string(),
-            arguments: rng.pick(&ARGUMENTS).to_string(),
+        .map(|k| {
+            ToolCall::new(
+                format!("{prefix}-{k}"),
+                rng.pick(&["weather", "search", "run_sql"]).to_string(),
+                rng.pick(&ARGUMENTS).to_string(),
+            )
         })
         .collect();
     let content = if rng.chance(30) { text(rng) } else { String::new() };
@@ -172,6 +297,7 @@ fn result(rng: &mut Rng, id: &str) -> Message {
 }
 
 fn conversation(rng: &mut Rng) -> Conversation {
+    let model = model(rng);
     let mut messages = Vec::new();
     let mut open = BTreeMap::new();
     if rng.chance(15) {
@@ -185,11 +311,18 @@ fn conversation(rng: &mut Rng) -> Conversation {
     for _ in 0..events {
         match rng.below(12) {
             0..=3 => messages.push(user(rng)),
-            4..=6 => messages.push(assistant(rng)),
+            4..=6 => {
+                let mut reply = assistant(rng);
+                if !reply.pinned {
+                    add_reasoning(rng, model, &mut reply, &messages.len().to_string());
+                }
+                messages.push(reply);
+            }
             7 => messages.push(Message::text(Role::System, text(rng))),
             _ => {
                 let call_index = messages.len();
-                let call = calls(rng, &format!("call{call_index}"));
+                let mut call = calls(rng, &format!("call{call_index}"));
+                add_reasoning(rng, model, &mut call, &call_index.to_string());
                 let ids: Vec<String> = call.tool_calls.iter().map(|c| c.id.clone()).collect();
                 messages.push(call);
                 // Answered in a random order, some never; others' messages typed in between.
@@ -236,7 +369,11 @@ fn conversation(rng: &mut Rng) -> Conversation {
             ..Message::text(Role::User, "draft, not sent".into())
         });
     }
-    Conversation { messages, open }
+    Conversation {
+        messages,
+        open,
+        model,
+    }
 }
 
 /// Pending messages for one request, valid against the stored log by construction.
@@ -313,6 +450,10 @@ fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Fo
             true => HistoryPolicy::CacheStable,
             false => HistoryPolicy::Newest,
         },
+        reasoning: match rng.chance(70) {
+            true => ReasoningPolicy::CurrentTurn,
+            false => ReasoningPolicy::All,
+        },
     }
 }
 
@@ -325,6 +466,8 @@ struct Coverage {
     non_object_arguments: usize,
     cut_outputs: usize,
     no_history: usize,
+    with_reasoning: usize,
+    reasoning_omitted: usize,
 }
 
 fn main() -> ExitCode {
@@ -377,6 +520,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 idempotency_key: None,
                 expected_last_sequence: None,
                 tokens: vec![],
+                reasoning_tokens: vec![],
             };
             if let Err(e) = service.append(&tenant, batch).await {
                 eprintln!("{seed}:{n}: append failed: {e}");
@@ -411,7 +555,16 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
             let tag = format!("{n}-{r}");
             let pending = pending(&mut rng, &conversation, &tag);
             let pending_results = pending.iter().any(|m| m.role == Role::Tool);
-            for format in [Format::OpenAiChat, Format::AnthropicMessages] {
+            // Anthropic's rule that the tool loop under way keeps its thinking can be checked
+            // only where every reply came from a thinking Claude model.
+            let expect_thinking = conversation.model == Model::Reasoning(Provider::Anthropic)
+                && !pending.iter().any(|m| m.role == Role::Assistant);
+            for format in [
+                Format::OpenAiChat,
+                Format::AnthropicMessages,
+                Format::OpenAiResponses,
+                Format::Gemini,
+            ] {
                 let request = request(&mut rng, &id, pending.clone(), format);
                 let case = format!("{seed}:{n}:{r}");
                 let (first, second) = (
@@ -452,12 +605,20 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 }));
                 coverage.cut_outputs += usize::from(pack.stats.truncated);
                 coverage.no_history += usize::from(pack.stats.messages_included == 0);
+                coverage.with_reasoning += usize::from(pack.stats.reasoning_tokens > 0);
+                coverage.reasoning_omitted += usize::from(pack.stats.reasoning_tokens_omitted > 0);
                 let format_name = match format {
                     Format::OpenAiChat => "openai_chat",
                     Format::AnthropicMessages => "anthropic_messages",
+                    Format::OpenAiResponses => "openai_responses",
+                    Format::Gemini => "gemini",
                 };
-                let line =
-                    serde_json::json!({"case": case, "format": format_name, "rendered": first.rendered});
+                let line = serde_json::json!({
+                    "case": case,
+                    "format": format_name,
+                    "rendered": first.rendered,
+                    "expect_thinking": expect_thinking && format == Format::AnthropicMessages,
+                });
                 use std::io::Write;
                 writeln!(out, "{line}").expect("writing the corpus");
             }
@@ -468,14 +629,17 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
     eprintln!(
         "seed {seed}: {written} packs per format from {n} conversations, each built twice; packs with \
          interleaved messages in the log {}, a placeholder turn {}, pending results {}, unsupported \
-         image types {}, non-object tool arguments {}, cut tool output {}, no history {}; {failures} failures",
+         image types {}, non-object tool arguments {}, cut tool output {}, no history {}, carrying \
+         reasoning {}, leaving completed turns' reasoning out {}; {failures} failures",
         c.interleaved,
         c.placeholder,
         c.pending_results,
         c.unsupported_images,
         c.non_object_arguments,
         c.cut_outputs,
-        c.no_history
+        c.no_history,
+        c.with_reasoning,
+        c.reasoning_omitted
     );
     if failures > 0 {
         ExitCode::FAILURE

@@ -1,18 +1,35 @@
 #!/usr/bin/env python3
 """Checks rendered BuildContext packs against the providers' official SDK request types and
-against the API rules of DESIGN.md 2.2.1, which the types alone do not express.
+against the API rules of DESIGN.md 2.2.1 and 2.2.2, which the types alone do not express.
 
-    python scripts/conformance.py packs.jsonl   # one {"format": ..., "rendered": ...} per line
+    python scripts/conformance.py packs.jsonl   # one {"format", "rendered", "case"?} per line
     python scripts/conformance.py --self-test   # the checker rejects deliberately broken packs
 
-Needs the `openai` and `anthropic` packages (PyPI). Exit status 1 on any violation.
+Formats: openai_chat (Chat Completions `messages`), anthropic_messages (`{system, messages}`),
+openai_responses (Responses API `input` items), gemini (`{systemInstruction, contents}`).
+Optional record fields: `expect_thinking` (every assistant reply came from a thinking Claude
+model: the open tool loop must keep its thinking) and `expect_signatures` (the target is a
+Gemini 3 model, which validates thought signatures).
+
+Needs the `openai`, `anthropic` and `google-genai` packages (PyPI). Exit status 1 on any
+violation. Each rule names the provider error or documentation it comes from.
 """
 import json
 import sys
+from collections import Counter
 
 from pydantic import TypeAdapter, ValidationError
 
 ANTHROPIC_IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
+THINKING = {"thinking", "redacted_thinking"}
+# The pack generator plants these in provider-native data (signatures, redacted thinking,
+# reasoning ids, encrypted content): a provider must never receive another one's.
+MARKERS = {"ANTHROPIC-NATIVE", "OPENAI-NATIVE", "GEMINI-NATIVE"}
+OWN_MARKER = {"anthropic_messages": "ANTHROPIC-NATIVE", "openai_responses": "OPENAI-NATIVE",
+              "gemini": "GEMINI-NATIVE"}
+# Gemini's Part is a protobuf oneof: "required oneof field 'data' must have one initialized field".
+GEMINI_DATA = ("text", "inlineData", "fileData", "functionCall", "functionResponse",
+               "executableCode", "codeExecutionResult")
 
 
 def materialize(value):
@@ -29,29 +46,111 @@ def materialize(value):
 
 
 def sdk_types():
+    # pydantic resolves the SDKs' postponed annotations in this frame too: a local named
+    # `Content` (google-genai's) would replace the OpenAI reasoning item's `Content`.
     from anthropic.types import MessageParam, TextBlockParam
+    from google.genai import types as genai
     from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.responses import ResponseInputParam
 
     return {
         "openai_chat": TypeAdapter(list[ChatCompletionMessageParam]),
         "anthropic_messages": TypeAdapter(list[MessageParam]),
         "anthropic_system": TypeAdapter(str | list[TextBlockParam]),
+        "openai_responses": TypeAdapter(ResponseInputParam),
+        "gemini_contents": TypeAdapter(list[genai.Content]),
+        "gemini_content": TypeAdapter(genai.Content),
     }
 
 
-def check_types(adapters, fmt, pack):
-    problems = []
+# --- SDK types -------------------------------------------------------------------------------
+
+def unknown_keys(sent, kept, path=""):
+    """Keys pydantic dropped while validating. The OpenAI and Anthropic request types are
+    TypedDicts, which ignore keys they do not declare, so a stray `reasoning_content`, a tool
+    call `signature` or a `cache_control` on a thinking block only shows up as a missing key."""
+    if isinstance(sent, dict) and isinstance(kept, dict):
+        found = [f"{path}.{k}" for k in sent if k not in kept]
+        for k in sent.keys() & kept.keys():
+            found += unknown_keys(sent[k], kept[k], f"{path}.{k}")
+        return found
+    if isinstance(sent, list) and isinstance(kept, list):
+        return [p for i, (a, b) in enumerate(zip(sent, kept)) for p in unknown_keys(a, b, f"{path}[{i}]")]
+    return []
+
+
+def validation_error(e, where):
+    """One error of many: an untagged union reports every variant's, and the telling one is
+    from the variant whose `type` matched, failing on something other than a missing key."""
+    errors = e.errors()
+    telling = next((err for err in errors if err["type"] not in ("missing", "literal_error")), errors[0])
+    loc = ".".join(str(part) for part in telling["loc"])
+    return f"SDK types ({where}): {e.error_count()} errors, e.g. at {loc}: {telling['msg']}"
+
+
+def sdk_problems(adapter, value, where):
+    """Strict validation against an SDK type, plus the keys that type does not declare."""
     try:
-        if fmt == "openai_chat":
-            materialize(adapters["openai_chat"].validate_python(pack, strict=True))
-        else:
-            materialize(adapters["anthropic_messages"].validate_python(pack.get("messages"), strict=True))
-            if "system" in pack:
-                materialize(adapters["anthropic_system"].validate_python(pack["system"], strict=True))
+        kept = materialize(adapter.validate_python(value, strict=True))
     except ValidationError as e:
-        problems.append(f"SDK types: {str(e).splitlines()[0]}")
+        return [validation_error(e, where)]
+    return [f"{where}{path}: key not in the SDK types" for path in unknown_keys(value, kept)]
+
+
+def top_keys(pack, allowed):
+    return [f"unexpected top-level key {k!r}" for k in pack if k not in allowed]
+
+
+def chat_types(adapters, pack):
+    return sdk_problems(adapters["openai_chat"], pack, "messages")
+
+
+def anthropic_types(adapters, pack):
+    problems = top_keys(pack, ("system", "messages"))
+    problems += sdk_problems(adapters["anthropic_messages"], pack.get("messages"), "messages")
+    if "system" in pack:
+        problems += sdk_problems(adapters["anthropic_system"], pack["system"], "system")
     return problems
 
+
+def responses_types(adapters, pack):
+    return sdk_problems(adapters["openai_responses"], pack, "input")
+
+
+def snake_case_keys(value, path=""):
+    """google-genai accepts snake_case too, but the pack is REST JSON, whose names are camelCase.
+    Function arguments and responses are the caller's data and may use any names."""
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in snake_case_keys(v, f"{path}[{i}]")]
+    if not isinstance(value, dict):
+        return []
+    found = [f"{path}.{k}".lstrip(".") for k in value if "_" in k]
+    for k, v in value.items():
+        if k not in ("args", "response"):
+            found += snake_case_keys(v, f"{path}.{k}")
+    return found
+
+
+def gemini_types(adapters, pack):
+    """google-genai's models forbid unknown keys and decode bytes fields (thoughtSignature,
+    inlineData.data) as base64 in JSON mode, as the REST API does."""
+    problems = top_keys(pack, ("systemInstruction", "contents"))
+    problems += [f"{path}: snake_case key in REST JSON" for path in snake_case_keys(pack)]
+    checks = [("contents", "gemini_contents")] + [("systemInstruction", "gemini_content")] * ("systemInstruction" in pack)
+    for key, adapter in checks:
+        try:
+            adapters[adapter].validate_json(json.dumps(pack.get(key)), strict=True)
+        except ValidationError as e:
+            problems.append(validation_error(e, key))
+    return problems
+
+
+def foreign_markers(fmt, rendered):
+    own = OWN_MARKER.get(fmt)
+    return [f"carries {marker}: another provider's native data" for marker in sorted(MARKERS) if marker != own and marker in rendered]
+
+
+# --- OpenAI Chat Completions -----------------------------------------------------------------
 
 def json_object(text):
     try:
@@ -60,7 +159,7 @@ def json_object(text):
         return False
 
 
-def openai_rules(pack):
+def openai_rules(pack, record):
     problems = []
     waiting = set()
     seen_ids = set()
@@ -89,38 +188,58 @@ def openai_rules(pack):
     return problems
 
 
+# --- Anthropic Messages ----------------------------------------------------------------------
+
 def blank(text):
     return not isinstance(text, str) or text.strip() == ""
 
 
-def anthropic_rules(pack):
-    problems = []
+def blocks_of(message):
+    """A message's content as blocks: a string is one text block."""
+    content = message.get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+
+
+def has_tool_result(message):
+    return any(b.get("type") == "tool_result" for b in blocks_of(message))
+
+
+def anthropic_rules(pack, record):
     messages = pack.get("messages") or []
     if not messages:
         return ["messages is empty"]
-    if messages[0].get("role") != "user":
-        problems.append("the first message is not user")
-    system = pack.get("system")
-    if system is not None and isinstance(system, str) and blank(system):
-        problems.append("system is empty or whitespace-only")
+    problems = [] if messages[0].get("role") == "user" else ["the first message is not user"]
+    problems += [f"[{i + 1}] roles do not alternate" for i, (a, b) in enumerate(zip(messages, messages[1:]))
+                 if a.get("role") == b.get("role")]
+    problems += system_rules(pack.get("system")) + cache_rules(pack.get("system"), messages)
+    problems += block_rules(messages) + tool_use_rules(messages) + prefill_rules(messages)
+    problems += thinking_rules(messages) + open_loop_thinking_rule(messages, record)
+    return problems
+
+
+def system_rules(system):
+    if isinstance(system, str) and blank(system):
+        return ["system is empty or whitespace-only"]
     if isinstance(system, list) and (not system or any(blank(b.get("text")) for b in system)):
-        problems.append("system has no block or an empty or whitespace-only text block")
+        return ["system has no block or an empty or whitespace-only text block"]
+    return []
+
+
+def cache_rules(system, messages):
     # Prompt caching: at most 4 breakpoints per request (tools, system and messages together).
-    marks = [b for b in (system if isinstance(system, list) else [])] + [
-        b for m in messages if isinstance(m.get("content"), list) for b in m["content"]]
-    marks = [b["cache_control"] for b in marks if "cache_control" in b]
-    if len(marks) > 4:
-        problems.append(f"{len(marks)} cache_control breakpoints; the API allows 4")
+    blocks = (system if isinstance(system, list) else []) + [b for m in messages for b in blocks_of(m)]
+    marks = [b["cache_control"] for b in blocks if "cache_control" in b]
+    problems = [f"{len(marks)} cache_control breakpoints; the API allows 4"] if len(marks) > 4 else []
     if any(mark != {"type": "ephemeral"} for mark in marks):
         problems.append("a cache_control breakpoint that is not {\"type\": \"ephemeral\"}")
+    return problems
+
+
+def block_rules(messages):
+    problems = []
     tool_use_ids = set()
-    previous_calls = set()
-    for i, (a, b) in enumerate(zip(messages, messages[1:])):
-        if a.get("role") == b.get("role"):
-            problems.append(f"[{i + 1}] roles do not alternate")
     for i, m in enumerate(messages):
-        content = m.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        blocks = blocks_of(m)
         if not blocks:
             problems.append(f"[{i}] empty content")
         for block in blocks:
@@ -131,115 +250,536 @@ def anthropic_rules(pack):
                 if block.get("id") in tool_use_ids:
                     problems.append(f"[{i}] tool_use id {block.get('id')!r} used twice")
                 tool_use_ids.add(block.get("id"))
-            if kind == "tool_result":
-                if block.get("tool_use_id") not in previous_calls:
-                    problems.append(f"[{i}] tool_result {block.get('tool_use_id')!r} answers no tool_use of the previous message")
-                if "content" in block and isinstance(block["content"], str) and blank(block["content"]):
-                    problems.append(f"[{i}] whitespace-only tool_result content")
+            if kind == "tool_result" and isinstance(block.get("content"), str) and blank(block["content"]):
+                problems.append(f"[{i}] whitespace-only tool_result content")
             if kind == "image" and block.get("source", {}).get("type") == "base64":
                 if block["source"].get("media_type") not in ANTHROPIC_IMAGE_TYPES:
                     problems.append(f"[{i}] image of type {block['source'].get('media_type')}")
-        previous_calls = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
-        if m.get("role") == "assistant":
-            calls = [b["id"] for b in blocks if b.get("type") == "tool_use"]
-            nxt = messages[i + 1] if i + 1 < len(messages) else None
-            if calls:
-                if nxt is None or not isinstance(nxt.get("content"), list):
-                    problems.append(f"[{i}] tool_use {calls} not answered in the next message")
-                    continue
-                kinds = [b.get("type") for b in nxt["content"]]
-                results = [b.get("tool_use_id") for b in nxt["content"] if b.get("type") == "tool_result"]
-                if set(results) != set(calls):
-                    problems.append(f"[{i}] tool_use {calls} answered by {results}")
-                first = kinds[: len(results)]
-                if first != ["tool_result"] * len(results):
-                    problems.append(f"[{i + 1}] tool_result blocks do not come first")
-    last = messages[-1]
-    if last.get("role") == "assistant":
-        content = last.get("content")
-        tail = content if isinstance(content, str) else (content or [{}])[-1].get("text", "x")
-        if isinstance(tail, str) and tail != tail.rstrip():
-            problems.append("the final assistant message ends in whitespace")
     return problems
 
 
-def check(adapters, fmt, rendered):
-    if fmt not in ("openai_chat", "anthropic_messages"):
-        return [f"unknown format {fmt!r}"]
-    pack = json.loads(rendered)
-    rules = openai_rules if fmt == "openai_chat" else anthropic_rules
-    return check_types(adapters, fmt, pack) + rules(pack)
+def tool_use_rules(messages):
+    """Every tool_use is answered by tool_result blocks opening the very next message, and
+    every tool_result answers a tool_use of the message right before it."""
+    problems = []
+    previous_calls = set()
+    for i, m in enumerate(messages):
+        blocks = blocks_of(m)
+        for block in blocks:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") not in previous_calls:
+                problems.append(f"[{i}] tool_result {block.get('tool_use_id')!r} answers no tool_use of the previous message")
+        previous_calls = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
+        if m.get("role") == "assistant" and previous_calls:
+            problems += tool_results_follow(i, [b["id"] for b in blocks if b.get("type") == "tool_use"], messages)
+    return problems
 
+
+def tool_results_follow(i, calls, messages):
+    nxt = messages[i + 1] if i + 1 < len(messages) else None
+    if nxt is None or not isinstance(nxt.get("content"), list):
+        return [f"[{i}] tool_use {calls} not answered in the next message"]
+    kinds = [b.get("type") for b in nxt["content"]]
+    results = [b.get("tool_use_id") for b in nxt["content"] if b.get("type") == "tool_result"]
+    problems = [] if set(results) == set(calls) else [f"[{i}] tool_use {calls} answered by {results}"]
+    if kinds[: len(results)] != ["tool_result"] * len(results):
+        problems.append(f"[{i + 1}] tool_result blocks do not come first")
+    return problems
+
+
+def prefill_rules(messages):
+    """A final assistant message is the prefill the model continues."""
+    last = messages[-1]
+    if last.get("role") != "assistant":
+        return []
+    problems = []
+    content = last.get("content")
+    tail = content if isinstance(content, str) else (content or [{}])[-1].get("text", "x")
+    if isinstance(tail, str) and tail != tail.rstrip():
+        problems.append("the final assistant message ends in whitespace")
+    # "When thinking is disabled, an `assistant` message in the final position cannot contain
+    # `thinking`" (tailcallhq/forgecode#1853); with thinking enabled, prefill is not allowed.
+    if any(b.get("type") in THINKING for b in blocks_of(last)):
+        problems.append(f"[{len(messages) - 1}] the final assistant message (a prefill) carries thinking")
+    return problems
+
+
+def thinking_rules(messages):
+    problems = []
+    for i, m in enumerate(messages):
+        for block in blocks_of(m):
+            if block.get("type") in THINKING:
+                problems += thinking_block_rules(i, m.get("role"), block)
+        # "The final block in an assistant message cannot be `thinking`" (tailcallhq/forgecode#2107).
+        if m.get("role") == "assistant" and (blocks_of(m) or [{}])[-1].get("type") == "thinking":
+            problems.append(f"[{i}] assistant message ends with a thinking block")
+    return problems
+
+
+def thinking_block_rules(i, role, block):
+    kind = block.get("type")
+    problems = [] if role == "assistant" else [f"[{i}] {kind} block in a {role} message"]
+    # The API checks the signature (or the encrypted data) of every thinking block it is given.
+    if blank(block.get("signature" if kind == "thinking" else "data")):
+        problems.append(f"[{i}] {kind} block without its {'signature' if kind == 'thinking' else 'data'}")
+    # "messages.N.content.0.thinking.cache_control: Extra inputs are not permitted".
+    if "cache_control" in block:
+        problems.append(f"[{i}] cache_control on a {kind} block")
+    return problems
+
+
+def open_loop_thinking_rule(messages, record):
+    """With thinking on, "a final `assistant` message must start with a thinking block
+    (preceeding the lastmost set of `tool_use` and `tool_result` blocks)". A tool loop is one
+    assistant turn: it opens after the last user message that is not tool results, and the
+    API reports the turn's first assistant message (messages.1 in one-prompt agent loops)."""
+    thinks = any(b.get("type") in THINKING for m in messages if m.get("role") == "assistant" for b in blocks_of(m))
+    if not (record.get("expect_thinking") and thinks and messages[-1].get("role") == "user"
+            and has_tool_result(messages[-1])):
+        return []
+    start = max([i + 1 for i, m in enumerate(messages) if m.get("role") == "user" and not has_tool_result(m)], default=0)
+    first = next((i for i in range(start, len(messages)) if messages[i].get("role") == "assistant"), None)
+    kind = (blocks_of(messages[first]) or [{}])[0].get("type") if first is not None else "thinking"
+    if kind in THINKING:
+        return []
+    return [f"[{first}] the assistant message opening the open tool loop starts with {kind!r}, not thinking"]
+
+
+# --- OpenAI Responses ------------------------------------------------------------------------
+
+def item_kind(item):
+    return item.get("type", "message")
+
+
+def is_output(item):
+    """An item a model response produced: reasoning, a function call or an assistant message."""
+    return item_kind(item) in ("reasoning", "function_call") or (
+        item_kind(item) == "message" and item.get("role") == "assistant")
+
+
+def responses_rules(items, record):
+    return responses_call_rules(items) + responses_reasoning_rules(items) + duplicate_item_ids(items)
+
+
+def duplicate_item_ids(items):
+    """"Duplicate item found with id fc_…" (MacPaw/OpenAI#432)."""
+    ids = [item["id"] for item in items if "id" in item]
+    return [f"item id {item_id!r} used twice" for item_id, n in Counter(ids).items() if n > 1]
+
+
+def responses_call_rules(items):
+    """"No tool output found for function call X" and "No tool call found for function call
+    output with call_id X". OpenAI pairs by call_id wherever the output sits, stricter
+    Responses servers (DeepSeek) only when adjacent; packs keep results right after their
+    calls, as in Chat Completions (DESIGN.md 2.2.1)."""
+    problems, waiting, called = [], set(), set()
+    for i, item in enumerate(items):
+        kind, call_id = item_kind(item), item.get("call_id")
+        if kind == "function_call_output":
+            if call_id not in waiting:
+                problems.append(f"[{i}] function_call_output {call_id!r} answers no pending function_call")
+            waiting.discard(call_id)
+        elif kind == "function_call":
+            if call_id in called:
+                problems.append(f"[{i}] call_id {call_id!r} used twice")
+            if not json_object(item.get("arguments")):
+                problems.append(f"[{i}] arguments of {call_id!r} are not a JSON object")
+            waiting.add(call_id)
+            called.add(call_id)
+        elif kind == "message" and waiting:
+            problems.append(f"[{i}] {item.get('role')} message before calls {sorted(waiting)} were answered")
+            waiting = set()
+    return problems + ([f"calls {sorted(waiting)} are never answered"] if waiting else [])
+
+
+def responses_reasoning_rules(items):
+    """"Item 'rs_…' of type 'reasoning' was provided without its required following item": the
+    API pairs a reasoning item with the output item right after it, by that item's id. And
+    "Item 'fc_…' of type 'function_call' was provided without its required 'reasoning' item":
+    an output item keeps its id only beside the reasoning of its response."""
+    problems = []
+    for i, item in enumerate(items):
+        if item_kind(item) == "reasoning":
+            nxt = items[i + 1] if i + 1 < len(items) else {}
+            if not (is_output(nxt) and item_kind(nxt) != "reasoning" and "id" in nxt):
+                problems.append(f"[{i}] reasoning {item.get('id')!r} is not followed by its output item "
+                                "(a function_call or assistant message carrying its id)")
+        elif is_output(item) and "id" in item and not reasoning_before(items, i):
+            problems.append(f"[{i}] {item_kind(item)} keeps its id {item['id']!r} without its reasoning item")
+    return problems
+
+
+def reasoning_before(items, i):
+    """Whether the run of output items that `items[i]` belongs to has reasoning before it."""
+    for item in reversed(items[:i]):
+        if not is_output(item):
+            return False
+        if item_kind(item) == "reasoning":
+            return True
+    return False
+
+
+# --- Gemini ----------------------------------------------------------------------------------
+
+def parts_of(content):
+    return content.get("parts") or []
+
+
+def calls_of(content):
+    return [p["functionCall"] for p in parts_of(content) if "functionCall" in p]
+
+
+def responses_of(content):
+    return [p["functionResponse"] for p in parts_of(content) if "functionResponse" in p]
+
+
+def gemini_rules(pack, record):
+    contents = pack.get("contents") or []
+    if not contents:
+        return ["contents is empty"]
+    problems = gemini_system_rules(pack.get("systemInstruction")) + gemini_role_rules(contents)
+    for i, content in enumerate(contents):
+        problems += [f"[{i}] contents.parts must not be empty"] if not parts_of(content) else []
+        problems += [p for part in parts_of(content) for p in gemini_part_rules(i, content.get("role"), part)]
+    problems += gemini_call_rules(contents)
+    if record.get("expect_signatures"):
+        problems += gemini_signature_rules(contents)
+    return problems
+
+
+def gemini_system_rules(system):
+    if system is None:
+        return []
+    parts = parts_of(system)
+    if not parts or any(set(p) != {"text"} or blank(p["text"]) for p in parts):
+        return ["systemInstruction needs text parts, none empty or whitespace-only"]
+    return []
+
+
+def gemini_role_rules(contents):
+    roles = [c.get("role") for c in contents]
+    problems = [] if roles[0] == "user" else ["the first content is not user"]
+    problems += [f"[{i}] role {r!r} is neither user nor model" for i, r in enumerate(roles) if r not in ("user", "model")]
+    # "Please ensure that multiturn requests alternate between user and model."
+    problems += [f"[{i + 1}] roles do not alternate" for i, (a, b) in enumerate(zip(roles, roles[1:])) if a == b]
+    return problems
+
+
+def gemini_part_rules(i, role, part):
+    data = [k for k in GEMINI_DATA if k in part]
+    problems = [] if len(data) == 1 else [f"[{i}] a part with data fields {data}; exactly one is allowed"]
+    # "Unable to submit request because it has an empty text parameter"; a model part may be
+    # empty text carrying only a thought signature, as the model returned it.
+    if "text" in part and blank(part["text"]) and "thoughtSignature" not in part:
+        problems.append(f"[{i}] empty or whitespace-only text part")
+    if ("functionCall" in part or part.get("thought")) and role != "model":
+        problems.append(f"[{i}] a functionCall or thought part in a {role} content")
+    if "functionResponse" in part and role != "user":
+        problems.append(f"[{i}] a functionResponse part in a {role} content")
+    if "functionCall" in part and not isinstance(part["functionCall"].get("args"), dict):
+        problems.append(f"[{i}] functionCall args are not an object")
+    if "functionResponse" in part and not isinstance(part["functionResponse"].get("response"), dict):
+        problems.append(f"[{i}] functionResponse response is not an object")
+    return problems
+
+
+def gemini_call_rules(contents):
+    problems = []
+    for i, content in enumerate(contents):
+        previous = contents[i - 1] if i > 0 else {}
+        if responses_of(content) and not calls_of(previous):
+            problems.append(f"[{i}] functionResponse parts answer no functionCall of the previous content")
+        if not calls_of(content):
+            continue
+        if previous.get("role") != "user":
+            problems.append(f"[{i}] function call turn does not come right after a user or function response turn")
+        problems += gemini_answers(i, content, contents[i + 1] if i + 1 < len(contents) else None)
+    return problems
+
+
+def gemini_answers(i, content, nxt):
+    """"Please ensure that the number of function response parts is equal to the number of
+    function call parts of the function call turn": the next content answers every call, by
+    id and name, with its functionResponse parts first."""
+    asked = Counter((c.get("id"), c.get("name")) for c in calls_of(content))
+    if nxt is None:
+        return [f"[{i}] function calls {sorted(map(str, asked))} are never answered"]
+    answered = Counter((r.get("id"), r.get("name")) for r in responses_of(nxt))
+    problems = [] if answered == asked else [f"[{i + 1}] functionResponse parts {sorted(map(str, answered))} do not answer calls {sorted(map(str, asked))}"]
+    kinds = ["functionResponse" in p for p in parts_of(nxt)]
+    if kinds != sorted(kinds, reverse=True):
+        problems.append(f"[{i + 1}] functionResponse parts do not come first")
+    return problems
+
+
+def gemini_signature_rules(contents):
+    """Gemini 3 validates the current turn: from the last user content with standard content
+    (not functionResponse), the first functionCall part of every model step must carry its
+    thoughtSignature (ai.google.dev/gemini-api/docs/thought-signatures); earlier turns are
+    not validated."""
+    starts = [i for i, c in enumerate(contents)
+              if c.get("role") == "user" and any("functionResponse" not in p for p in parts_of(c))]
+    problems = []
+    for i in range(max(starts, default=0), len(contents)):
+        first = next((p for p in parts_of(contents[i]) if "functionCall" in p), None)
+        if first is not None and "thoughtSignature" not in first:
+            problems.append(f"[{i}] the first functionCall part of a current-turn step has no thoughtSignature")
+    return problems
+
+
+# --- Driver ----------------------------------------------------------------------------------
+
+FORMATS = {
+    "openai_chat": (list, chat_types, openai_rules),
+    "anthropic_messages": (dict, anthropic_types, anthropic_rules),
+    "openai_responses": (list, responses_types, responses_rules),
+    "gemini": (dict, gemini_types, gemini_rules),
+}
+
+
+def check(adapters, fmt, rendered, record=None):
+    """Problems of one rendered pack; `record` carries the corpus line's other fields."""
+    if fmt not in FORMATS:
+        return [f"unknown format {fmt!r}"]
+    shape, types, rules = FORMATS[fmt]
+    pack = json.loads(rendered)
+    if not isinstance(pack, shape):
+        return [f"the pack is not a JSON {shape.__name__}"]
+    problems = foreign_markers(fmt, rendered) + types(adapters, pack)
+    try:
+        problems += rules(pack, record or {})
+    except (AttributeError, KeyError, TypeError):
+        # The rules read well-typed packs; a malformed one is already reported above, but a
+        # crash on a well-typed pack is a checker bug that must not pass silently.
+        if not problems:
+            raise
+    return problems
+
+
+# --- Self-test -------------------------------------------------------------------------------
+# Each case is (format, pack) or (format, pack, record fields). Provider-native values carry
+# the markers the generator plants; Gemini's are base64 text, as the API's bytes fields want.
+
+def chat_call(call_id, arguments="{}"):
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": arguments}}
+
+
+def tool_use(call_id, **extra):
+    return {"type": "tool_use", "id": call_id, "name": "f", "input": {}, **extra}
+
+
+def tool_result(call_id, content="r"):
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content}
+
+
+def thinking(signature="ANTHROPIC-NATIVE-sig", **extra):
+    return {"type": "thinking", "thinking": "plan", "signature": signature, **extra}
+
+
+def user(content):
+    return {"role": "user", "content": content}
+
+
+def assistant(content):
+    return {"role": "assistant", "content": content}
+
+
+def item(role, content, **extra):
+    return {"content": content, "role": role, "type": "message", **extra}
+
+
+def reasoning(rs_id="rs_OPENAI-NATIVE-1", **extra):
+    return {"id": rs_id, "summary": [{"text": "plan", "type": "summary_text"}], "type": "reasoning", **extra}
+
+
+def output_message(msg_id="msg_OPENAI-NATIVE-1", text="done"):
+    return {"content": [{"annotations": [], "text": text, "type": "output_text"}], "id": msg_id,
+            "role": "assistant", "status": "completed", "type": "message"}
+
+
+def call(call_id, arguments="{}", **extra):
+    return {"arguments": arguments, "call_id": call_id, "name": "f", "type": "function_call", **extra}
+
+
+def output(call_id):
+    return {"call_id": call_id, "output": "r", "type": "function_call_output"}
+
+
+def contents(*turns, **pack):
+    return {**pack, "contents": [{"parts": parts, "role": role} for role, parts in turns]}
+
+
+def fcall(call_id, name="f", **extra):
+    return {"functionCall": {"args": {}, "id": call_id, "name": name}, **extra}
+
+
+def fresponse(call_id, name="f"):
+    return {"functionResponse": {"id": call_id, "name": name, "response": {"output": "r"}}}
+
+
+SIGNED = {"thoughtSignature": "GEMINI-NATIVE-sigA"}
 
 BROKEN = [
     ("openai_chat", [{"role": "tool", "tool_call_id": "a", "content": "x"}]),
-    ("openai_chat", [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        {"role": "user", "content": "hurry"}]),
+    ("openai_chat", [{"role": "assistant", "content": None, "tool_calls": [chat_call("a")]}, user("hurry")]),
     ("openai_chat", [{"role": "wizard", "content": "x"}]),
-    ("anthropic_messages", {"messages": [{"role": "assistant", "content": "hi"}]}),
+    ("anthropic_messages", {"messages": [assistant("hi")]}),
     ("anthropic_messages", {"messages": []}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": [{"type": "text", "text": " "}]}]}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": "q"},
-                                         {"role": "assistant", "content": [{"type": "text", "text": "a "}]}]}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": [{"type": "image", "source": {
-        "type": "base64", "media_type": "image/svg+xml", "data": "AA=="}}]}]}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "a", "name": "f", "input": {}}]}, {"role": "user", "content": "no result"}]}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": [{"type": "texx", "text": "q"}]}]}),
-    ("openai_chat", [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "[1, 2]"}}]},
-        {"role": "tool", "tool_call_id": "a", "content": "r"}]),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "a", "content": "orphan"}]}]}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "a", "name": "f", "input": {}}]}, {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "a", "content": "  "}]}]}),
-    ("anthropic_messages", {"system": " ", "messages": [{"role": "user", "content": "q"}]}),
-    ("anthropic_messages", {"system": [{"type": "text", "text": " "}], "messages": [{"role": "user", "content": "q"}]}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": [
-        {"type": "text", "text": f"q{i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]}]}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "a", "name": "f", "input": []}]}, {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]}),
-    ("anthropic_messages", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "a", "name": "f", "input": {}}]}, {"role": "user", "content": [
-        {"type": "text", "text": "hurry"}, {"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]}),
+    ("anthropic_messages", {"messages": [user([{"type": "text", "text": " "}])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([{"type": "text", "text": "a "}])]}),
+    ("anthropic_messages", {"messages": [user([{"type": "image", "source": {
+        "type": "base64", "media_type": "image/svg+xml", "data": "AA=="}}])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([tool_use("a")]), user("no result")]}),
+    ("anthropic_messages", {"messages": [user([{"type": "texx", "text": "q"}])]}),
+    ("openai_chat", [user("q"), {"role": "assistant", "content": None, "tool_calls": [chat_call("a", "[1, 2]")]},
+                     {"role": "tool", "tool_call_id": "a", "content": "r"}]),
+    ("anthropic_messages", {"messages": [user([tool_result("a", "orphan")])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([tool_use("a")]), user([tool_result("a", "  ")])]}),
+    ("anthropic_messages", {"system": " ", "messages": [user("q")]}),
+    ("anthropic_messages", {"system": [{"type": "text", "text": " "}], "messages": [user("q")]}),
+    ("anthropic_messages", {"messages": [user([
+        {"type": "text", "text": f"q{i}", "cache_control": {"type": "ephemeral"}} for i in range(5)])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([{**tool_use("a"), "input": []}]),
+                                         user([tool_result("a")])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([tool_use("a")]),
+                                         user([{"type": "text", "text": "hurry"}, tool_result("a")])]}),
+    # Chat Completions carries no reasoning, signature or item id, nor another provider's data.
+    ("openai_chat", [user("q"), {"role": "assistant", "content": "a", "reasoning_content": "plan"}]),
+    ("openai_chat", [user("q"), {"role": "assistant", "content": None, "tool_calls": [
+        {**chat_call("a"), "signature": "sig"}]}, {"role": "tool", "tool_call_id": "a", "content": "r"}]),
+    ("openai_chat", [user("q"), assistant("OPENAI-NATIVE-msg")]),
+    # Thinking: assistant only, signed, uncached, never last in a message or in the prefill.
+    ("anthropic_messages", {"messages": [user([thinking(), {"type": "text", "text": "q"}])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([thinking(""), tool_use("a")]),
+                                         user([tool_result("a")])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([{"type": "redacted_thinking", "data": ""},
+                                                               tool_use("a")]), user([tool_result("a")])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([thinking(cache_control={"type": "ephemeral"}),
+                                                               tool_use("a")]), user([tool_result("a")])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([{"type": "text", "text": "a"}, thinking()]),
+                                         user("more")]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([thinking(), {"type": "text", "text": "a"}])]}),
+    ("anthropic_messages", {"messages": [user("q"), assistant([thinking("OPENAI-NATIVE-sig"), tool_use("a")]),
+                                         user([tool_result("a")])]}),
+    # The open tool loop lost its thinking, while earlier turns kept theirs.
+    ("anthropic_messages", {"messages": [
+        user("q"), assistant([thinking(), {"type": "text", "text": "a"}]), user("again"),
+        assistant([tool_use("a")]), user([tool_result("a")])]}, {"expect_thinking": True}),
+    # Responses: calls and outputs pair up, one call_id each, arguments an object.
+    ("openai_responses", [item("user", "q"), output("c1")]),
+    ("openai_responses", [item("user", "q"), call("c1")]),
+    ("openai_responses", [item("user", "q"), call("c1"), item("user", "hurry"), output("c1")]),
+    ("openai_responses", [item("user", "q"), call("c1"), call("c1"), output("c1")]),
+    ("openai_responses", [item("user", "q"), call("c1", "[1]"), output("c1")]),
+    ("openai_responses", [item("user", "q"), {"type": "function_call_output", "output": "r"}]),
+    ("openai_responses", [item("user", "q"), call("c1", signature="sig"), output("c1")]),
+    ("openai_responses", [item("user", "q"), item("assistant", "GEMINI-NATIVE-leak")]),
+    # Responses: reasoning is followed by its own output item, found by that item's id.
+    ("openai_responses", [item("user", "q"), reasoning()]),
+    ("openai_responses", [item("user", "q"), reasoning(), item("assistant", "done")]),
+    ("openai_responses", [item("user", "q"), reasoning(), reasoning("rs_OPENAI-NATIVE-2"),
+                          output_message()]),
+    ("openai_responses", [item("user", "q"), call("c1", id="fc_OPENAI-NATIVE-1"), output("c1")]),
+    ("openai_responses", [item("user", "q"), reasoning(), output_message(), item("user", "again"),
+                          reasoning("rs_OPENAI-NATIVE-2"), output_message()]),
+    # Gemini: alternating turns that open with the user, one data field per part, no blanks.
+    ("gemini", contents(("model", [{"text": "hi"}]), ("user", [{"text": "q"}]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("user", [{"text": "more"}]))),
+    ("gemini", contents(("user", []))),
+    ("gemini", contents(("user", [{"text": " "}]))),
+    ("gemini", contents(("user", [{"text": "q", "inlineData": {"data": "AA==", "mimeType": "image/png"}}]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("assistant", [{"text": "a"}]))),
+    ("gemini", contents(("user", [{"text": "q"}]), systemInstruction={"parts": [{"text": " "}]})),
+    ("gemini", contents(("user", [{"text": "q", "bogus": 1}]))),
+    ("gemini", contents(("user", [{"inline_data": {"data": "AA==", "mime_type": "image/png"}}]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [{"text": "a", "thoughtSignature": "GEMINI-NATIVE-sig1"}]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [{"text": "a", "thoughtSignature": "ANTHROPIC-NATIVE-sig"}]))),
+    # Gemini: calls only from the model, right after a user turn, all answered first thing next.
+    ("gemini", contents(("model", [fcall("c1")]), ("user", [fresponse("c1")]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1"), fcall("c2")]), ("user", [fresponse("c1")]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1")]), ("user", [fresponse("c9")]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1")]), ("user", [{"text": "hurry"}, fresponse("c1")]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1")]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [{"text": "a"}]), ("user", [fresponse("c1")]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1"), fresponse("c1")]), ("user", [fresponse("c1")]))),
+    ("gemini", contents(("user", [{"text": "q"}, fcall("c1")]))),
+    ("gemini", contents(("user", [{"text": "q", "thought": True}]))),
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [{"functionCall": {"args": [1], "id": "c1", "name": "f"}}]),
+                        ("user", [fresponse("c1")]))),
+    # Gemini 3: the current turn's steps keep the signature of their first call.
+    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1", **SIGNED)]), ("user", [fresponse("c1")]),
+                        ("model", [fcall("c2")]), ("user", [fresponse("c2")])), {"expect_signatures": True}),
 ]
 
 VALID = [
-    ("openai_chat", [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
-                     {"role": "assistant", "content": None, "tool_calls": [
-                         {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-                     {"role": "tool", "tool_call_id": "a", "content": "r"}, {"role": "assistant", "content": "done"}]),
+    ("openai_chat", [{"role": "system", "content": "s"}, user("q"),
+                     {"role": "assistant", "content": None, "tool_calls": [chat_call("a")]},
+                     {"role": "tool", "tool_call_id": "a", "content": "r"}, assistant("done")]),
     ("anthropic_messages", {"system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
                             "messages": [
-        {"role": "user", "content": [{"type": "text", "text": "q"}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"},
-                                     {"type": "text", "text": "thanks"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "done"}]}]}),
+        user([{"type": "text", "text": "q"}]),
+        assistant([tool_use("a")]),
+        user([tool_result("a"), {"type": "text", "text": "thanks"}]),
+        assistant([{"type": "text", "text": "done"}])]}),
+    # Thinking opens the tool loop; a later step of the same loop may come without (no
+    # interleaved thinking); an earlier turn keeps redacted thinking.
+    ("anthropic_messages", {"system": [{"type": "text", "text": "s"}], "messages": [
+        user("q"),
+        assistant([{"type": "redacted_thinking", "data": "ANTHROPIC-NATIVE-data"}, {"type": "text", "text": "a"}]),
+        user("again"),
+        assistant([thinking(), {"type": "text", "text": "looking"}, tool_use("a")]),
+        user([tool_result("a")]),
+        assistant([tool_use("b", cache_control={"type": "ephemeral"})]),
+        user([tool_result("b") | {"cache_control": {"type": "ephemeral"}}])]}, {"expect_thinking": True}),
+    ("openai_responses", [
+        item("system", "s"),
+        item("user", [{"type": "input_text", "text": "q"},
+                      {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"},
+                      {"type": "input_image", "image_url": "data:image/png;base64,iVBORw==", "detail": "auto"},
+                      {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBERg=="}]),
+        reasoning(encrypted_content="OPENAI-NATIVE-enc"),
+        call("c1", id="fc_OPENAI-NATIVE-1"), call("c2", '{"x": 1}', id="fc_OPENAI-NATIVE-2"),
+        output("c1"), output("c2"),
+        reasoning("rs_OPENAI-NATIVE-2", content=[{"text": "t", "type": "reasoning_text"}]),
+        output_message(),
+        item("user", "thanks"), call("c3"), output("c3"), item("assistant", "you're welcome")]),
+    ("gemini", contents(
+        ("user", [{"text": "q"}, {"inlineData": {"data": "iVBORw==", "mimeType": "image/png"}},
+                  {"fileData": {"fileUri": "https://example.com/a.pdf", "mimeType": "application/pdf"}}]),
+        ("model", [{"text": "plan", "thought": True}, fcall("c1", **SIGNED), fcall("c2", "g")]),
+        ("user", [fresponse("c1"), fresponse("c2", "g"), {"text": "hurry"}]),
+        ("model", [{"text": "checking"}, fcall("c3", **SIGNED)]),
+        ("user", [fresponse("c3")]),
+        ("model", [{"text": "done"}, {"text": "", "thoughtSignature": "GEMINI-NATIVE-sigQ"}]),
+        systemInstruction={"parts": [{"text": "s"}]}), {"expect_signatures": True}),
 ]
+
+
+def run(adapters, case):
+    fmt, pack, *record = case
+    return check(adapters, fmt, json.dumps(pack), record[0] if record else None)
+
+
+def self_test(adapters):
+    accepted = [case for case in BROKEN if not run(adapters, case)]
+    for fmt, pack, *_ in accepted:
+        print(f"checker accepted a broken {fmt} pack: {json.dumps(pack)}")
+    rejected = [(case[0], problems) for case in VALID if (problems := run(adapters, case))]
+    for fmt, problems in rejected:
+        print(f"checker rejected a valid {fmt} pack: {problems}")
+    print(f"self-test: {len(BROKEN) - len(accepted)} of {len(BROKEN)} broken packs rejected, "
+          f"{len(VALID) - len(rejected)} of {len(VALID)} valid packs accepted")
+    return 1 if accepted or rejected else 0
 
 
 def main():
     adapters = sdk_types()
     if sys.argv[1:] == ["--self-test"]:
-        accepted = [(f, p) for f, p in BROKEN if not check(adapters, f, json.dumps(p))]
-        for fmt, pack in accepted:
-            print(f"checker accepted a broken {fmt} pack: {json.dumps(pack)}")
-        rejected = [(f, check(adapters, f, json.dumps(p))) for f, p in VALID]
-        rejected = [(f, problems) for f, problems in rejected if problems]
-        for fmt, problems in rejected:
-            print(f"checker rejected a valid {fmt} pack: {problems}")
-        print(f"self-test: {len(BROKEN) - len(accepted)} of {len(BROKEN)} broken packs rejected, "
-              f"{len(VALID) - len(rejected)} of {len(VALID)} valid packs accepted")
-        return 1 if accepted or rejected else 0
+        return self_test(adapters)
     failures = total = 0
     for line in open(sys.argv[1]):
         record = json.loads(line)
         total += 1
-        problems = check(adapters, record["format"], record["rendered"])
+        problems = check(adapters, record["format"], record["rendered"], record)
         if problems:
             failures += 1
             if failures <= 20:

@@ -101,6 +101,7 @@ pub(crate) fn message(n: usize) -> proto::Message {
                 id: format!("call-{n}"),
                 name: "get_status".into(),
                 arguments: format!(r#"{{"service":"svc-{}","verbose":true}}"#, n % 97),
+                ..Default::default()
             }],
             ..Default::default()
         },

@@ -154,6 +154,7 @@ async fn replay(
                     id: id.clone(),
                     name: "query_logs".into(),
                     arguments: format!(r#"{{"job":"ledger-{turn}","step":{step}}}"#),
+                    ..Default::default()
                 }],
                 ..Default::default()
             });

@@ -50,6 +50,7 @@ fn message(event: &Event) -> proto::Message {
                     id: format!("c{}", id % 16),
                     name: "lookup".into(),
                     arguments: "{}".into(),
+                    ..Default::default()
                 })
                 .collect(),
             ..text(proto::Role::Assistant, "")
@@ -81,7 +82,7 @@ fuzz_target!(|input: Input| {
             max_turns: u32::from(input.max_turns),
         }),
         tokenizer: i32::from(input.tokenizer % 4),
-        format: i32::from(input.format % 3),
+        format: i32::from(input.format % 6),
         system_prompt: input.system_prompt,
         pending_messages: input.pending.iter().map(message).collect(),
         tool_output_max_tokens: u32::from(input.tool_output_max_tokens),

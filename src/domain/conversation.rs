@@ -309,7 +309,8 @@ pub struct ConversationPage {
 
 /// What [`Message`] becomes when redacted: role, name, tool-call ids and names, the answered
 /// call, flags and response id stay (the protocol and the ordering hold); content becomes
-/// [`REDACTED_CONTENT`], tool arguments `{}`, and attachments and error details go. Metadata
+/// [`REDACTED_CONTENT`], tool arguments `{}`, and attachments, error details, reasoning,
+/// signatures and item ids go. Metadata
 /// stays: it is the caller's bookkeeping (mode, run id), not what was said.
 pub fn tombstone(message: &Message) -> Message {
     Message {
@@ -319,11 +320,7 @@ pub fn tombstone(message: &Message) -> Message {
         tool_calls: message
             .tool_calls
             .iter()
-            .map(|call| ToolCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: "{}".to_owned(),
-            })
+            .map(|call| ToolCall::new(call.id.clone(), call.name.clone(), "{}"))
             .collect(),
         tool_call_id: message.tool_call_id.clone(),
         attachments: Vec::new(),
@@ -332,6 +329,9 @@ pub fn tombstone(message: &Message) -> Message {
         pinned: message.pinned,
         error: None,
         response_id: message.response_id.clone(),
+        reasoning: Vec::new(),
+        content_item_id: String::new(),
+        content_signature: String::new(),
     }
 }
 
@@ -442,11 +442,7 @@ mod tests {
     #[test]
     fn a_tombstone_keeps_the_protocol_and_drops_the_text() {
         let mut message = Message::text(crate::domain::Role::Assistant, "secret".into());
-        message.tool_calls = vec![ToolCall {
-            id: "c1".into(),
-            name: "login".into(),
-            arguments: r#"{"password":"secret"}"#.into(),
-        }];
+        message.tool_calls = vec![ToolCall::new("c1", "login", r#"{"password":"secret"}"#)];
         message.error = Some(crate::domain::LlmError {
             code: "x".into(),
             message: "secret".into(),

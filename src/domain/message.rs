@@ -59,6 +59,122 @@ pub struct ToolCall {
     pub name: String,
     /// The model's JSON arguments text, verbatim (even when it is not valid JSON).
     pub arguments: String,
+    /// Gemini: the `thoughtSignature` of the `functionCall` part, verbatim; possibly empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
+    /// OpenAI Responses: the `function_call` output item id; possibly empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub item_id: String,
+}
+
+impl ToolCall {
+    /// A call without provider-native data.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+            signature: String::new(),
+            item_id: String::new(),
+        }
+    }
+}
+
+/// A model provider whose native data (reasoning, signatures, item ids) a message carries
+/// (DESIGN.md 2.2.2). Native data goes back only to the provider that produced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Responses.
+    OpenAi,
+    /// Google Gemini.
+    Gemini,
+}
+
+/// One reasoning block as its provider produced it, kept verbatim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// Who produced it.
+    pub provider: Provider,
+    /// The block type as the provider spells it (see [`ReasoningKind`]).
+    pub kind: String,
+    /// Readable reasoning text.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    /// The provider's signature.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
+    /// Opaque or encrypted reasoning.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub data: String,
+    /// The provider's item id.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// Summary parts, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summary: Vec<String>,
+    /// How many of the message's other blocks (text, then tool calls) come before it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub position: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The reasoning block types ctxd knows, by provider (DESIGN.md 2.2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningKind {
+    /// Anthropic `thinking`: text and a required signature.
+    AnthropicThinking,
+    /// Anthropic `redacted_thinking`: opaque data.
+    AnthropicRedacted,
+    /// OpenAI `reasoning` item: id, summary parts, encrypted content, reasoning text.
+    OpenAiReasoning,
+    /// Gemini thought part: text and an optional signature.
+    GeminiThought,
+}
+
+impl ReasoningKind {
+    /// The kind `provider` calls `name`, if ctxd knows it.
+    pub fn of(provider: Provider, name: &str) -> Option<Self> {
+        match (provider, name) {
+            (Provider::Anthropic, "thinking") => Some(Self::AnthropicThinking),
+            (Provider::Anthropic, "redacted_thinking") => Some(Self::AnthropicRedacted),
+            (Provider::OpenAi, "reasoning") => Some(Self::OpenAiReasoning),
+            (Provider::Gemini, "thought") => Some(Self::GeminiThought),
+            _ => None,
+        }
+    }
+
+    /// The names `provider` uses, for error messages.
+    pub fn names(provider: Provider) -> &'static str {
+        match provider {
+            Provider::Anthropic => "`thinking` or `redacted_thinking`",
+            Provider::OpenAi => "`reasoning`",
+            Provider::Gemini => "`thought`",
+        }
+    }
+}
+
+impl Reasoning {
+    /// Its kind; blocks are checked on append, so a stored block always has one.
+    pub fn known_kind(&self) -> Option<ReasoningKind> {
+        ReasoningKind::of(self.provider, &self.kind)
+    }
+}
+
+/// One block of an assistant message in the order the model produced them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block<'a> {
+    /// A reasoning block.
+    Reasoning(&'a Reasoning),
+    /// The message's text (`content`, and a failed call's partial output).
+    Text,
+    /// A tool call.
+    Call(&'a ToolCall),
 }
 
 /// Where an attachment's content lives.
@@ -120,6 +236,15 @@ pub struct Message {
     pub error: Option<LlmError>,
     /// Provider response id, possibly empty.
     pub response_id: String,
+    /// Reasoning the model produced with this reply, in the order received (assistant only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
+    /// OpenAI Responses: the id of the `message` output item that carried `content`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content_item_id: String,
+    /// Gemini: the `thoughtSignature` of the text part.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content_signature: String,
 }
 
 impl Message {
@@ -137,7 +262,74 @@ impl Message {
             pinned: false,
             error: None,
             response_id: String::new(),
+            reasoning: Vec::new(),
+            content_item_id: String::new(),
+            content_signature: String::new(),
         }
+    }
+
+    /// The provider whose native data the message carries, if any: that of its reasoning, or
+    /// Gemini for signatures, or OpenAI for item ids (append checks that it is only one).
+    pub fn native_provider(&self) -> Option<Provider> {
+        if let Some(first) = self.reasoning.first() {
+            return Some(first.provider);
+        }
+        let signed =
+            !self.content_signature.is_empty() || self.tool_calls.iter().any(|c| !c.signature.is_empty());
+        let itemized =
+            !self.content_item_id.is_empty() || self.tool_calls.iter().any(|c| !c.item_id.is_empty());
+        match (signed, itemized) {
+            (true, _) => Some(Provider::Gemini),
+            (false, true) => Some(Provider::OpenAi),
+            (false, false) => None,
+        }
+    }
+
+    /// Removes the reasoning, signatures and item ids.
+    pub fn strip_native(&mut self) {
+        self.reasoning.clear();
+        self.content_item_id.clear();
+        self.content_signature.clear();
+        for call in &mut self.tool_calls {
+            call.signature.clear();
+            call.item_id.clear();
+        }
+    }
+
+    /// Whether the text counts as a block for [`Reasoning::position`].
+    pub fn has_text_block(&self) -> bool {
+        !self.content.is_empty() || !self.content_signature.is_empty()
+    }
+
+    /// The blocks the message is made of, in the order the model produced them: reasoning
+    /// placed by its position among the text and the tool calls. `Text` is always listed (a
+    /// failed call's note may render even without content); renderers skip it when empty.
+    pub fn blocks(&self) -> Vec<Block<'_>> {
+        let mut others: Vec<Block<'_>> = Vec::with_capacity(1 + self.tool_calls.len() + self.reasoning.len());
+        others.push(Block::Text);
+        others.extend(self.tool_calls.iter().map(Block::Call));
+        if self.reasoning.is_empty() {
+            return others;
+        }
+        // Position p counts the text only when it is a block; otherwise p > 0 means "before
+        // call p", which is `others[p + 1]`, and 0 still means first.
+        let shift = usize::from(!self.has_text_block());
+        let mut out = Vec::with_capacity(others.len() + self.reasoning.len());
+        let mut next = 0;
+        for reasoning in &self.reasoning {
+            let position = reasoning.position as usize;
+            let at = match position {
+                0 => 0,
+                p => (p + shift).min(others.len()),
+            };
+            while next < at {
+                out.push(others[next]);
+                next += 1;
+            }
+            out.push(Block::Reasoning(reasoning));
+        }
+        out.extend_from_slice(&others[next..]);
+        out
     }
 
     /// The message's size as a store loads it: its text, tool calls, attachments (inline data
@@ -166,6 +358,7 @@ impl Message {
             .error
             .as_ref()
             .map_or(0, |e| e.code.len() + e.message.len() + e.partial_output.len());
+        let native = self.native_bytes();
         self.content.len()
             + self.name.len()
             + self.tool_call_id.as_ref().map_or(0, String::len)
@@ -174,7 +367,30 @@ impl Message {
             + attachments
             + metadata
             + error
+            + native
             + 256
+    }
+
+    /// Bytes of the reasoning, signatures and item ids.
+    pub fn native_bytes(&self) -> usize {
+        let reasoning: usize = self
+            .reasoning
+            .iter()
+            .map(|r| {
+                r.kind.len()
+                    + r.text.len()
+                    + r.signature.len()
+                    + r.data.len()
+                    + r.id.len()
+                    + r.summary.iter().map(String::len).sum::<usize>()
+            })
+            .sum();
+        let calls: usize = self
+            .tool_calls
+            .iter()
+            .map(|c| c.signature.len() + c.item_id.len())
+            .sum();
+        reasoning + calls + self.content_item_id.len() + self.content_signature.len()
     }
 
     /// True for the messages of a tool-call group: a call or a result.
@@ -190,8 +406,10 @@ pub struct StoredMessage {
     pub sequence: Sequence,
     /// When it was stored.
     pub created_at: SystemTime,
-    /// Its cost in a pack under each tokenizer, computed at append.
+    /// Its cost in a pack under each tokenizer, computed at append, without native data.
     pub tokens: TokenCounts,
+    /// What its reasoning, signatures and item ids add in a pack of their provider.
+    pub reasoning_tokens: TokenCounts,
     /// For a tool result: the sequence of the call it answers.
     pub call_sequence: Option<Sequence>,
     /// For a turn start: its anchor level (see [`crate::domain::context::anchor`]).

@@ -16,6 +16,9 @@ pub use append::{
     PayloadHash, WritePlan,
 };
 pub use ids::{ConversationId, IdempotencyKey, Sequence, TenantId};
-pub use message::{Attachment, AttachmentSource, LlmError, Message, Role, StoredMessage, ToolCall};
+pub use message::{
+    Attachment, AttachmentSource, Block, LlmError, Message, Provider, Reasoning, ReasoningKind, Role,
+    StoredMessage, ToolCall,
+};
 pub use tool_protocol::{CallState, KnownCall, ToolEffects};
 pub use violation::{FieldViolation, Violations};

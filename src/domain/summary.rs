@@ -302,6 +302,7 @@ mod tests {
             sequence: Sequence::parse(sequence).unwrap(),
             created_at: UNIX_EPOCH,
             tokens: TokenCounts::of(&message),
+            reasoning_tokens: TokenCounts::default(),
             call_sequence: call_sequence.map(|c| Sequence::parse(c).unwrap()),
             turn_anchor: None,
             message,
@@ -314,6 +315,8 @@ mod tests {
                 id: "c".into(),
                 name: "f".into(),
                 arguments: "{}".into(),
+                signature: String::new(),
+                item_id: String::new(),
             }],
             ..Message::text(Role::Assistant, String::new())
         };

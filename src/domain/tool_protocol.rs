@@ -141,14 +141,7 @@ mod tests {
             role: Role::Assistant,
             content: String::new(),
             name: String::new(),
-            tool_calls: ids
-                .iter()
-                .map(|id| ToolCall {
-                    id: (*id).into(),
-                    name: "lookup".into(),
-                    arguments: "{}".into(),
-                })
-                .collect(),
+            tool_calls: ids.iter().map(|id| ToolCall::new(*id, "lookup", "{}")).collect(),
             tool_call_id: None,
             attachments: vec![],
             metadata: BTreeMap::new(),
@@ -156,6 +149,9 @@ mod tests {
             pinned: false,
             error: None,
             response_id: String::new(),
+            reasoning: vec![],
+            content_item_id: String::new(),
+            content_signature: String::new(),
         }
     }
 

@@ -763,6 +763,7 @@ async fn a_redacted_message_cannot_come_back_through_any_read(kind: StoreKind) {
                     id: "login".into(),
                     name: "login".into(),
                     arguments: format!(r#"{{"password":"{SECRET}"}}"#),
+                    ..Default::default()
                 }],
                 ..Default::default()
             },

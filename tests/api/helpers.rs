@@ -140,6 +140,7 @@ pub fn assistant_calling(ids: &[&str]) -> proto::Message {
                 id: (*id).into(),
                 name: "search".into(),
                 arguments: r#"{"q":"x"}"#.into(),
+                ..Default::default()
             })
             .collect(),
         ..Default::default()

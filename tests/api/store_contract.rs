@@ -71,14 +71,7 @@ fn text(role: Role, content: &str) -> Message {
 
 fn calling(ids: &[&str]) -> Message {
     Message {
-        tool_calls: ids
-            .iter()
-            .map(|id| ToolCall {
-                id: (*id).into(),
-                name: "search".into(),
-                arguments: "{}".into(),
-            })
-            .collect(),
+        tool_calls: ids.iter().map(|id| ToolCall::new(*id, "search", "{}")).collect(),
         ..text(Role::Assistant, "")
     }
 }
@@ -97,6 +90,7 @@ fn batch(id: &str, messages: Vec<Message>) -> AppendBatch {
         idempotency_key: None,
         expected_last_sequence: None,
         tokens: Vec::new(),
+        reasoning_tokens: Vec::new(),
     };
     batch.count_tokens();
     batch

@@ -107,6 +107,7 @@ fn cases() -> Vec<(&'static str, proto::AppendMessageRequest, &'static str)> {
                     id: "n1".into(),
                     name: String::new(),
                     arguments: "{}".into(),
+                    ..Default::default()
                 }],
                 ..assistant_calling(&[])
             }),
@@ -220,6 +221,7 @@ fn cases() -> Vec<(&'static str, proto::AppendMessageRequest, &'static str)> {
                     id: "n1".into(),
                     name: "f".into(),
                     arguments: "{\"q\":\"\0\"}".into(),
+                    ..Default::default()
                 }],
                 ..with_role(Role::Assistant as i32, "")
             }),

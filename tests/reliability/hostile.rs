@@ -159,6 +159,7 @@ fn calling(id: &str) -> proto::Message {
             id: id.into(),
             name: "lookup".into(),
             arguments: "{}".into(),
+            ..Default::default()
         }],
         ..message(Role::Assistant, "")
     }
@@ -293,6 +294,7 @@ fn cases() -> Vec<(&'static str, Call, Code)> {
                         id: format!("c{i}"),
                         name: "f".into(),
                         arguments: "{}".into(),
+                        ..Default::default()
                     })
                     .collect(),
                 ..message(Role::Assistant, "")
@@ -367,6 +369,7 @@ fn cases() -> Vec<(&'static str, Call, Code)> {
                     id: "n1".into(),
                     name: "lookup".into(),
                     arguments: "{\"q\":\"\0\"}".into(),
+                    ..Default::default()
                 }],
                 ..message(Role::Assistant, "")
             }),

@@ -10,9 +10,11 @@ use super::{
     message::Message,
 };
 
+mod native;
 mod plan;
 mod validate;
 
+pub use native::MAX_REASONING_BLOCKS;
 pub use plan::{
     AppendPlan, AppendRejection, AppendState, IdempotencyRecord, WritePlan, needs_state, newest_facts, plan,
 };
@@ -64,6 +66,8 @@ pub struct AppendBatch {
     pub expected_last_sequence: Option<Sequence>,
     /// Each message's token counts, in order (see [`AppendBatch::count_tokens`]).
     pub tokens: Vec<TokenCounts>,
+    /// Each message's reasoning token counts, in order (see [`AppendBatch::count_tokens`]).
+    pub reasoning_tokens: Vec<TokenCounts>,
 }
 
 impl AppendBatch {
@@ -71,6 +75,7 @@ impl AppendBatch {
     /// with large batches run it off the async executor).
     pub fn count_tokens(&mut self) {
         self.tokens = self.messages.iter().map(TokenCounts::of).collect();
+        self.reasoning_tokens = self.messages.iter().map(TokenCounts::of_native).collect();
     }
 
     /// Bytes of text token counting reads (content, partial outputs, tool calls): what
@@ -85,7 +90,7 @@ impl AppendBatch {
                     .map(|c| c.name.len() + c.arguments.len())
                     .sum();
                 let partial = m.error.as_ref().map_or(0, |e| e.partial_output.len());
-                m.content.len() + partial + calls
+                m.content.len() + partial + calls + m.native_bytes()
             })
             .sum()
     }

@@ -1,6 +1,6 @@
 //! Per-message checks on append: what each role needs, and the size limits.
 
-use super::{AppendLimits, MAX_SHORT_FIELD_BYTES};
+use super::{AppendLimits, MAX_SHORT_FIELD_BYTES, native::check_native};
 use crate::domain::{
     message::{AttachmentSource, Message, Role},
     violation::{NUL_DESCRIPTION, Violations, check_no_nul},
@@ -96,6 +96,7 @@ pub fn check_message(message: &Message, path: &str, limits: &AppendLimits) -> Vi
         );
     }
     check_sizes(message, path, limits, &mut v);
+    check_native(message, path, limits, &mut v);
     v
 }
 
@@ -314,6 +315,9 @@ mod tests {
             pinned: false,
             error: None,
             response_id: String::new(),
+            reasoning: vec![],
+            content_item_id: String::new(),
+            content_signature: String::new(),
         }
     }
 
@@ -345,11 +349,7 @@ mod tests {
     #[test]
     fn tool_calls_belong_to_assistants_only() {
         let mut m = message(Role::User, "hi");
-        m.tool_calls.push(ToolCall {
-            id: "c1".into(),
-            name: "f".into(),
-            arguments: "{}".into(),
-        });
+        m.tool_calls.push(ToolCall::new("c1", "f", "{}"));
         assert_eq!(
             fields(&check_message(&m, "m", &AppendLimits::default())),
             ["m.tool_calls"]
@@ -376,6 +376,7 @@ mod tests {
             idempotency_key: None,
             expected_last_sequence: None,
             tokens: vec![],
+            reasoning_tokens: vec![],
         };
         assert_eq!(batch("a").payload_hash(), batch("a").payload_hash());
         assert_ne!(batch("a").payload_hash(), batch("b").payload_hash());

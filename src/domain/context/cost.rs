@@ -32,6 +32,20 @@ impl TokenCounts {
         }
     }
 
+    /// Counts what `message`'s reasoning, signatures and item ids add to a pack of their
+    /// provider, under every tokenizer (see [`native_cost`]).
+    pub fn of_native(message: &Message) -> Self {
+        if message.native_provider().is_none() {
+            return Self::default();
+        }
+        let [o200k_base, cl100k_base, approx] = Tokenizer::ALL.map(|t| saturate(native_cost(message, t)));
+        Self {
+            o200k_base,
+            cl100k_base,
+            approx,
+        }
+    }
+
     /// The count under `tokenizer`.
     pub fn get(&self, tokenizer: Tokenizer) -> u32 {
         match tokenizer {
@@ -110,6 +124,34 @@ pub fn message_cost_with_text(message: &Message, text: &str, tokenizer: Tokenize
         tokens += ATTACHMENT_TOKENS + tokenizer.count(&attachment.filename);
     }
     tokens
+}
+
+/// Framing tokens of one reasoning block.
+const REASONING_BLOCK_OVERHEAD: usize = 4;
+
+/// Tokens of `message`'s native data in a pack of its provider (DESIGN.md 2.2.2): reasoning
+/// text and summaries counted with `tokenizer`, plus a few framing tokens per block; opaque
+/// strings (signatures, redacted or encrypted reasoning, item ids) at one token per 4 bytes.
+/// Providers do not say what opaque reasoning costs (it stands for reasoning they decrypt), so
+/// this is an estimate, and on the high side: a pack that fits by it fits.
+pub fn native_cost(message: &Message, tokenizer: Tokenizer) -> usize {
+    let opaque = |bytes: usize| bytes.div_ceil(4);
+    let blocks: usize = message
+        .reasoning
+        .iter()
+        .map(|r| {
+            REASONING_BLOCK_OVERHEAD
+                + tokenizer.count(&r.text)
+                + r.summary.iter().map(|s| tokenizer.count(s)).sum::<usize>()
+                + opaque(r.signature.len() + r.data.len() + r.id.len())
+        })
+        .sum();
+    let calls: usize = message
+        .tool_calls
+        .iter()
+        .map(|c| opaque(c.signature.len() + c.item_id.len()))
+        .sum();
+    blocks + calls + opaque(message.content_item_id.len() + message.content_signature.len())
 }
 
 /// Tokens of a plain text message of `role` (system prompt, summary, notices).

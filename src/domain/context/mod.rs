@@ -18,7 +18,7 @@ pub use pack::{ContextPacker, PLACEHOLDER_TURN, PageRequest, initial_page_limit}
 use super::{
     ids::{ConversationId, Sequence},
     memory::WorkingMemory,
-    message::{Message, Role, StoredMessage},
+    message::{Message, Provider, Role, StoredMessage},
     violation::Violations,
 };
 use crate::tokenize::Tokenizer;
@@ -85,6 +85,39 @@ pub enum Format {
     OpenAiChat,
     /// Anthropic Messages `{system, messages}`.
     AnthropicMessages,
+    /// OpenAI Responses `input` items.
+    OpenAiResponses,
+    /// Gemini `{systemInstruction, contents}`.
+    Gemini,
+}
+
+impl Format {
+    /// The provider whose native data (reasoning, signatures, item ids) this format carries;
+    /// Chat Completions carries none.
+    pub fn provider(self) -> Option<Provider> {
+        match self {
+            Format::OpenAiChat => None,
+            Format::AnthropicMessages => Some(Provider::Anthropic),
+            Format::OpenAiResponses => Some(Provider::OpenAi),
+            Format::Gemini => Some(Provider::Gemini),
+        }
+    }
+
+    /// Whether the format's first turn must be a user turn (a placeholder opens the pack
+    /// otherwise).
+    pub fn opens_with_user_turn(self) -> bool {
+        matches!(self, Format::AnthropicMessages | Format::Gemini)
+    }
+}
+
+/// Which stored reasoning of the format's provider goes into a pack (DESIGN.md 2.2.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReasoningPolicy {
+    /// Only the current turn's: messages after the newest user message (the default).
+    #[default]
+    CurrentTurn,
+    /// All of it.
+    All,
 }
 
 /// Where history begins when not all of it fits (DESIGN.md 2.2.3).
@@ -121,6 +154,8 @@ pub struct ContextRequest {
     pub format: Format,
     /// Where history begins when not all of it fits.
     pub history: HistoryPolicy,
+    /// Which reasoning goes into the pack.
+    pub reasoning: ReasoningPolicy,
 }
 
 /// The rolling summary as context assembly needs it.
@@ -253,6 +288,10 @@ pub struct ContextStats {
     /// The step, in approximate tokens, between the turn anchors history may start at (0 when
     /// the history policy is newest-that-fits or all of it fits).
     pub history_step_tokens: u32,
+    /// Tokens of the native data (reasoning, signatures, item ids) the pack carries.
+    pub reasoning_tokens: u32,
+    /// Tokens of the format provider's native data left out of the pack's history messages.
+    pub reasoning_tokens_omitted: u32,
 }
 
 /// The assembled context.

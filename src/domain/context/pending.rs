@@ -108,14 +108,7 @@ mod tests {
 
     fn call(ids: &[&str]) -> Message {
         Message {
-            tool_calls: ids
-                .iter()
-                .map(|id| ToolCall {
-                    id: (*id).into(),
-                    name: "f".into(),
-                    arguments: "{}".into(),
-                })
-                .collect(),
+            tool_calls: ids.iter().map(|id| ToolCall::new(*id, "f", "{}")).collect(),
             ..Message::text(Role::Assistant, String::new())
         }
     }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{
     super::memory::WorkingMemory,
     ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, HistoryPolicy, PLACEHOLDER_TURN,
-    Source, SummarySection, TokenBudget, TokenCounts,
+    ReasoningPolicy, Source, SummarySection, TokenBudget, TokenCounts,
     anchor::LogEnd,
     cost::{context_text, message_cost_with_text},
     initial_page_limit,
@@ -176,11 +176,7 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                 let ids: Vec<String> = (0..calls).map(|k| format!("call-{call_sequence}-{k}")).collect();
                 let tool_calls = ids
                     .iter()
-                    .map(|id| ToolCall {
-                        id: id.clone(),
-                        name: "lookup".into(),
-                        arguments: arguments.into(),
-                    })
+                    .map(|id| ToolCall::new(id.clone(), "lookup", arguments))
                     .collect();
                 messages.push((
                     Message {
@@ -221,6 +217,7 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                 sequence: Sequence::parse(i as u64 + 1).unwrap(),
                 created_at: UNIX_EPOCH,
                 tokens,
+                reasoning_tokens: TokenCounts::default(),
                 call_sequence,
                 turn_anchor: end.place(&message, tokens.approx).anchor(&message),
                 message,
@@ -348,6 +345,7 @@ fn request(case: &Case, max_tokens: u32, format: Format) -> ContextRequest {
         tool_output_max_tokens: (case.tool_output_max_tokens > 0).then_some(case.tool_output_max_tokens),
         format,
         history: case.history,
+        reasoning: ReasoningPolicy::CurrentTurn,
     }
 }
 

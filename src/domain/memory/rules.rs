@@ -220,6 +220,7 @@ mod tests {
             sequence: Sequence::parse(sequence).unwrap(),
             created_at: UNIX_EPOCH,
             tokens: TokenCounts::default(),
+            reasoning_tokens: TokenCounts::default(),
             call_sequence: None,
             turn_anchor: None,
             message,

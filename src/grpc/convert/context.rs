@@ -9,8 +9,8 @@ use crate::{
     domain::{
         Sequence, StoredMessage, Violations,
         context::{
-            ContextMessage, ContextPack, ContextRequest, ContextStats, Format, HistoryPolicy, Source,
-            TokenBudget, TokenCounts,
+            ContextMessage, ContextPack, ContextRequest, ContextStats, Format, HistoryPolicy,
+            ReasoningPolicy, Source, TokenBudget, TokenCounts,
         },
     },
     proto,
@@ -33,6 +33,7 @@ pub(crate) fn context_request(
         tool_output_max_tokens,
         format,
         history_policy,
+        reasoning,
     } = request;
     let mut v = Violations::default();
     let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
@@ -71,6 +72,8 @@ pub(crate) fn context_request(
     let format = match proto::Format::try_from(format) {
         Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
         Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,
+        Ok(proto::Format::OpenaiResponses) => Format::OpenAiResponses,
+        Ok(proto::Format::Gemini) => Format::Gemini,
         Err(_) => {
             v.add("format", format!("unknown format value {format}"));
             Format::OpenAiChat
@@ -89,6 +92,16 @@ pub(crate) fn context_request(
             HistoryPolicy::CacheStable
         }
     };
+    let reasoning = match proto::ReasoningPolicy::try_from(reasoning) {
+        Ok(proto::ReasoningPolicy::Unspecified | proto::ReasoningPolicy::CurrentTurn) => {
+            ReasoningPolicy::CurrentTurn
+        }
+        Ok(proto::ReasoningPolicy::All) => ReasoningPolicy::All,
+        Err(_) => {
+            v.add("reasoning", format!("unknown reasoning policy value {reasoning}"));
+            ReasoningPolicy::CurrentTurn
+        }
+    };
     match (conversation_id, budget, v.is_empty()) {
         (Some(conversation_id), Some(budget), true) => Ok(ContextRequest {
             conversation_id,
@@ -101,6 +114,7 @@ pub(crate) fn context_request(
             tool_output_max_tokens: (tool_output_max_tokens > 0).then_some(tool_output_max_tokens),
             format,
             history,
+            reasoning,
         }),
         _ => Err(v),
     }
@@ -139,11 +153,15 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         attachments,
         error,
         response_id,
+        reasoning,
+        content_item_id,
+        content_signature,
         ..
     } = stored_message(StoredMessage {
         sequence: Sequence::ZERO,
         created_at: std::time::UNIX_EPOCH,
         tokens: TokenCounts::default(),
+        reasoning_tokens: TokenCounts::default(),
         call_sequence: None,
         turn_anchor: None,
         message,
@@ -169,6 +187,9 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         source: source as i32,
         sequence: sequence.map_or(0, Sequence::get),
         tokens,
+        reasoning,
+        content_item_id,
+        content_signature,
     }
 }
 
@@ -194,6 +215,8 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         over_budget,
         stable_prefix_tokens,
         history_step_tokens,
+        reasoning_tokens,
+        reasoning_tokens_omitted,
     } = stats;
     proto::ContextStats {
         total_tokens,
@@ -216,5 +239,7 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         over_budget,
         stable_prefix_tokens,
         history_step_tokens,
+        reasoning_tokens,
+        reasoning_tokens_omitted,
     }
 }

@@ -4,8 +4,9 @@ use super::{conversation_id, role_to_proto, sequence};
 use crate::{
     domain::{
         AppendBatch, AppendLimits, Attachment, AttachmentSource, ConversationId, IdempotencyKey, LlmError,
-        Message, Role, Sequence, StoredMessage, ToolCall, Violations,
+        Message, Provider, Reasoning, Role, Sequence, StoredMessage, ToolCall, Violations,
         append::{check_batch_size, check_message},
+        context::TokenCounts,
     },
     proto,
 };
@@ -42,6 +43,7 @@ pub(crate) fn append_batch(
             idempotency_key,
             expected_last_sequence,
             tokens: Vec::new(),
+            reasoning_tokens: Vec::new(),
         }),
         _ => Err(v),
     }
@@ -83,10 +85,14 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         pinned,
         error,
         response_id,
+        reasoning,
+        content_item_id,
+        content_signature,
         // Server-set fields are ignored on input, as the contract says.
         sequence: _,
         created_at: _,
         tokens: _,
+        reasoning_tokens: _,
     } = raw;
     let mut v = Violations::default();
     let role = match proto::Role::try_from(role) {
@@ -112,9 +118,15 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
                 .ok()
         })
         .collect();
-    let tool_calls = tool_calls
+    let tool_calls = tool_calls.into_iter().map(tool_call).collect();
+    let reasoning = reasoning
         .into_iter()
-        .map(|proto::ToolCall { id, name, arguments }| ToolCall { id, name, arguments })
+        .enumerate()
+        .filter_map(|(j, r)| {
+            reasoning_block(r)
+                .map_err(|e| v.add(format!("{path}.reasoning[{j}].provider"), e))
+                .ok()
+        })
         .collect();
     let error = error.map(
         |proto::LlmError {
@@ -139,10 +151,116 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         pinned,
         error,
         response_id,
+        reasoning,
+        content_item_id,
+        content_signature,
     });
     match message {
         Some(m) if v.is_empty() => Ok(m),
         _ => Err(v),
+    }
+}
+
+fn tool_call(raw: proto::ToolCall) -> ToolCall {
+    let proto::ToolCall {
+        id,
+        name,
+        arguments,
+        signature,
+        item_id,
+    } = raw;
+    ToolCall {
+        id,
+        name,
+        arguments,
+        signature,
+        item_id,
+    }
+}
+
+fn reasoning_block(raw: proto::Reasoning) -> Result<Reasoning, String> {
+    let proto::Reasoning {
+        provider,
+        r#type,
+        text,
+        signature,
+        data,
+        id,
+        summary,
+        position,
+    } = raw;
+    let provider = match proto::Provider::try_from(provider) {
+        Ok(proto::Provider::Anthropic) => Provider::Anthropic,
+        Ok(proto::Provider::Openai) => Provider::OpenAi,
+        Ok(proto::Provider::Gemini) => Provider::Gemini,
+        Ok(proto::Provider::Unspecified) => return Err("provider is required".into()),
+        Err(_) => return Err(format!("unknown provider value {provider}")),
+    };
+    Ok(Reasoning {
+        provider,
+        kind: r#type,
+        text,
+        signature,
+        data,
+        id,
+        summary,
+        position,
+    })
+}
+
+/// The wire form of a reasoning block.
+pub(super) fn reasoning_to_proto(reasoning: Reasoning) -> proto::Reasoning {
+    let Reasoning {
+        provider,
+        kind,
+        text,
+        signature,
+        data,
+        id,
+        summary,
+        position,
+    } = reasoning;
+    let provider = match provider {
+        Provider::Anthropic => proto::Provider::Anthropic,
+        Provider::OpenAi => proto::Provider::Openai,
+        Provider::Gemini => proto::Provider::Gemini,
+    };
+    proto::Reasoning {
+        provider: provider as i32,
+        r#type: kind,
+        text,
+        signature,
+        data,
+        id,
+        summary,
+        position,
+    }
+}
+
+/// The wire form of a tool call.
+pub(super) fn tool_call_to_proto(call: ToolCall) -> proto::ToolCall {
+    let ToolCall {
+        id,
+        name,
+        arguments,
+        signature,
+        item_id,
+    } = call;
+    proto::ToolCall {
+        id,
+        name,
+        arguments,
+        signature,
+        item_id,
+    }
+}
+
+/// The wire form of token counts.
+pub(super) fn tokens_to_proto(tokens: TokenCounts) -> proto::TokenCounts {
+    proto::TokenCounts {
+        o200k_base: tokens.o200k_base,
+        cl100k_base: tokens.cl100k_base,
+        approx: tokens.approx,
     }
 }
 
@@ -189,6 +307,7 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         created_at,
         message,
         tokens,
+        reasoning_tokens,
         call_sequence: _,
         turn_anchor: _,
     } = stored;
@@ -204,15 +323,15 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         pinned,
         error,
         response_id,
+        reasoning,
+        content_item_id,
+        content_signature,
     } = message;
     proto::Message {
         role: role_to_proto(role) as i32,
         content,
         name,
-        tool_calls: tool_calls
-            .into_iter()
-            .map(|ToolCall { id, name, arguments }| proto::ToolCall { id, name, arguments })
-            .collect(),
+        tool_calls: tool_calls.into_iter().map(tool_call_to_proto).collect(),
         tool_call_id: tool_call_id.unwrap_or_default(),
         attachments: attachments.into_iter().map(attachment_to_proto).collect(),
         metadata,
@@ -232,11 +351,11 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         response_id,
         sequence: sequence.get(),
         created_at: Some(created_at.into()),
-        tokens: Some(proto::TokenCounts {
-            o200k_base: tokens.o200k_base,
-            cl100k_base: tokens.cl100k_base,
-            approx: tokens.approx,
-        }),
+        tokens: Some(tokens_to_proto(tokens)),
+        reasoning: reasoning.into_iter().map(reasoning_to_proto).collect(),
+        content_item_id,
+        content_signature,
+        reasoning_tokens: Some(tokens_to_proto(reasoning_tokens)),
     }
 }
 

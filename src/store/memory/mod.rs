@@ -173,6 +173,7 @@ impl Conversation {
                 sequence,
                 created_at: now,
                 tokens,
+                reasoning_tokens: batch.reasoning_tokens.get(i).copied().unwrap_or_default(),
                 call_sequence: write.call_sequences[i],
                 turn_anchor: position.anchor(message),
                 message: message.clone(),
@@ -735,6 +736,7 @@ impl Store for MemoryStore {
         let stored = &mut c.messages[index];
         stored.message = conversation::tombstone(&stored.message);
         stored.tokens = TokenCounts::of(&stored.message);
+        stored.reasoning_tokens = TokenCounts::default();
         let message = stored.clone();
         let before = c.summaries.len();
         c.summaries.retain(|s| s.through_sequence < sequence);

@@ -46,41 +46,42 @@ macro_rules! allocate_sql {
 /// See [`allocate_sql`].
 const ALLOCATE: &str = allocate_sql!();
 
-/// Inserts a batch: `$3` holds the sequences, `$4..=$17` the [`Columns`], `$18` the sequence
-/// of the call each tool result answers, `$19` and `$20` the log positions.
+/// Inserts a batch: `$3` holds the sequences, `$4..=$18` the [`Columns`], `$19` the sequence
+/// of the call each tool result answers, `$20` and `$21` the log positions.
 const INSERT_MESSAGES: &str =
     "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
          tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error, response_id,
-         tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, token_offset, previous_turn_offset,
-         created_at)
+         tokens_o200k, tokens_cl100k, tokens_approx, native, call_sequence, token_offset,
+         previous_turn_offset, created_at)
      SELECT $1, $2, u.*, now()
      FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::text[], $9::jsonb[],
                  $10::jsonb[], $11::bool[], $12::bool[], $13::jsonb[], $14::text[],
-                 $15::int[], $16::int[], $17::int[], $18::bigint[], $19::bigint[], $20::bigint[]) AS u";
+                 $15::int[], $16::int[], $17::int[], $18::jsonb[], $19::bigint[], $20::bigint[],
+                 $21::bigint[]) AS u";
 
 /// The whole append of a batch without tool calls, results, idempotency key or expected
 /// sequence, in one statement (one round trip, its own transaction): [`ALLOCATE`]'s upsert
 /// locks the conversation and allocates, and the insert numbers and places the rows after it.
-/// `$8..=$21` are the [`Columns`], `$22` and `$23` the batch-relative [`Placement`].
+/// `$8..=$22` are the [`Columns`], `$23` and `$24` the batch-relative [`Placement`].
 const APPEND_PLAIN: &str = concat!(
     "WITH allocated AS (",
     allocate_sql!(),
     "     ), stored AS (
          INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
              tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
-             response_id, tokens_o200k, tokens_cl100k, tokens_approx, token_offset,
+             response_id, tokens_o200k, tokens_cl100k, tokens_approx, native, token_offset,
              previous_turn_offset, created_at)
          SELECT $1, $2, a.last_sequence - $3 + u.n, u.role, u.content, u.name, u.tool_calls,
                 u.tool_call_id, u.attachments, u.metadata, u.excluded, u.pinned, u.error,
-                u.response_id, u.o200k, u.cl100k, u.approx, a.token_offset - $6 + u.rel,
+                u.response_id, u.o200k, u.cl100k, u.approx, u.native, a.token_offset - $6 + u.rel,
                 coalesce(a.token_offset - $6 + u.previous_rel, a.turn_offset_before), now()
          FROM allocated a,
               unnest($8::text[], $9::text[], $10::text[], $11::jsonb[], $12::text[], $13::jsonb[],
                      $14::jsonb[], $15::bool[], $16::bool[], $17::jsonb[], $18::text[],
-                     $19::int[], $20::int[], $21::int[], $22::bigint[], $23::bigint[])
+                     $19::int[], $20::int[], $21::int[], $22::jsonb[], $23::bigint[], $24::bigint[])
                   WITH ORDINALITY AS u(role, content, name, tool_calls, tool_call_id, attachments,
-                     metadata, excluded, pinned, error, response_id, o200k, cl100k, approx, rel,
-                     previous_rel, n)
+                     metadata, excluded, pinned, error, response_id, o200k, cl100k, approx, native,
+                     rel, previous_rel, n)
      )
      SELECT last_sequence FROM allocated"
 );

@@ -187,7 +187,7 @@ pub(super) async fn list(
 /// Every column of `messages` after the conversation id, as the fork copies them.
 const MESSAGE_COPY: &str = "sequence, role, content, name, tool_calls, tool_call_id, attachments, metadata,
      exclude_from_context, pinned, error, response_id, created_at, tokens_o200k, tokens_cl100k,
-     tokens_approx, call_sequence, token_offset, previous_turn_offset";
+     tokens_approx, call_sequence, token_offset, previous_turn_offset, native";
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %source, through = through.get()))]
 pub(super) async fn fork(
@@ -362,10 +362,11 @@ pub(super) async fn redact(
     let mut stored = rows::stored_message(&row)?;
     stored.message = conversation::tombstone(&stored.message);
     stored.tokens = TokenCounts::of(&stored.message);
+    stored.reasoning_tokens = TokenCounts::default();
     let count = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
     tx.execute(
         "UPDATE messages SET content = $4, tool_calls = $5, attachments = '[]', error = NULL,
-             tokens_o200k = $6, tokens_cl100k = $7, tokens_approx = $8
+             native = NULL, tokens_o200k = $6, tokens_cl100k = $7, tokens_approx = $8
          WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3",
         &[
             &t,

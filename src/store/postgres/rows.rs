@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use tokio_postgres::{
     Row,
     types::{Json, ToSql},
@@ -13,7 +15,7 @@ use crate::{
         AppendBatch, Role, Sequence, StoredMessage,
         context::{TokenCounts, anchor::LogPosition},
         memory::WorkingMemory,
-        message::{Attachment, LlmError, Message, ToolCall},
+        message::{Attachment, LlmError, Message, Reasoning, ToolCall},
     },
     store::StoreError,
 };
@@ -25,7 +27,8 @@ pub(super) const MESSAGE_COLUMNS: &str =
     "sequence, role, content, name, NULLIF(tool_calls, '[]'), tool_call_id,
      NULLIF(attachments, '[]'), NULLIF(metadata, '{}'),
      exclude_from_context, pinned, error, response_id, created_at,
-     tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, token_offset, previous_turn_offset";
+     tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, token_offset, previous_turn_offset,
+     native";
 
 /// A message's size as ctxd loads it, in bytes: its text and JSON columns as PostgreSQL
 /// measures them (`Message::loaded_bytes` up to JSON punctuation). `octet_length` of a text
@@ -36,7 +39,7 @@ const MESSAGE_BYTES: &str = "(octet_length(content) + octet_length(name)
      + CASE WHEN tool_calls = '[]' THEN 0 ELSE octet_length(tool_calls::text) END
      + CASE WHEN attachments = '[]' THEN 0 ELSE octet_length(attachments::text) END
      + CASE WHEN metadata = '{}' THEN 0 ELSE octet_length(metadata::text) END
-     + coalesce(octet_length(error::text), 0) + 256)";
+     + coalesce(octet_length(error::text), 0) + coalesce(octet_length(native::text), 0) + 256)";
 
 /// The messages matching `filter`, ordered by sequence in `order` (`ASC` or `DESC`), at most
 /// `limit` of them, and no more once their [`MESSAGE_BYTES`] reach `max_bytes` (the message
@@ -62,7 +65,7 @@ pub(super) fn byte_limit(max_bytes: usize) -> i64 {
 
 /// The rows of a [`capped_page`] query and whether the page reached its byte limit.
 pub(super) fn capped_messages(rows: &[Row]) -> Result<(Vec<StoredMessage>, bool), StoreError> {
-    let reached = rows.last().is_some_and(|r| r.get::<_, bool>(19));
+    let reached = rows.last().is_some_and(|r| r.get::<_, bool>(20));
     let messages = rows.iter().map(stored_message).collect::<Result<_, _>>()?;
     Ok((messages, reached))
 }
@@ -89,6 +92,8 @@ pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
         offset: offset(17)?.unwrap_or(0),
         previous_turn: offset(18)?,
     };
+    let native: Option<Json<NativeColumn>> = row.try_get(19).map_err(decode)?;
+    let native = native.map(|Json(n)| n).unwrap_or_default();
     let message = Message {
         role,
         content: row.try_get(2).map_err(decode)?,
@@ -101,6 +106,9 @@ pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
         pinned: row.try_get(9).map_err(decode)?,
         error: error.map(|Json(e)| e),
         response_id: row.try_get(11).map_err(decode)?,
+        reasoning: native.reasoning,
+        content_item_id: native.content_item_id,
+        content_signature: native.content_signature,
     };
     Ok(StoredMessage {
         sequence: Sequence::from_stored(row.try_get(0).map_err(decode)?),
@@ -110,10 +118,59 @@ pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
             cl100k_base: count(14)?,
             approx: count(15)?,
         },
+        reasoning_tokens: native.tokens.into(),
         call_sequence: call_sequence.map(Sequence::from_stored),
         turn_anchor: position.anchor(&message),
         message,
     })
+}
+
+/// The `native` column: a message's reasoning, the text's item id and signature, and their
+/// token counts (o200k, cl100k, approx); NULL when the message has none.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct NativeColumn {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    reasoning: Vec<Reasoning>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    content_item_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    content_signature: String,
+    #[serde(default)]
+    tokens: [u32; 3],
+}
+
+/// What a message stores in the `native` column (see [`NativeColumn`]).
+#[derive(Debug, Serialize)]
+pub(super) struct NativeRef<'a> {
+    #[serde(skip_serializing_if = "<[Reasoning]>::is_empty")]
+    reasoning: &'a [Reasoning],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    content_item_id: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    content_signature: &'a str,
+    tokens: [u32; 3],
+}
+
+/// The `native` column of `message`, `None` when it carries no native data (its tool calls'
+/// signatures count: their tokens are stored here).
+pub(super) fn native_column(message: &Message, tokens: TokenCounts) -> Option<Json<NativeRef<'_>>> {
+    message.native_provider()?;
+    Some(Json(NativeRef {
+        reasoning: &message.reasoning,
+        content_item_id: &message.content_item_id,
+        content_signature: &message.content_signature,
+        tokens: [tokens.o200k_base, tokens.cl100k_base, tokens.approx],
+    }))
+}
+
+impl From<[u32; 3]> for TokenCounts {
+    fn from([o200k_base, cl100k_base, approx]: [u32; 3]) -> Self {
+        TokenCounts {
+            o200k_base,
+            cl100k_base,
+            approx,
+        }
+    }
 }
 
 /// A working memory from `document, through_sequence, version` columns starting at `first`.
@@ -145,6 +202,7 @@ pub(super) struct Columns<'a> {
     o200k: Vec<i32>,
     cl100k: Vec<i32>,
     approx: Vec<i32>,
+    native: Vec<Option<Json<NativeRef<'a>>>>,
 }
 
 impl<'a> Columns<'a> {
@@ -172,11 +230,16 @@ impl<'a> Columns<'a> {
             o200k: count(|t| t.o200k_base),
             cl100k: count(|t| t.cl100k_base),
             approx: count(|t| t.approx),
+            native: m
+                .iter()
+                .enumerate()
+                .map(|(i, m)| native_column(m, batch.reasoning_tokens.get(i).copied().unwrap_or_default()))
+                .collect(),
         }
     }
 
     /// In the order of the `unnest` lists of the append statements (`super::append`).
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 14] {
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 15] {
         [
             &self.roles,
             &self.contents,
@@ -192,6 +255,7 @@ impl<'a> Columns<'a> {
             &self.o200k,
             &self.cl100k,
             &self.approx,
+            &self.native,
         ]
     }
 }

@@ -1,6 +1,7 @@
 //! Finishing a pack: the window in log order, the truncation notice, pending messages, and
 //! the stats.
 
+use super::super::ReasoningPolicy;
 use super::*;
 use crate::domain::context::{Format, render::anthropic_renders};
 
@@ -82,11 +83,7 @@ impl ContextPacker {
         }
         let mut conversation = std::mem::take(&mut self.window);
         for message in std::mem::take(&mut self.request.pending) {
-            let tokens = saturate(message_cost_with_text(
-                &message,
-                &context_text(&message),
-                tokenizer,
-            ));
+            let tokens = saturate(pending_message_cost(&message, tokenizer));
             conversation.push(ContextMessage {
                 source: Source::Pending,
                 sequence: None,
@@ -96,7 +93,7 @@ impl ContextPacker {
         }
         messages.extend(answers_after_calls(conversation));
         self.stats.messages_included = messages.iter().filter(|m| m.source == Source::History).count() as u32;
-        if self.request.format == Format::AnthropicMessages {
+        if self.request.format.opens_with_user_turn() {
             self.open_with_user_turn(&mut messages);
         }
         self.stats.total_tokens = saturate(self.used);
@@ -119,6 +116,16 @@ impl ContextPacker {
                 .map(|m| m.tokens)
                 .sum(),
         };
+        if self.request.reasoning == ReasoningPolicy::CurrentTurn {
+            // The current turn's reasoning leaves the pack once a user message ends the turn:
+            // the next pack may repeat only what precedes it.
+            let before_reasoning: u32 = messages
+                .iter()
+                .take_while(|m| m.source != Source::History || m.message.native_provider().is_none())
+                .map(|m| m.tokens)
+                .sum();
+            self.stats.stable_prefix_tokens = self.stats.stable_prefix_tokens.min(before_reasoning);
+        }
         self.stats.over_budget |= self.used > self.available;
         ContextPack {
             messages,
@@ -128,10 +135,10 @@ impl ContextPacker {
         }
     }
 
-    /// Anthropic requires the first message to be a user turn: when the first message that
-    /// renders is not one (an assistant opener, a window that starts inside a turn, no message
-    /// at all), a placeholder user turn opens the conversation. Its room is kept with the
-    /// notice's.
+    /// Anthropic and Gemini require the first message to be a user turn: when the first
+    /// message that renders is not one (an assistant opener, a window that starts inside a
+    /// turn, no message at all), a placeholder user turn opens the conversation. Its room is
+    /// kept with the notice's.
     fn open_with_user_turn(&mut self, messages: &mut Vec<ContextMessage>) {
         let opens_with_user = messages
             .iter()
@@ -159,7 +166,8 @@ impl ContextPacker {
     }
 }
 
-/// The user turn that opens an Anthropic pack whose first message would otherwise not be one.
+/// The user turn that opens an Anthropic or Gemini pack whose first message would otherwise
+/// not be one.
 pub const PLACEHOLDER_TURN: &str = "[The conversation continues from earlier messages.]";
 
 /// The conversation part of a pack (history, then pending messages) with every tool result
@@ -209,12 +217,12 @@ fn notice_text(count: u64, first: u64, last: u64) -> String {
     )
 }
 
-/// Room kept for what closes the optional walk: the truncation notice and, for Anthropic, a
-/// placeholder opening turn.
+/// Room kept for what closes the optional walk: the truncation notice and, for Anthropic and
+/// Gemini, a placeholder opening turn.
 pub(super) fn closing_reserve(last: Sequence, format: Format, tokenizer: Tokenizer) -> usize {
-    let placeholder = match format {
-        Format::AnthropicMessages => text_message_cost("user", PLACEHOLDER_TURN, tokenizer),
-        Format::OpenAiChat => 0,
+    let placeholder = match format.opens_with_user_turn() {
+        true => text_message_cost("user", PLACEHOLDER_TURN, tokenizer),
+        false => 0,
     };
     notice_reserve(last, tokenizer) + placeholder
 }

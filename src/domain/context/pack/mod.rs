@@ -25,8 +25,9 @@ pub use finish::PLACEHOLDER_TURN;
 use finish::{closing_reserve, summary_text};
 
 use super::{
-    ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, HistoryPolicy, Source,
-    cost::{context_text, message_cost_with_text, saturate, text_message_cost},
+    ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, HistoryPolicy,
+    ReasoningPolicy, Source,
+    cost::{context_text, message_cost_with_text, native_cost, saturate, text_message_cost},
 };
 use crate::{
     domain::{
@@ -115,6 +116,12 @@ pub struct ContextPacker {
     anchors: HashMap<Sequence, u8>,
     /// Tokens of the pinned messages.
     pinned_cost: usize,
+    /// History messages after this sequence keep the format provider's native data; `None`:
+    /// none does (see [`ReasoningPolicy`]).
+    reasoning_after: Option<Sequence>,
+    /// Calls answered after `reasoning_after` (or by pending results): their tool loop is still
+    /// under way, so they keep their native data even when a user message came in between.
+    reasoning_calls: HashSet<Sequence>,
     sections: Vec<ContextMessage>,
     turns: u32,
     /// History messages included by the walk, pinned ones aside (what `max_messages` caps).
@@ -132,10 +139,12 @@ impl ContextPacker {
             .iter()
             .map(|m| m.tokens.get(tokenizer) as usize)
             .sum();
+        let mut request = request;
+        let pending_reasoning = keep_pending_reasoning(&mut request);
         let pending_cost: usize = request
             .pending
             .iter()
-            .map(|m| message_cost_with_text(m, &context_text(m), tokenizer))
+            .map(|m| pending_message_cost(m, tokenizer))
             .sum();
         let system_cost = match request.system_prompt.is_empty() {
             true => 0,
@@ -143,6 +152,12 @@ impl ContextPacker {
         };
         let pending_user = request.pending.iter().any(|m| m.role == Role::User);
         let newest_user = snapshot.last_user_sequence.filter(|_| !pending_user);
+        let reasoning_after = match request.reasoning {
+            _ if request.format.provider().is_none() => None,
+            ReasoningPolicy::All => Some(Sequence::ZERO),
+            ReasoningPolicy::CurrentTurn if pending_user => None,
+            ReasoningPolicy::CurrentTurn => Some(newest_user.unwrap_or(Sequence::ZERO)),
+        };
         let mandatory_until = newest_user
             .into_iter()
             .chain(snapshot.pending_calls.values().copied())
@@ -153,6 +168,7 @@ impl ContextPacker {
             system_prompt_tokens: saturate(system_cost),
             pending_tokens: saturate(pending_cost),
             history_tokens: saturate(pinned_cost),
+            reasoning_tokens: saturate(pending_reasoning),
             ..ContextStats::default()
         };
         let mut packer = Self {
@@ -176,6 +192,11 @@ impl ContextPacker {
             optional_turns: Vec::new(),
             anchors: HashMap::new(),
             pinned_cost,
+            reasoning_after,
+            reasoning_calls: match reasoning_after {
+                Some(_) => snapshot.pending_calls.values().copied().collect(),
+                None => HashSet::new(),
+            },
             sections: Vec::new(),
             turns: 0,
             window_messages: 0,
@@ -256,6 +277,11 @@ impl ContextPacker {
     /// Adds one message (older than every message taken so far) to the unit being built.
     fn take(&mut self, message: StoredMessage) {
         let m = &message.message;
+        if let (Some(after), Some(call)) = (self.reasoning_after, message.call_sequence)
+            && message.sequence > after
+        {
+            self.reasoning_calls.insert(call);
+        }
         if m.role == Role::Tool {
             let call_id = m.tool_call_id.clone().unwrap_or_default();
             match message.call_sequence {
@@ -502,12 +528,15 @@ impl ContextPacker {
         true
     }
 
-    /// The message as it goes into the pack: oversize tool output cut to head + tail.
+    /// The message as it goes into the pack: oversize tool output cut to head + tail; native
+    /// data kept only for the format's provider within the reasoning policy (and never on
+    /// pinned messages, whose cost is counted before the walk).
     fn shape(&mut self, stored: StoredMessage) -> ContextMessage {
         let tokenizer = self.tokenizer;
         let StoredMessage {
             sequence,
             tokens,
+            reasoning_tokens,
             mut message,
             turn_anchor,
             ..
@@ -515,6 +544,21 @@ impl ContextPacker {
         if let Some(level) = turn_anchor {
             self.anchors.insert(sequence, level);
         }
+        let native = reasoning_tokens.get(tokenizer) as usize;
+        let ours = message.native_provider().is_some()
+            && message.native_provider() == self.request.format.provider();
+        let current = self.reasoning_after.is_some_and(|after| sequence > after)
+            || self.reasoning_calls.contains(&sequence);
+        let keep = ours && current && !self.pinned.contains(&sequence);
+        match (keep, ours) {
+            (true, _) => self.stats.reasoning_tokens += saturate(native),
+            (false, true) => self.stats.reasoning_tokens_omitted += saturate(native),
+            (false, false) => {}
+        }
+        if !keep {
+            message.strip_native();
+        }
+        let native = if keep { native } else { 0 };
         let mut cost = tokens.get(tokenizer) as usize;
         if let Some(limit) = self.request.tool_output_max_tokens.map(|l| l as usize)
             && message.role == Role::Tool
@@ -534,10 +578,39 @@ impl ContextPacker {
         ContextMessage {
             source: Source::History,
             sequence: Some(sequence),
-            tokens: saturate(cost),
+            tokens: saturate(cost + native),
             message,
         }
     }
+}
+
+/// Strips from the pending messages the native data the pack does not carry (another
+/// provider's; under [`ReasoningPolicy::CurrentTurn`], that of messages before the last pending
+/// user message) and returns the tokens of what stays.
+fn keep_pending_reasoning(request: &mut ContextRequest) -> usize {
+    let provider = request.format.provider();
+    let current_from = match request.reasoning {
+        ReasoningPolicy::All => 0,
+        ReasoningPolicy::CurrentTurn => request
+            .pending
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .map_or(0, |i| i + 1),
+    };
+    let mut kept = 0;
+    for (i, message) in request.pending.iter_mut().enumerate() {
+        if provider.is_some() && message.native_provider() == provider && i >= current_from {
+            kept += native_cost(message, request.tokenizer);
+        } else {
+            message.strip_native();
+        }
+    }
+    kept
+}
+
+/// Tokens of a pending message (its native data as [`keep_pending_reasoning`] left it).
+pub(super) fn pending_message_cost(message: &Message, tokenizer: Tokenizer) -> usize {
+    message_cost_with_text(message, &context_text(message), tokenizer) + native_cost(message, tokenizer)
 }
 
 /// Tool-call groups among `messages`.

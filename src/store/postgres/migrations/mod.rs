@@ -40,6 +40,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "conversation_resources",
         sql: include_str!("0005_conversation_resources.sql"),
     },
+    Migration {
+        version: 6,
+        name: "reasoning",
+        sql: include_str!("0006_reasoning.sql"),
+    },
 ];
 
 /// Advisory lock key serializing migrations across processes ("ctxd" in ASCII).

@@ -1,0 +1,275 @@
+//! Checks of the provider-native data an assistant message carries (DESIGN.md 2.2.2):
+//! reasoning blocks, signatures and item ids, stored verbatim and sent back only to the
+//! provider that produced them.
+
+use super::{AppendLimits, MAX_SHORT_FIELD_BYTES};
+use crate::domain::{
+    message::{Message, Provider, Reasoning, ReasoningKind, Role},
+    violation::{Violations, check_no_nul},
+};
+
+/// Most reasoning blocks on one message.
+pub const MAX_REASONING_BLOCKS: usize = 64;
+
+/// Checks `message`'s native data; `path` is the message's field path.
+pub(super) fn check_native(message: &Message, path: &str, limits: &AppendLimits, v: &mut Violations) {
+    if message.native_provider().is_none() {
+        return;
+    }
+    if message.role != Role::Assistant {
+        v.add(
+            format!("{path}.reasoning"),
+            "only assistant messages carry reasoning, signatures or item ids",
+        );
+        return;
+    }
+    if message.reasoning.len() > MAX_REASONING_BLOCKS {
+        v.add(
+            format!("{path}.reasoning"),
+            format!(
+                "{} blocks; the limit is {MAX_REASONING_BLOCKS}",
+                message.reasoning.len()
+            ),
+        );
+    }
+    let bytes = message.native_bytes();
+    if bytes > limits.max_content_bytes {
+        v.add(
+            format!("{path}.reasoning"),
+            format!(
+                "reasoning, signatures and item ids are {bytes} bytes; the limit is {}",
+                limits.max_content_bytes
+            ),
+        );
+    }
+    let others = usize::from(message.has_text_block()) + message.tool_calls.len();
+    let mut previous = 0;
+    for (j, block) in message.reasoning.iter().enumerate() {
+        let block_path = format!("{path}.reasoning[{j}]");
+        check_block(block, &block_path, v);
+        let position = block.position as usize;
+        if position < previous || position > others {
+            v.add(
+                format!("{block_path}.position"),
+                format!(
+                    "{position} must be at least the previous block's ({previous}) and at most \
+                     the number of the message's text and tool-call blocks ({others})"
+                ),
+            );
+        }
+        previous = position;
+    }
+    check_one_provider(message, path, v);
+    check_ids(message, path, v);
+}
+
+/// What each kind requires and forbids.
+fn check_block(block: &Reasoning, path: &str, v: &mut Violations) {
+    let Some(kind) = block.known_kind() else {
+        v.add(
+            format!("{path}.type"),
+            format!(
+                "unknown type for this provider; expected {}",
+                ReasoningKind::names(block.provider)
+            ),
+        );
+        return;
+    };
+    let fields = [
+        ("text", !block.text.is_empty()),
+        ("signature", !block.signature.is_empty()),
+        ("data", !block.data.is_empty()),
+        ("id", !block.id.is_empty()),
+        ("summary", !block.summary.is_empty()),
+    ];
+    let (required, allowed): (&[&str], &[&str]) = match kind {
+        ReasoningKind::AnthropicThinking => (&["signature"], &["text", "signature"]),
+        ReasoningKind::AnthropicRedacted => (&["data"], &["data"]),
+        ReasoningKind::OpenAiReasoning => (&["id"], &["id", "summary", "data", "text"]),
+        ReasoningKind::GeminiThought => (&["text"], &["text", "signature"]),
+    };
+    for (field, set) in fields {
+        if !set && required.contains(&field) {
+            v.add(
+                format!("{path}.{field}"),
+                format!("required for a `{}` block", block.kind),
+            );
+        }
+        if set && !allowed.contains(&field) {
+            v.add(
+                format!("{path}.{field}"),
+                format!("not part of a `{}` block", block.kind),
+            );
+        }
+    }
+    if block.id.len() > MAX_SHORT_FIELD_BYTES {
+        v.add(
+            format!("{path}.id"),
+            format!("at most {MAX_SHORT_FIELD_BYTES} bytes"),
+        );
+    }
+    check_no_nul(v, &block.kind, || format!("{path}.type"));
+    check_no_nul(v, &block.text, || format!("{path}.text"));
+    check_no_nul(v, &block.signature, || format!("{path}.signature"));
+    check_no_nul(v, &block.data, || format!("{path}.data"));
+    check_no_nul(v, &block.id, || format!("{path}.id"));
+    for (k, part) in block.summary.iter().enumerate() {
+        check_no_nul(v, part, || format!("{path}.summary[{k}]"));
+    }
+}
+
+/// One message is one model reply: its native data comes from one provider, so that a pack
+/// for another provider can leave all of it out.
+fn check_one_provider(message: &Message, path: &str, v: &mut Violations) {
+    let Some(provider) = message.native_provider() else {
+        return;
+    };
+    if let Some(j) = message.reasoning.iter().position(|r| r.provider != provider) {
+        v.add(
+            format!("{path}.reasoning[{j}].provider"),
+            "all reasoning of one message comes from one provider",
+        );
+    }
+    let signed =
+        !message.content_signature.is_empty() || message.tool_calls.iter().any(|c| !c.signature.is_empty());
+    if signed && provider != Provider::Gemini {
+        v.add(
+            format!("{path}.content_signature"),
+            "signatures on text and tool calls are Gemini's; this message's reasoning is another provider's",
+        );
+    }
+    let itemized =
+        !message.content_item_id.is_empty() || message.tool_calls.iter().any(|c| !c.item_id.is_empty());
+    if itemized && provider != Provider::OpenAi {
+        v.add(
+            format!("{path}.content_item_id"),
+            "item ids are OpenAI Responses'; this message's other native data is another provider's",
+        );
+    }
+}
+
+fn check_ids(message: &Message, path: &str, v: &mut Violations) {
+    if message.content_item_id.len() > MAX_SHORT_FIELD_BYTES {
+        v.add(
+            format!("{path}.content_item_id"),
+            format!("at most {MAX_SHORT_FIELD_BYTES} bytes"),
+        );
+    }
+    if !message.content_item_id.is_empty() && message.content.is_empty() {
+        v.add(
+            format!("{path}.content_item_id"),
+            "names the item that carried `content`, which is empty",
+        );
+    }
+    check_no_nul(v, &message.content_item_id, || format!("{path}.content_item_id"));
+    check_no_nul(v, &message.content_signature, || {
+        format!("{path}.content_signature")
+    });
+    for (j, call) in message.tool_calls.iter().enumerate() {
+        if call.item_id.len() > MAX_SHORT_FIELD_BYTES {
+            v.add(
+                format!("{path}.tool_calls[{j}].item_id"),
+                format!("at most {MAX_SHORT_FIELD_BYTES} bytes"),
+            );
+        }
+        check_no_nul(v, &call.item_id, || format!("{path}.tool_calls[{j}].item_id"));
+        check_no_nul(v, &call.signature, || format!("{path}.tool_calls[{j}].signature"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::message::ToolCall;
+
+    fn block(provider: Provider, kind: &str) -> Reasoning {
+        Reasoning {
+            provider,
+            kind: kind.into(),
+            text: String::new(),
+            signature: String::new(),
+            data: String::new(),
+            id: String::new(),
+            summary: Vec::new(),
+            position: 0,
+        }
+    }
+
+    fn violations(message: &Message) -> Vec<String> {
+        let mut v = Violations::default();
+        check_native(message, "m", &AppendLimits::default(), &mut v);
+        v.iter().map(|f| f.field.clone()).collect()
+    }
+
+    fn assistant(reasoning: Vec<Reasoning>) -> Message {
+        Message {
+            reasoning,
+            tool_calls: vec![ToolCall::new("c1", "f", "{}")],
+            ..Message::text(Role::Assistant, "text".into())
+        }
+    }
+
+    #[test]
+    fn each_kind_has_its_required_and_allowed_fields() {
+        let thinking = Reasoning {
+            text: "hmm".into(),
+            signature: "sig".into(),
+            ..block(Provider::Anthropic, "thinking")
+        };
+        assert!(violations(&assistant(vec![thinking.clone()])).is_empty());
+        let unsigned = Reasoning {
+            signature: String::new(),
+            ..thinking.clone()
+        };
+        assert_eq!(
+            violations(&assistant(vec![unsigned])),
+            ["m.reasoning[0].signature"]
+        );
+        let stray_id = Reasoning {
+            id: "rs_1".into(),
+            ..thinking
+        };
+        assert_eq!(violations(&assistant(vec![stray_id])), ["m.reasoning[0].id"]);
+        let openai = Reasoning {
+            signature: "sig".into(),
+            ..block(Provider::OpenAi, "reasoning")
+        };
+        assert_eq!(
+            violations(&assistant(vec![openai])),
+            ["m.reasoning[0].signature", "m.reasoning[0].id"]
+        );
+        assert_eq!(
+            violations(&assistant(vec![block(Provider::Gemini, "thinking")])),
+            ["m.reasoning[0].type"]
+        );
+    }
+
+    #[test]
+    fn positions_stay_in_range_and_in_order() {
+        let at = |position| Reasoning {
+            data: "x".into(),
+            position,
+            ..block(Provider::Anthropic, "redacted_thinking")
+        };
+        assert!(violations(&assistant(vec![at(0), at(2)])).is_empty());
+        assert_eq!(violations(&assistant(vec![at(3)])), ["m.reasoning[0].position"]);
+        assert_eq!(
+            violations(&assistant(vec![at(1), at(0)])),
+            ["m.reasoning[1].position"]
+        );
+    }
+
+    #[test]
+    fn one_message_carries_one_providers_native_data() {
+        let mut message = assistant(vec![Reasoning {
+            data: "x".into(),
+            ..block(Provider::Anthropic, "redacted_thinking")
+        }]);
+        message.tool_calls[0].signature = "gemini-sig".into();
+        message.content_item_id = "msg_1".into();
+        assert_eq!(violations(&message), ["m.content_signature", "m.content_item_id"]);
+        let mut user = Message::text(Role::User, "hi".into());
+        user.content_signature = "sig".into();
+        assert_eq!(violations(&user), ["m.reasoning"]);
+    }
+}

@@ -1,0 +1,205 @@
+//! Anthropic Messages `{system, messages}`, with thinking blocks echoed in place.
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use serde_json::{Value, json};
+
+use super::attachment_reference;
+use crate::domain::{
+    context::{
+        ContextMessage,
+        cost::{context_text, pack_arguments},
+    },
+    message::{AttachmentSource, Block, Message, ReasoningKind, Role},
+};
+
+/// The pack in Anthropic Messages form: system-role messages joined into `system`, tool calls
+/// as `tool_use` blocks, results as `tool_result` blocks in user turns, consecutive turns of one
+/// role merged so that roles alternate; prompt-cache breakpoints marked (see
+/// [`mark_cache_breakpoints`]).
+pub(super) fn anthropic(messages: &[ContextMessage]) -> String {
+    let mut system = Vec::new();
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for m in messages.iter().map(|m| &m.message) {
+        let (role, blocks) = match m.role {
+            Role::System => {
+                let text = context_text(m);
+                if !text.trim().is_empty() {
+                    system.push(text.into_owned());
+                }
+                continue;
+            }
+            // Reasoning without a reply (a call cut short while thinking) is no turn.
+            _ if !anthropic_renders(m) => continue,
+            Role::User => ("user", user_blocks(m)),
+            Role::Tool => ("user", vec![tool_result_block(m)]),
+            Role::Assistant => ("assistant", assistant_blocks(m)),
+        };
+        debug_assert!(!blocks.is_empty());
+        match turns.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    if let Some(("assistant", content)) = turns.last_mut() {
+        trim_final_text(content);
+    }
+    for (_, content) in &mut turns {
+        // Results must open the user turn that follows the calls.
+        content.sort_by_key(|block| block["type"] != "tool_result");
+    }
+    let mut system: Vec<Value> = match system.is_empty() {
+        true => Vec::new(),
+        false => vec![json!({"type": "text", "text": system.join("\n\n")})],
+    };
+    mark_cache_breakpoints(&mut system, &mut turns);
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    let messages = Value::Array(messages);
+    match system.is_empty() {
+        true => format!(r#"{{"messages":{messages}}}"#),
+        false => format!(r#"{{"system":{},"messages":{messages}}}"#, Value::Array(system)),
+    }
+}
+
+/// Anthropic caches a prompt prefix up to a block marked with `cache_control`, and reads a
+/// cached prefix that ends at most 20 blocks before a marker. Three of the four markers a
+/// request may carry are set (one is left for the caller's tool definitions): the end of
+/// `system` (system prompt, summary, memory, notice: what changes least), and the last block
+/// of each of the last two messages, so that the next call, whose pack repeats this one
+/// (DESIGN.md 2.2.3), reads everything up to here from the cache, even after a tool loop added
+/// many blocks. Where markers sit is not part of the cached content: moving them from call to
+/// call costs nothing. Thinking blocks cannot carry a marker: a message's marker goes on its
+/// last other block.
+fn mark_cache_breakpoints(system: &mut [Value], turns: &mut [(&'static str, Vec<Value>)]) {
+    let marked = system.last_mut().into_iter().chain(
+        turns
+            .iter_mut()
+            .rev()
+            .take(2)
+            .filter_map(|(_, content)| content.iter_mut().rev().find(|block| !is_thinking(block))),
+    );
+    for block in marked {
+        if let Value::Object(block) = block {
+            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        }
+    }
+}
+
+/// The only image types Anthropic accepts as image blocks; other images become a text
+/// reference, like any other attachment it cannot take.
+const ANTHROPIC_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// Anthropic refuses a final assistant message that ends in whitespace (it is the prefill the
+/// model continues from): the last text block loses its trailing whitespace.
+fn trim_final_text(content: &mut [Value]) {
+    if let Some(Value::String(text)) = content.last_mut().and_then(|block| block.get_mut("text")) {
+        let trimmed = text.trim_end().len();
+        text.truncate(trimmed);
+    }
+}
+
+/// Whether `message` renders as a turn of an Anthropic (or Gemini) pack: system messages go to
+/// `system`, and a user or assistant message with neither visible text nor attachments nor
+/// calls is left out (both refuse empty and whitespace-only text; reasoning alone is not a
+/// reply).
+pub fn anthropic_renders(message: &Message) -> bool {
+    let visible = || !context_text(message).trim().is_empty();
+    match message.role {
+        Role::System => false,
+        Role::Tool => true,
+        Role::User => !message.attachments.is_empty() || visible(),
+        Role::Assistant => !message.tool_calls.is_empty() || visible(),
+    }
+}
+
+/// A tool result; blank output leaves `content` out (it is optional, and a whitespace-only
+/// text is refused).
+fn tool_result_block(message: &Message) -> Value {
+    let mut block = json!({
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id.clone().unwrap_or_default(),
+    });
+    let text = context_text(message);
+    if !text.trim().is_empty() {
+        block["content"] = json!(text);
+    }
+    block
+}
+
+fn user_blocks(message: &Message) -> Vec<Value> {
+    let text = context_text(message);
+    let mut blocks = Vec::new();
+    // Anthropic refuses empty and whitespace-only text blocks.
+    if !text.trim().is_empty() {
+        blocks.push(json!({"type": "text", "text": text}));
+    }
+    for attachment in &message.attachments {
+        let kind = match attachment.mime_type.as_str() {
+            mime if ANTHROPIC_IMAGE_TYPES.contains(&mime) => "image",
+            "application/pdf" => "document",
+            _ => {
+                let reference = match &attachment.source {
+                    AttachmentSource::Uri(uri) => attachment_reference(attachment, uri),
+                    AttachmentSource::Data(data) => format!(
+                        "[attachment {} ({}), {} bytes, not shown]",
+                        attachment.filename,
+                        attachment.mime_type,
+                        data.len()
+                    ),
+                };
+                blocks.push(json!({"type": "text", "text": reference}));
+                continue;
+            }
+        };
+        let source = match &attachment.source {
+            AttachmentSource::Data(data) => {
+                json!({"type": "base64", "media_type": attachment.mime_type, "data": STANDARD.encode(data)})
+            }
+            AttachmentSource::Uri(uri) => json!({"type": "url", "url": uri}),
+        };
+        blocks.push(json!({"type": kind, "source": source}));
+    }
+    blocks
+}
+
+/// An assistant message's blocks in the order the model produced them: thinking and redacted
+/// thinking verbatim, text, tool calls.
+fn assistant_blocks(message: &Message) -> Vec<Value> {
+    let text = context_text(message);
+    let mut blocks = Vec::new();
+    for block in message.blocks() {
+        match block {
+            Block::Text if !text.trim().is_empty() => blocks.push(json!({"type": "text", "text": text})),
+            Block::Text => {}
+            Block::Call(call) => blocks.push(json!({
+                "type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(&call.arguments),
+            })),
+            Block::Reasoning(r) => match r.known_kind() {
+                Some(ReasoningKind::AnthropicThinking) => {
+                    blocks.push(json!({"type": "thinking", "thinking": r.text, "signature": r.signature}))
+                }
+                Some(ReasoningKind::AnthropicRedacted) => {
+                    blocks.push(json!({"type": "redacted_thinking", "data": r.data}))
+                }
+                // Another provider's: the packer strips those, and an unknown kind is refused
+                // on append.
+                _ => {}
+            },
+        }
+    }
+    blocks
+}
+
+/// Tool arguments as the JSON object Anthropic and Gemini require (see `pack_arguments`).
+pub(super) fn arguments_object(arguments: &str) -> Value {
+    serde_json::from_str::<Value>(&pack_arguments(arguments))
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({"_raw": arguments}))
+}
+
+fn is_thinking(block: &Value) -> bool {
+    matches!(block["type"].as_str(), Some("thinking" | "redacted_thinking"))
+}

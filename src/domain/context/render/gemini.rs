@@ -1,0 +1,146 @@
+//! Gemini `generateContent` bodies: `{systemInstruction, contents}` in the REST API's JSON
+//! (camelCase). Roles alternate `user` / `model` (consecutive turns of one role are merged);
+//! tool results are `functionResponse` parts that open the user content after the calls, one
+//! per call, matched by id and name; thought parts and `thoughtSignature`s go back where the
+//! model put them.
+
+use std::collections::HashMap;
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use serde_json::{Value, json};
+
+use super::{anthropic::arguments_object, anthropic_renders, attachment_reference};
+use crate::domain::{
+    context::{ContextMessage, cost::context_text},
+    message::{AttachmentSource, Block, Message, ReasoningKind, Role},
+};
+
+/// Types Gemini takes inline or by URI; other attachments become a text reference.
+const GEMINI_FILE_TYPES: [&str; 7] = [
+    "image/png",
+    "image/jpeg",
+    "image/webp",
+    "image/heic",
+    "image/heif",
+    "application/pdf",
+    "text/plain",
+];
+
+/// The pack as a Gemini request body.
+pub(super) fn gemini(messages: &[ContextMessage]) -> String {
+    let names: HashMap<&str, &str> = messages
+        .iter()
+        .flat_map(|m| &m.message.tool_calls)
+        .map(|c| (c.id.as_str(), c.name.as_str()))
+        .collect();
+    let mut system = Vec::new();
+    let mut contents: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for m in messages.iter().map(|m| &m.message) {
+        if m.role == Role::System {
+            let text = context_text(m);
+            if !text.trim().is_empty() {
+                system.push(text.into_owned());
+            }
+            continue;
+        }
+        if !anthropic_renders(m) {
+            continue;
+        }
+        let (role, parts) = match m.role {
+            Role::Assistant => ("model", model_parts(m)),
+            Role::Tool => ("user", vec![function_response(m, &names)]),
+            _ => ("user", user_parts(m)),
+        };
+        match contents.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(parts),
+            _ => contents.push((role, parts)),
+        }
+    }
+    for (_, parts) in &mut contents {
+        // The results must open the content that follows the calls.
+        parts.sort_by_key(|part| part.get("functionResponse").is_none());
+    }
+    let contents: Vec<Value> = contents
+        .into_iter()
+        .map(|(role, parts)| json!({"role": role, "parts": parts}))
+        .collect();
+    let contents = Value::Array(contents);
+    match system.is_empty() {
+        true => format!(r#"{{"contents":{contents}}}"#),
+        false => {
+            let instruction = json!({"parts": [{"text": system.join("\n\n")}]});
+            format!(r#"{{"systemInstruction":{instruction},"contents":{contents}}}"#)
+        }
+    }
+}
+
+fn user_parts(message: &Message) -> Vec<Value> {
+    let text = context_text(message);
+    let mut parts = Vec::new();
+    if !text.trim().is_empty() {
+        parts.push(json!({"text": text}));
+    }
+    for attachment in &message.attachments {
+        let mime = attachment.mime_type.as_str();
+        let part = match (&attachment.source, GEMINI_FILE_TYPES.contains(&mime)) {
+            (AttachmentSource::Data(data), true) => {
+                json!({"inlineData": {"mimeType": mime, "data": STANDARD.encode(data)}})
+            }
+            (AttachmentSource::Uri(uri), true) => json!({"fileData": {"mimeType": mime, "fileUri": uri}}),
+            (AttachmentSource::Uri(uri), false) => json!({"text": attachment_reference(attachment, uri)}),
+            (AttachmentSource::Data(data), false) => json!({"text": format!(
+                "[attachment {} ({mime}), {} bytes, not shown]",
+                attachment.filename,
+                data.len()
+            )}),
+        };
+        parts.push(part);
+    }
+    parts
+}
+
+/// A model message's parts in the order the model produced them, signatures in place. Blank
+/// text is left out unless it carries a signature.
+fn model_parts(message: &Message) -> Vec<Value> {
+    let text = context_text(message);
+    let mut parts = Vec::new();
+    for block in message.blocks() {
+        match block {
+            Block::Text if text.trim().is_empty() && message.content_signature.is_empty() => {}
+            Block::Text => parts.push(signed(json!({"text": text}), &message.content_signature)),
+            Block::Call(call) => {
+                let call_part = json!({"functionCall": {
+                    "name": call.name,
+                    "id": call.id,
+                    "args": arguments_object(&call.arguments),
+                }});
+                parts.push(signed(call_part, &call.signature));
+            }
+            Block::Reasoning(r) if r.known_kind() == Some(ReasoningKind::GeminiThought) => {
+                parts.push(signed(json!({"text": r.text, "thought": true}), &r.signature));
+            }
+            // Another provider's: the packer strips those.
+            Block::Reasoning(_) => {}
+        }
+    }
+    parts
+}
+
+fn signed(mut part: Value, signature: &str) -> Value {
+    if !signature.is_empty() {
+        part["thoughtSignature"] = json!(signature);
+    }
+    part
+}
+
+/// A tool result, answering its call by id and by the called function's name.
+fn function_response(message: &Message, names: &HashMap<&str, &str>) -> Value {
+    let id = message.tool_call_id.as_deref().unwrap_or_default();
+    // The pack always holds the call of a result it carries (groups are whole).
+    let name = names.get(id).copied().unwrap_or(message.name.as_str());
+    json!({"functionResponse": {
+        "id": id,
+        "name": name,
+        "response": {"output": context_text(message)},
+    }})
+}

@@ -1,0 +1,134 @@
+//! Renders a pack as the JSON a provider accepts. Object keys are emitted in sorted order
+//! (except that an Anthropic pack's `system` comes before its `messages`, and a Gemini pack's
+//! `systemInstruction` before its `contents`, the order the providers read and cache them in)
+//! and nothing depends on time or hashing, so the same pack renders to the same bytes, and a
+//! pack that repeats another's beginning repeats its bytes.
+//!
+//! Reasoning, signatures and item ids (DESIGN.md 2.2.2) reach a renderer only for its own
+//! provider (the packer strips the rest), and each renderer puts them back where the model
+//! produced them ([`Message::blocks`]), byte for byte.
+
+mod anthropic;
+mod gemini;
+mod openai_chat;
+mod openai_responses;
+
+pub use anthropic::anthropic_renders;
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+
+use super::{ContextMessage, Format};
+use crate::domain::message::Attachment;
+
+/// Renders `messages` (in pack order) in `format` as compact JSON text.
+pub fn render(messages: &[ContextMessage], format: Format) -> String {
+    match format {
+        Format::OpenAiChat => openai_chat::openai_chat(messages),
+        Format::AnthropicMessages => anthropic::anthropic(messages),
+        Format::OpenAiResponses => openai_responses::openai_responses(messages),
+        Format::Gemini => gemini::gemini(messages),
+    }
+}
+
+/// Appends `text` as a JSON string literal.
+fn push_str(out: &mut Vec<u8>, text: &str) {
+    serde_json::to_writer(out, text).expect("writing to a Vec cannot fail");
+}
+
+/// `data:` URI of inline bytes.
+fn data_uri(mime_type: &str, data: &[u8]) -> String {
+    format!("data:{mime_type};base64,{}", STANDARD.encode(data))
+}
+
+/// A text line naming an attachment a format cannot carry.
+fn attachment_reference(attachment: &Attachment, uri: &str) -> String {
+    format!(
+        "[attachment {} ({}): {uri}]",
+        attachment.filename, attachment.mime_type
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::{openai_chat::openai_message, *};
+    use crate::domain::{
+        Sequence,
+        context::Source,
+        message::{AttachmentSource, LlmError, Message, Role, ToolCall},
+    };
+
+    fn packed(message: Message) -> ContextMessage {
+        ContextMessage {
+            source: Source::History,
+            sequence: Some(Sequence::ZERO.plus(1)),
+            tokens: 1,
+            message,
+        }
+    }
+
+    #[test]
+    fn anthropic_packs_carry_no_blank_text_no_trailing_prefill_whitespace_and_only_accepted_images() {
+        let text = |role, content: &str| packed(Message::text(role, content.into()));
+        let svg = Message {
+            attachments: vec![Attachment {
+                mime_type: "image/svg+xml".into(),
+                filename: "logo.svg".into(),
+                source: AttachmentSource::Data(b"<svg/>".to_vec()),
+            }],
+            ..Message::text(Role::User, " ".into())
+        };
+        let pack = vec![
+            packed(svg),
+            text(Role::Assistant, " "),
+            text(Role::User, "go on"),
+            text(Role::Assistant, "Sure: "),
+        ];
+        let rendered: Value = serde_json::from_str(&render(&pack, Format::AnthropicMessages)).unwrap();
+        let messages = rendered["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 2, "the blank assistant turn is gone: {rendered}");
+        let first = messages[0]["content"].as_array().unwrap();
+        assert_eq!(first.len(), 2, "no blank text block: {first:?}");
+        assert!(
+            first.iter().all(|b| b["type"] == "text"),
+            "an SVG is a reference, not an image block"
+        );
+        assert_eq!(first[1]["text"], "go on");
+        assert_eq!(messages[1]["content"][0]["text"], "Sure:");
+    }
+
+    #[test]
+    fn the_direct_openai_writer_prints_what_the_value_tree_prints() {
+        let text = |role, content: &str| Message::text(role, content.into());
+        let messages = vec![
+            text(Role::System, "Be \"careful\"\n\t\u{1}é😀"),
+            Message {
+                name: "ann".into(),
+                ..text(Role::User, "hi </script> \\ ")
+            },
+            Message {
+                tool_calls: vec![ToolCall::new("c\"1", "get", r#"{"a": [1, "x"]}"#)],
+                name: "bot".into(),
+                ..text(Role::Assistant, "")
+            },
+            Message {
+                tool_call_id: Some("c\"1".into()),
+                name: "ignored".into(),
+                ..text(Role::Tool, "result")
+            },
+            Message {
+                error: Some(LlmError {
+                    code: "timeout".into(),
+                    message: "slow".into(),
+                    partial_output: "half an answ".into(),
+                }),
+                ..text(Role::Assistant, "")
+            },
+            text(Role::Assistant, ""),
+        ];
+        let packed: Vec<ContextMessage> = messages.into_iter().map(packed).collect();
+        let tree = Value::Array(packed.iter().map(|m| openai_message(&m.message)).collect()).to_string();
+        assert_eq!(render(&packed, Format::OpenAiChat), tree);
+    }
+}

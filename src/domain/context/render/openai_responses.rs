@@ -1,0 +1,133 @@
+//! OpenAI Responses `input` items. System parts (system prompt, summary, memory, notice) are
+//! `system` message items in pack order rather than `instructions`: the pack stays one array
+//! whose beginning repeats from call to call, and `instructions` stays the caller's. Messages
+//! carry no `name` (the Responses API has none).
+
+use serde_json::{Map, Value, json};
+
+use super::{attachment_reference, data_uri};
+use crate::domain::{
+    context::{
+        ContextMessage,
+        cost::{context_text, pack_arguments},
+    },
+    message::{Attachment, AttachmentSource, Block, Message, Reasoning, ReasoningKind, Role},
+};
+
+/// The pack as a Responses `input` array.
+pub(super) fn openai_responses(messages: &[ContextMessage]) -> String {
+    let mut items = Vec::with_capacity(messages.len());
+    for m in messages {
+        push_items(&m.message, &mut items);
+    }
+    Value::Array(items).to_string()
+}
+
+fn push_items(message: &Message, items: &mut Vec<Value>) {
+    let text = context_text(message);
+    match message.role {
+        Role::System => items.push(json!({"type": "message", "role": "system", "content": text})),
+        Role::User if message.attachments.is_empty() => {
+            items.push(json!({"type": "message", "role": "user", "content": text}))
+        }
+        Role::User => {
+            let mut parts = Vec::new();
+            if !text.is_empty() {
+                parts.push(json!({"type": "input_text", "text": text}));
+            }
+            parts.extend(message.attachments.iter().map(input_part));
+            items.push(json!({"type": "message", "role": "user", "content": parts}));
+        }
+        Role::Tool => items.push(json!({
+            "type": "function_call_output",
+            "call_id": message.tool_call_id.as_deref().unwrap_or_default(),
+            "output": text,
+        })),
+        Role::Assistant => {
+            for block in message.blocks() {
+                match block {
+                    Block::Text if text.is_empty() => {}
+                    Block::Text => items.push(assistant_text(message, &text)),
+                    Block::Call(call) => {
+                        let mut item = json!({
+                            "type": "function_call",
+                            "call_id": call.id,
+                            "name": call.name,
+                            "arguments": pack_arguments(&call.arguments),
+                        });
+                        if !call.item_id.is_empty() {
+                            item["id"] = json!(call.item_id);
+                        }
+                        items.push(item);
+                    }
+                    Block::Reasoning(r) if r.known_kind() == Some(ReasoningKind::OpenAiReasoning) => {
+                        items.push(reasoning_item(r))
+                    }
+                    // Another provider's: the packer strips those.
+                    Block::Reasoning(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Assistant text: the output message item it came in when its id is known (so that the
+/// reasoning before it finds its following item), a plain message otherwise.
+fn assistant_text(message: &Message, text: &str) -> Value {
+    if message.content_item_id.is_empty() {
+        return json!({"type": "message", "role": "assistant", "content": text});
+    }
+    json!({
+        "type": "message",
+        "role": "assistant",
+        "id": message.content_item_id,
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    })
+}
+
+/// A `reasoning` item as the API returned it: id, summary parts, and the encrypted content
+/// and reasoning text when there were any.
+fn reasoning_item(reasoning: &Reasoning) -> Value {
+    let mut item = Map::new();
+    item.insert("type".into(), json!("reasoning"));
+    item.insert("id".into(), json!(reasoning.id));
+    let summary: Vec<Value> = reasoning
+        .summary
+        .iter()
+        .map(|text| json!({"type": "summary_text", "text": text}))
+        .collect();
+    item.insert("summary".into(), Value::Array(summary));
+    if !reasoning.data.is_empty() {
+        item.insert("encrypted_content".into(), json!(reasoning.data));
+    }
+    if !reasoning.text.is_empty() {
+        item.insert(
+            "content".into(),
+            json!([{"type": "reasoning_text", "text": reasoning.text}]),
+        );
+    }
+    Value::Object(item)
+}
+
+fn input_part(attachment: &Attachment) -> Value {
+    let is_image = attachment.mime_type.starts_with("image/");
+    match (&attachment.source, is_image) {
+        (AttachmentSource::Uri(uri), true) => {
+            json!({"type": "input_image", "image_url": uri, "detail": "auto"})
+        }
+        (AttachmentSource::Data(data), true) => json!({
+            "type": "input_image",
+            "image_url": data_uri(&attachment.mime_type, data),
+            "detail": "auto",
+        }),
+        (AttachmentSource::Data(data), false) => json!({
+            "type": "input_file",
+            "filename": attachment.filename,
+            "file_data": data_uri(&attachment.mime_type, data),
+        }),
+        (AttachmentSource::Uri(uri), false) => {
+            json!({"type": "input_text", "text": attachment_reference(attachment, uri)})
+        }
+    }
+}
