@@ -11,6 +11,7 @@ mod log;
 mod memory;
 mod openai;
 mod production;
+mod reasoning;
 mod retention;
 mod server;
 mod store_contract;
