@@ -442,7 +442,21 @@ mod tests {
     #[test]
     fn a_tombstone_keeps_the_protocol_and_drops_the_text() {
         let mut message = Message::text(crate::domain::Role::Assistant, "secret".into());
-        message.tool_calls = vec![ToolCall::new("c1", "login", r#"{"password":"secret"}"#)];
+        message.tool_calls = vec![ToolCall {
+            signature: "secret-signature".into(),
+            ..ToolCall::new("c1", "login", r#"{"password":"secret"}"#)
+        }];
+        message.reasoning = vec![crate::domain::Reasoning {
+            provider: crate::domain::Provider::Gemini,
+            kind: "thought".into(),
+            text: "secret thoughts".into(),
+            signature: "secret-thought".into(),
+            data: String::new(),
+            id: String::new(),
+            summary: Vec::new(),
+            position: 0,
+        }];
+        message.content_signature = "secret-text".into();
         message.error = Some(crate::domain::LlmError {
             code: "x".into(),
             message: "secret".into(),
@@ -450,6 +464,7 @@ mod tests {
         });
         let tomb = tombstone(&message);
         assert!(!format!("{tomb:?}").contains("secret"));
+        assert_eq!(tomb.native_provider(), None, "reasoning and signatures go");
         assert_eq!(
             (tomb.tool_calls[0].id.as_str(), tomb.tool_calls[0].name.as_str()),
             ("c1", "login")
