@@ -21,7 +21,8 @@ from collections import Counter
 from pydantic import TypeAdapter, ValidationError
 
 ANTHROPIC_IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
-THINKING = {"thinking", "redacted_thinking"}
+# Thinking block types, and the field that carries what the API verifies.
+THINKING = {"thinking": "signature", "redacted_thinking": "data"}
 # The pack generator plants these in provider-native data (signatures, redacted thinking,
 # reasoning ids, encrypted content): a provider must never receive another one's.
 MARKERS = {"ANTHROPIC-NATIVE", "OPENAI-NATIVE", "GEMINI-NATIVE"}
@@ -80,12 +81,15 @@ def unknown_keys(sent, kept, path=""):
 
 
 def validation_error(e, where):
-    """One error of many: an untagged union reports every variant's, and the telling one is
-    from the variant whose `type` matched, failing on something other than a missing key."""
+    """One error of many: an untagged union reports every variant's, and the telling one comes
+    from a variant whose `type` (or `role`) matched."""
     errors = e.errors()
-    telling = next((err for err in errors if err["type"] not in ("missing", "literal_error")), errors[0])
-    loc = ".".join(str(part) for part in telling["loc"])
-    return f"SDK types ({where}): {e.error_count()} errors, e.g. at {loc}: {telling['msg']}"
+    mismatched = [err["loc"][:-1] for err in errors
+                  if err["type"] == "literal_error" and err["loc"][-1] in ("type", "role")]
+    telling = [err for err in errors if not any(err["loc"][: len(v)] == v for v in mismatched)]
+    first = (telling or errors)[0]
+    loc = ".".join(str(part) for part in first["loc"])
+    return f"SDK types ({where}): {e.error_count()} errors, e.g. at {loc}: {first['msg']}"
 
 
 def sdk_problems(adapter, value, where):
@@ -118,8 +122,9 @@ def responses_types(adapters, pack):
 
 
 def snake_case_keys(value, path=""):
-    """google-genai accepts snake_case too, but the pack is REST JSON, whose names are camelCase.
-    Function arguments and responses are the caller's data and may use any names."""
+    """The API and google-genai take snake_case names too, but the rules below read the
+    camelCase ones ctxd renders, so a snake_case key would slip past them. Function arguments
+    and responses are the caller's data and may use any names."""
     if isinstance(value, list):
         return [p for i, v in enumerate(value) for p in snake_case_keys(v, f"{path}[{i}]")]
     if not isinstance(value, dict):
@@ -135,19 +140,19 @@ def gemini_types(adapters, pack):
     """google-genai's models forbid unknown keys and decode bytes fields (thoughtSignature,
     inlineData.data) as base64 in JSON mode, as the REST API does."""
     problems = top_keys(pack, ("systemInstruction", "contents"))
-    problems += [f"{path}: snake_case key in REST JSON" for path in snake_case_keys(pack)]
-    checks = [("contents", "gemini_contents")] + [("systemInstruction", "gemini_content")] * ("systemInstruction" in pack)
-    for key, adapter in checks:
-        try:
-            adapters[adapter].validate_json(json.dumps(pack.get(key)), strict=True)
-        except ValidationError as e:
-            problems.append(validation_error(e, key))
+    problems += [f"{path}: snake_case key" for path in snake_case_keys(pack)]
+    for key, adapter in (("contents", "gemini_contents"), ("systemInstruction", "gemini_content")):
+        if key in pack or key == "contents":
+            try:
+                adapters[adapter].validate_json(json.dumps(pack.get(key)), strict=True)
+            except ValidationError as e:
+                problems.append(validation_error(e, key))
     return problems
 
 
 def foreign_markers(fmt, rendered):
-    own = OWN_MARKER.get(fmt)
-    return [f"carries {marker}: another provider's native data" for marker in sorted(MARKERS) if marker != own and marker in rendered]
+    foreign = sorted(MARKERS - {OWN_MARKER.get(fmt)})
+    return [f"carries {marker}: another provider's native data" for marker in foreign if marker in rendered]
 
 
 # --- OpenAI Chat Completions -----------------------------------------------------------------
@@ -297,7 +302,7 @@ def prefill_rules(messages):
     if isinstance(tail, str) and tail != tail.rstrip():
         problems.append("the final assistant message ends in whitespace")
     # "When thinking is disabled, an `assistant` message in the final position cannot contain
-    # `thinking`" (tailcallhq/forgecode#1853); with thinking enabled, prefill is not allowed.
+    # `thinking`" (tailcallhq/forgecode#1853); with thinking enabled, the docs rule out prefill.
     if any(b.get("type") in THINKING for b in blocks_of(last)):
         problems.append(f"[{len(messages) - 1}] the final assistant message (a prefill) carries thinking")
     return problems
@@ -318,9 +323,9 @@ def thinking_rules(messages):
 def thinking_block_rules(i, role, block):
     kind = block.get("type")
     problems = [] if role == "assistant" else [f"[{i}] {kind} block in a {role} message"]
-    # The API checks the signature (or the encrypted data) of every thinking block it is given.
-    if blank(block.get("signature" if kind == "thinking" else "data")):
-        problems.append(f"[{i}] {kind} block without its {'signature' if kind == 'thinking' else 'data'}")
+    # The API verifies the signature (or the encrypted data) of every thinking block it gets.
+    if blank(block.get(THINKING[kind])):
+        problems.append(f"[{i}] {kind} block without its {THINKING[kind]}")
     # "messages.N.content.0.thinking.cache_control: Extra inputs are not permitted".
     if "cache_control" in block:
         problems.append(f"[{i}] cache_control on a {kind} block")
@@ -330,18 +335,28 @@ def thinking_block_rules(i, role, block):
 def open_loop_thinking_rule(messages, record):
     """With thinking on, "a final `assistant` message must start with a thinking block
     (preceeding the lastmost set of `tool_use` and `tool_result` blocks)". A tool loop is one
-    assistant turn: it opens after the last user message that is not tool results, and the
-    API reports the turn's first assistant message (messages.1 in one-prompt agent loops)."""
-    thinks = any(b.get("type") in THINKING for m in messages if m.get("role") == "assistant" for b in blocks_of(m))
-    if not (record.get("expect_thinking") and thinks and messages[-1].get("role") == "user"
-            and has_tool_result(messages[-1])):
+    assistant turn, and the API names the turn's first assistant message (messages.1 in agent
+    loops with one prompt); later steps of the loop think only with interleaved thinking."""
+    last = messages[-1]
+    if not (record.get("expect_thinking") and carries_thinking(messages)
+            and last.get("role") == "user" and has_tool_result(last)):
         return []
-    start = max([i + 1 for i, m in enumerate(messages) if m.get("role") == "user" and not has_tool_result(m)], default=0)
-    first = next((i for i in range(start, len(messages)) if messages[i].get("role") == "assistant"), None)
-    kind = (blocks_of(messages[first]) or [{}])[0].get("type") if first is not None else "thinking"
-    if kind in THINKING:
+    first = open_loop_opener(messages)
+    kind = (blocks_of(messages[first]) or [{}])[0].get("type") if first is not None else None
+    if first is None or kind in THINKING:
         return []
     return [f"[{first}] the assistant message opening the open tool loop starts with {kind!r}, not thinking"]
+
+
+def carries_thinking(messages):
+    return any(b.get("type") in THINKING for m in messages if m.get("role") == "assistant" for b in blocks_of(m))
+
+
+def open_loop_opener(messages):
+    """The first assistant message after the last user message that is not tool results."""
+    start = max((i + 1 for i, m in enumerate(messages) if m.get("role") == "user" and not has_tool_result(m)),
+                default=0)
+    return next((i for i in range(start, len(messages)) if messages[i].get("role") == "assistant"), None)
 
 
 # --- OpenAI Responses ------------------------------------------------------------------------
@@ -424,12 +439,17 @@ def parts_of(content):
     return content.get("parts") or []
 
 
+def present(part, key):
+    """Whether a part sets `key`: JSON null leaves a protobuf field unset."""
+    return part.get(key) is not None
+
+
 def calls_of(content):
-    return [p["functionCall"] for p in parts_of(content) if "functionCall" in p]
+    return [p["functionCall"] for p in parts_of(content) if present(p, "functionCall")]
 
 
 def responses_of(content):
-    return [p["functionResponse"] for p in parts_of(content) if "functionResponse" in p]
+    return [p["functionResponse"] for p in parts_of(content) if present(p, "functionResponse")]
 
 
 def gemini_rules(pack, record):
@@ -465,19 +485,19 @@ def gemini_role_rules(contents):
 
 
 def gemini_part_rules(i, role, part):
-    data = [k for k in GEMINI_DATA if k in part]
+    data = [k for k in GEMINI_DATA if present(part, k)]
     problems = [] if len(data) == 1 else [f"[{i}] a part with data fields {data}; exactly one is allowed"]
     # "Unable to submit request because it has an empty text parameter"; a model part may be
     # empty text carrying only a thought signature, as the model returned it.
-    if "text" in part and blank(part["text"]) and "thoughtSignature" not in part:
+    if present(part, "text") and blank(part["text"]) and not present(part, "thoughtSignature"):
         problems.append(f"[{i}] empty or whitespace-only text part")
-    if ("functionCall" in part or part.get("thought")) and role != "model":
+    if (present(part, "functionCall") or part.get("thought")) and role != "model":
         problems.append(f"[{i}] a functionCall or thought part in a {role} content")
-    if "functionResponse" in part and role != "user":
+    if present(part, "functionResponse") and role != "user":
         problems.append(f"[{i}] a functionResponse part in a {role} content")
-    if "functionCall" in part and not isinstance(part["functionCall"].get("args"), dict):
+    if present(part, "functionCall") and not isinstance(part["functionCall"].get("args"), dict):
         problems.append(f"[{i}] functionCall args are not an object")
-    if "functionResponse" in part and not isinstance(part["functionResponse"].get("response"), dict):
+    if present(part, "functionResponse") and not isinstance(part["functionResponse"].get("response"), dict):
         problems.append(f"[{i}] functionResponse response is not an object")
     return problems
 
@@ -504,9 +524,11 @@ def gemini_answers(i, content, nxt):
     if nxt is None:
         return [f"[{i}] function calls {sorted(map(str, asked))} are never answered"]
     answered = Counter((r.get("id"), r.get("name")) for r in responses_of(nxt))
-    problems = [] if answered == asked else [f"[{i + 1}] functionResponse parts {sorted(map(str, answered))} do not answer calls {sorted(map(str, asked))}"]
-    kinds = ["functionResponse" in p for p in parts_of(nxt)]
-    if kinds != sorted(kinds, reverse=True):
+    problems = [] if answered == asked else [
+        f"[{i + 1}] functionResponse parts {sorted(map(str, answered))} do not answer calls {sorted(map(str, asked))}"]
+    is_response = [present(p, "functionResponse") for p in parts_of(nxt)]
+    n = sum(is_response)
+    if is_response[:n] != [True] * n:
         problems.append(f"[{i + 1}] functionResponse parts do not come first")
     return problems
 
@@ -517,11 +539,11 @@ def gemini_signature_rules(contents):
     thoughtSignature (ai.google.dev/gemini-api/docs/thought-signatures); earlier turns are
     not validated."""
     starts = [i for i, c in enumerate(contents)
-              if c.get("role") == "user" and any("functionResponse" not in p for p in parts_of(c))]
+              if c.get("role") == "user" and any(not present(p, "functionResponse") for p in parts_of(c))]
     problems = []
     for i in range(max(starts, default=0), len(contents)):
-        first = next((p for p in parts_of(contents[i]) if "functionCall" in p), None)
-        if first is not None and "thoughtSignature" not in first:
+        first = next((p for p in parts_of(contents[i]) if present(p, "functionCall")), None)
+        if first is not None and not present(first, "thoughtSignature"):
             problems.append(f"[{i}] the first functionCall part of a current-turn step has no thoughtSignature")
     return problems
 

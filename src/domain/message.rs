@@ -432,3 +432,52 @@ mod base64_bytes {
         STANDARD.decode(text).map_err(serde::de::Error::custom)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(position: u32) -> Reasoning {
+        Reasoning {
+            provider: Provider::Anthropic,
+            kind: "redacted_thinking".into(),
+            text: String::new(),
+            signature: String::new(),
+            data: position.to_string(),
+            id: String::new(),
+            summary: Vec::new(),
+            position,
+        }
+    }
+
+    fn order(message: &Message) -> String {
+        message
+            .blocks()
+            .iter()
+            .map(|b| match b {
+                Block::Reasoning(r) => format!("r{}", r.data),
+                Block::Text => "text".into(),
+                Block::Call(c) => c.id.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn blocks_sit_where_their_positions_say() {
+        let calls = vec![ToolCall::new("a", "f", "{}"), ToolCall::new("b", "f", "{}")];
+        let with_text = Message {
+            tool_calls: calls.clone(),
+            reasoning: vec![at(0), at(0), at(2), at(3)],
+            ..Message::text(Role::Assistant, "hi".into())
+        };
+        assert_eq!(order(&with_text), "r0 r0 text a r2 b r3");
+        // Without text, positions count calls only; the (empty) text slot stays first.
+        let without_text = Message {
+            tool_calls: calls,
+            reasoning: vec![at(0), at(1), at(2)],
+            ..Message::text(Role::Assistant, String::new())
+        };
+        assert_eq!(order(&without_text), "r0 text a r1 b r2");
+    }
+}
