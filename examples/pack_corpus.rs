@@ -168,11 +168,11 @@ fn add_reasoning(rng: &mut Rng, model: Model, message: &mut Message, tag: &str) 
                 });
             }
             if others > 1 && rng.chance(20) {
-                // Interleaved thinking between tool calls.
+                // Interleaved thinking between tool calls (never after the last block).
                 message.reasoning.push(Reasoning {
                     text: "Now the second tool.".into(),
                     signature: format!("ANTHROPIC-NATIVE-sig2-{tag}"),
-                    position: (1 + rng.below(others)) as u32,
+                    position: (1 + rng.below(others - 1)) as u32,
                     ..block(provider, "thinking")
                 });
             }
@@ -203,7 +203,7 @@ fn add_reasoning(rng: &mut Rng, model: Model, message: &mut Message, tag: &str) 
                 message.reasoning.push(Reasoning {
                     text: thought.into(),
                     signature: if rng.chance(50) {
-                        format!("GEMINI-NATIVE-thought-{tag}")
+                        gemini_signature("thought", tag)
                     } else {
                         String::new()
                     },
@@ -211,14 +211,24 @@ fn add_reasoning(rng: &mut Rng, model: Model, message: &mut Message, tag: &str) 
                 });
             }
             match message.tool_calls.first_mut() {
-                Some(call) => call.signature = format!("GEMINI-NATIVE-call-{tag}"),
+                Some(call) => call.signature = gemini_signature("call", tag),
                 None if !message.content.is_empty() => {
-                    message.content_signature = format!("GEMINI-NATIVE-text-{tag}")
+                    message.content_signature = gemini_signature("text", tag)
                 }
                 None => {}
             }
         }
     }
+}
+
+/// A Gemini signature with the marker: base64 (the REST API's form of its bytes), as the API
+/// returns them.
+fn gemini_signature(kind: &str, tag: &str) -> String {
+    let mut signature = format!("GEMINI-NATIVE-{kind}-{tag}");
+    while signature.len() % 4 != 0 {
+        signature.push('A');
+    }
+    signature
 }
 
 /// A stored call message whose calls are not all answered.
@@ -618,6 +628,9 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                     "format": format_name,
                     "rendered": first.rendered,
                     "expect_thinking": expect_thinking && format == Format::AnthropicMessages,
+                    // Every call step of a Gemini pack's current turn is signed (its own
+                    // signature, or the documented placeholder).
+                    "expect_signatures": format == Format::Gemini,
                 });
                 use std::io::Write;
                 writeln!(out, "{line}").expect("writing the corpus");

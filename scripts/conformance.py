@@ -141,12 +141,14 @@ def gemini_types(adapters, pack):
     inlineData.data) as base64 in JSON mode, as the REST API does."""
     problems = top_keys(pack, ("systemInstruction", "contents"))
     problems += [f"{path}: snake_case key" for path in snake_case_keys(pack)]
-    for key, adapter in (("contents", "gemini_contents"), ("systemInstruction", "gemini_content")):
-        if key in pack or key == "contents":
-            try:
-                adapters[adapter].validate_json(json.dumps(pack.get(key)), strict=True)
-            except ValidationError as e:
-                problems.append(validation_error(e, key))
+    checks = [("contents", "gemini_contents")]
+    if "systemInstruction" in pack:
+        checks.append(("systemInstruction", "gemini_content"))
+    for key, adapter in checks:
+        try:
+            adapters[adapter].validate_json(json.dumps(pack.get(key)), strict=True)
+        except ValidationError as e:
+            problems.append(validation_error(e, key))
     return problems
 
 
@@ -270,12 +272,13 @@ def tool_use_rules(messages):
     previous_calls = set()
     for i, m in enumerate(messages):
         blocks = blocks_of(m)
-        for block in blocks:
-            if block.get("type") == "tool_result" and block.get("tool_use_id") not in previous_calls:
-                problems.append(f"[{i}] tool_result {block.get('tool_use_id')!r} answers no tool_use of the previous message")
-        previous_calls = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
-        if m.get("role") == "assistant" and previous_calls:
-            problems += tool_results_follow(i, [b["id"] for b in blocks if b.get("type") == "tool_use"], messages)
+        results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
+        problems += [f"[{i}] tool_result {r!r} answers no tool_use of the previous message"
+                     for r in results if r not in previous_calls]
+        calls = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
+        previous_calls = set(calls)
+        if m.get("role") == "assistant" and calls:
+            problems += tool_results_follow(i, calls, messages)
     return problems
 
 
@@ -349,7 +352,8 @@ def open_loop_thinking_rule(messages, record):
 
 
 def carries_thinking(messages):
-    return any(b.get("type") in THINKING for m in messages if m.get("role") == "assistant" for b in blocks_of(m))
+    assistant_blocks = (b for m in messages if m.get("role") == "assistant" for b in blocks_of(m))
+    return any(b.get("type") in THINKING for b in assistant_blocks)
 
 
 def open_loop_opener(messages):
@@ -478,7 +482,8 @@ def gemini_system_rules(system):
 def gemini_role_rules(contents):
     roles = [c.get("role") for c in contents]
     problems = [] if roles[0] == "user" else ["the first content is not user"]
-    problems += [f"[{i}] role {r!r} is neither user nor model" for i, r in enumerate(roles) if r not in ("user", "model")]
+    problems += [f"[{i}] role {r!r} is neither user nor model"
+                 for i, r in enumerate(roles) if r not in ("user", "model")]
     # "Please ensure that multiturn requests alternate between user and model."
     problems += [f"[{i + 1}] roles do not alternate" for i, (a, b) in enumerate(zip(roles, roles[1:])) if a == b]
     return problems
@@ -511,7 +516,7 @@ def gemini_call_rules(contents):
         if not calls_of(content):
             continue
         if previous.get("role") != "user":
-            problems.append(f"[{i}] function call turn does not come right after a user or function response turn")
+            problems.append(f"[{i}] function call turn not right after a user or function response turn")
         problems += gemini_answers(i, content, contents[i + 1] if i + 1 < len(contents) else None)
     return problems
 
@@ -520,12 +525,11 @@ def gemini_answers(i, content, nxt):
     """"Please ensure that the number of function response parts is equal to the number of
     function call parts of the function call turn": the next content answers every call, by
     id and name, with its functionResponse parts first."""
-    asked = Counter((c.get("id"), c.get("name")) for c in calls_of(content))
+    asked = sorted(f"{c.get('name')}#{c.get('id')}" for c in calls_of(content))
     if nxt is None:
-        return [f"[{i}] function calls {sorted(map(str, asked))} are never answered"]
-    answered = Counter((r.get("id"), r.get("name")) for r in responses_of(nxt))
-    problems = [] if answered == asked else [
-        f"[{i + 1}] functionResponse parts {sorted(map(str, answered))} do not answer calls {sorted(map(str, asked))}"]
+        return [f"[{i}] function calls {asked} are never answered"]
+    answered = sorted(f"{r.get('name')}#{r.get('id')}" for r in responses_of(nxt))
+    problems = [] if answered == asked else [f"[{i + 1}] functionResponse parts {answered} do not match calls {asked}"]
     is_response = [present(p, "functionResponse") for p in parts_of(nxt)]
     n = sum(is_response)
     if is_response[:n] != [True] * n:
@@ -626,6 +630,10 @@ def output(call_id):
     return {"call_id": call_id, "output": "r", "type": "function_call_output"}
 
 
+def text(value, **extra):
+    return {"text": value, **extra}
+
+
 def contents(*turns, **pack):
     return {**pack, "contents": [{"parts": parts, "role": role} for role, parts in turns]}
 
@@ -639,6 +647,7 @@ def fresponse(call_id, name="f"):
 
 
 SIGNED = {"thoughtSignature": "GEMINI-NATIVE-sigA"}
+ASK = ("user", [text("q")])
 
 BROKEN = [
     ("openai_chat", [{"role": "tool", "tool_call_id": "a", "content": "x"}]),
@@ -704,31 +713,31 @@ BROKEN = [
     ("openai_responses", [item("user", "q"), reasoning(), output_message(), item("user", "again"),
                           reasoning("rs_OPENAI-NATIVE-2"), output_message()]),
     # Gemini: alternating turns that open with the user, one data field per part, no blanks.
-    ("gemini", contents(("model", [{"text": "hi"}]), ("user", [{"text": "q"}]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("user", [{"text": "more"}]))),
+    ("gemini", contents(("model", [text("hi")]), ASK)),
+    ("gemini", contents(ASK, ("user", [text("more")]))),
     ("gemini", contents(("user", []))),
-    ("gemini", contents(("user", [{"text": " "}]))),
-    ("gemini", contents(("user", [{"text": "q", "inlineData": {"data": "AA==", "mimeType": "image/png"}}]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("assistant", [{"text": "a"}]))),
-    ("gemini", contents(("user", [{"text": "q"}]), systemInstruction={"parts": [{"text": " "}]})),
-    ("gemini", contents(("user", [{"text": "q", "bogus": 1}]))),
+    ("gemini", contents(("user", [text(" ")]))),
+    ("gemini", contents(("user", [text("q", inlineData={"data": "AA==", "mimeType": "image/png"})]))),
+    ("gemini", contents(ASK, ("assistant", [text("a")]))),
+    ("gemini", contents(ASK, systemInstruction={"parts": [text(" ")]})),
+    ("gemini", contents(("user", [text("q", bogus=1)]))),
     ("gemini", contents(("user", [{"inline_data": {"data": "AA==", "mime_type": "image/png"}}]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [{"text": "a", "thoughtSignature": "GEMINI-NATIVE-sig1"}]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [{"text": "a", "thoughtSignature": "ANTHROPIC-NATIVE-sig"}]))),
+    ("gemini", contents(ASK, ("model", [text("a", thoughtSignature="GEMINI-NATIVE-sig1")]))),
+    ("gemini", contents(ASK, ("model", [text("a", thoughtSignature="ANTHROPIC-NATIVE-sig")]))),
     # Gemini: calls only from the model, right after a user turn, all answered first thing next.
     ("gemini", contents(("model", [fcall("c1")]), ("user", [fresponse("c1")]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1"), fcall("c2")]), ("user", [fresponse("c1")]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1")]), ("user", [fresponse("c9")]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1")]), ("user", [{"text": "hurry"}, fresponse("c1")]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1")]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [{"text": "a"}]), ("user", [fresponse("c1")]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1"), fresponse("c1")]), ("user", [fresponse("c1")]))),
-    ("gemini", contents(("user", [{"text": "q"}, fcall("c1")]))),
-    ("gemini", contents(("user", [{"text": "q", "thought": True}]))),
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [{"functionCall": {"args": [1], "id": "c1", "name": "f"}}]),
+    ("gemini", contents(ASK, ("model", [fcall("c1"), fcall("c2")]), ("user", [fresponse("c1")]))),
+    ("gemini", contents(ASK, ("model", [fcall("c1")]), ("user", [fresponse("c9")]))),
+    ("gemini", contents(ASK, ("model", [fcall("c1")]), ("user", [text("hurry"), fresponse("c1")]))),
+    ("gemini", contents(ASK, ("model", [fcall("c1")]))),
+    ("gemini", contents(ASK, ("model", [text("a")]), ("user", [fresponse("c1")]))),
+    ("gemini", contents(ASK, ("model", [fcall("c1"), fresponse("c1")]), ("user", [fresponse("c1")]))),
+    ("gemini", contents(("user", [text("q"), fcall("c1")]))),
+    ("gemini", contents(("user", [text("q", thought=True)]))),
+    ("gemini", contents(ASK, ("model", [{"functionCall": {"args": [1], "id": "c1", "name": "f"}}]),
                         ("user", [fresponse("c1")]))),
     # Gemini 3: the current turn's steps keep the signature of their first call.
-    ("gemini", contents(("user", [{"text": "q"}]), ("model", [fcall("c1", **SIGNED)]), ("user", [fresponse("c1")]),
+    ("gemini", contents(ASK, ("model", [fcall("c1", **SIGNED)]), ("user", [fresponse("c1")]),
                         ("model", [fcall("c2")]), ("user", [fresponse("c2")])), {"expect_signatures": True}),
 ]
 
@@ -757,22 +766,24 @@ VALID = [
         item("user", [{"type": "input_text", "text": "q"},
                       {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"},
                       {"type": "input_image", "image_url": "data:image/png;base64,iVBORw==", "detail": "auto"},
-                      {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBERg=="}]),
+                      {"type": "input_file", "filename": "a.pdf",
+                       "file_data": "data:application/pdf;base64,JVBERg=="}]),
         reasoning(encrypted_content="OPENAI-NATIVE-enc"),
         call("c1", id="fc_OPENAI-NATIVE-1"), call("c2", '{"x": 1}', id="fc_OPENAI-NATIVE-2"),
         output("c1"), output("c2"),
         reasoning("rs_OPENAI-NATIVE-2", content=[{"text": "t", "type": "reasoning_text"}]),
         output_message(),
         item("user", "thanks"), call("c3"), output("c3"), item("assistant", "you're welcome")]),
+    # Only the first of parallel calls is signed; a signature may come on an empty text part.
     ("gemini", contents(
-        ("user", [{"text": "q"}, {"inlineData": {"data": "iVBORw==", "mimeType": "image/png"}},
+        ("user", [text("q"), {"inlineData": {"data": "iVBORw==", "mimeType": "image/png"}},
                   {"fileData": {"fileUri": "https://example.com/a.pdf", "mimeType": "application/pdf"}}]),
-        ("model", [{"text": "plan", "thought": True}, fcall("c1", **SIGNED), fcall("c2", "g")]),
-        ("user", [fresponse("c1"), fresponse("c2", "g"), {"text": "hurry"}]),
-        ("model", [{"text": "checking"}, fcall("c3", **SIGNED)]),
+        ("model", [text("plan", thought=True), fcall("c1", **SIGNED), fcall("c2", "g")]),
+        ("user", [fresponse("c1"), fresponse("c2", "g"), text("hurry")]),
+        ("model", [text("checking"), fcall("c3", **SIGNED)]),
         ("user", [fresponse("c3")]),
-        ("model", [{"text": "done"}, {"text": "", "thoughtSignature": "GEMINI-NATIVE-sigQ"}]),
-        systemInstruction={"parts": [{"text": "s"}]}), {"expect_signatures": True}),
+        ("model", [text("done"), text("", thoughtSignature="GEMINI-NATIVE-sigQ")]),
+        systemInstruction={"parts": [text("s")]}), {"expect_signatures": True}),
 ]
 
 

@@ -311,6 +311,7 @@ async fn every_message_field_round_trips(kind: StoreKind) {
             sequence: 0,
             created_at: None,
             tokens: None,
+            reasoning_tokens: None,
             ..stored
         };
         assert_eq!(stored, sent);

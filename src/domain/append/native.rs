@@ -57,6 +57,13 @@ pub(super) fn check_native(message: &Message, path: &str, limits: &AppendLimits,
                 ),
             );
         }
+        // Claude never ends a reply with thinking, and the API refuses such a message.
+        if block.provider == Provider::Anthropic && others > 0 && position == others {
+            v.add(
+                format!("{block_path}.position"),
+                "an Anthropic thinking block cannot come after all of the message's text and tool calls",
+            );
+        }
         previous = position;
     }
     check_one_provider(message, path, v);
@@ -251,8 +258,13 @@ mod tests {
             position,
             ..block(Provider::Anthropic, "redacted_thinking")
         };
-        assert!(violations(&assistant(vec![at(0), at(2)])).is_empty());
+        assert!(violations(&assistant(vec![at(0), at(1)])).is_empty());
         assert_eq!(violations(&assistant(vec![at(3)])), ["m.reasoning[0].position"]);
+        assert_eq!(
+            violations(&assistant(vec![at(2)])),
+            ["m.reasoning[0].position"],
+            "Anthropic thinking never ends a reply"
+        );
         assert_eq!(
             violations(&assistant(vec![at(1), at(0)])),
             ["m.reasoning[1].position"]

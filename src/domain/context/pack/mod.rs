@@ -24,6 +24,8 @@ use std::collections::{HashMap, HashSet};
 pub use finish::PLACEHOLDER_TURN;
 use finish::{closing_reserve, summary_text};
 
+use super::render::anthropic_renders;
+
 use super::{
     ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, HistoryPolicy,
     ReasoningPolicy, Source,
@@ -116,12 +118,10 @@ pub struct ContextPacker {
     anchors: HashMap<Sequence, u8>,
     /// Tokens of the pinned messages.
     pinned_cost: usize,
-    /// History messages after this sequence keep the format provider's native data; `None`:
-    /// none does (see [`ReasoningPolicy`]).
-    reasoning_after: Option<Sequence>,
-    /// Calls answered after `reasoning_after` (or by pending results): their tool loop is still
-    /// under way, so they keep their native data even when a user message came in between.
-    reasoning_calls: HashSet<Sequence>,
+    /// Which history messages keep the format provider's native data.
+    reasoning: ReasoningScope,
+    /// The history messages the walk found within `reasoning`.
+    keeps_reasoning: HashSet<Sequence>,
     sections: Vec<ContextMessage>,
     turns: u32,
     /// History messages included by the walk, pinned ones aside (what `max_messages` caps).
@@ -152,11 +152,14 @@ impl ContextPacker {
         };
         let pending_user = request.pending.iter().any(|m| m.role == Role::User);
         let newest_user = snapshot.last_user_sequence.filter(|_| !pending_user);
-        let reasoning_after = match request.reasoning {
-            _ if request.format.provider().is_none() => None,
-            ReasoningPolicy::All => Some(Sequence::ZERO),
-            ReasoningPolicy::CurrentTurn if pending_user => None,
-            ReasoningPolicy::CurrentTurn => Some(newest_user.unwrap_or(Sequence::ZERO)),
+        let reasoning = match request.reasoning {
+            _ if request.format.provider().is_none() => ReasoningScope::None,
+            ReasoningPolicy::All => ReasoningScope::All,
+            ReasoningPolicy::CurrentTurn if pending_user => ReasoningScope::None,
+            ReasoningPolicy::CurrentTurn => ReasoningScope::CurrentTurn {
+                user_run: false,
+                ended: false,
+            },
         };
         let mandatory_until = newest_user
             .into_iter()
@@ -192,11 +195,8 @@ impl ContextPacker {
             optional_turns: Vec::new(),
             anchors: HashMap::new(),
             pinned_cost,
-            reasoning_after,
-            reasoning_calls: match reasoning_after {
-                Some(_) => snapshot.pending_calls.values().copied().collect(),
-                None => HashSet::new(),
-            },
+            reasoning,
+            keeps_reasoning: HashSet::new(),
             sections: Vec::new(),
             turns: 0,
             window_messages: 0,
@@ -276,12 +276,10 @@ impl ContextPacker {
 
     /// Adds one message (older than every message taken so far) to the unit being built.
     fn take(&mut self, message: StoredMessage) {
-        let m = &message.message;
-        if let (Some(after), Some(call)) = (self.reasoning_after, message.call_sequence)
-            && message.sequence > after
-        {
-            self.reasoning_calls.insert(call);
+        if self.reasoning.keeps(&message.message) {
+            self.keeps_reasoning.insert(message.sequence);
         }
+        let m = &message.message;
         if m.role == Role::Tool {
             let call_id = m.tool_call_id.clone().unwrap_or_default();
             match message.call_sequence {
@@ -547,9 +545,7 @@ impl ContextPacker {
         let native = reasoning_tokens.get(tokenizer) as usize;
         let ours = message.native_provider().is_some()
             && message.native_provider() == self.request.format.provider();
-        let current = self.reasoning_after.is_some_and(|after| sequence > after)
-            || self.reasoning_calls.contains(&sequence);
-        let keep = ours && current && !self.pinned.contains(&sequence);
+        let keep = ours && self.keeps_reasoning.contains(&sequence) && !self.pinned.contains(&sequence);
         match (keep, ours) {
             (true, _) => self.stats.reasoning_tokens += saturate(native),
             (false, true) => self.stats.reasoning_tokens_omitted += saturate(native),
@@ -581,6 +577,47 @@ impl ContextPacker {
             tokens: saturate(cost + native),
             message,
         }
+    }
+}
+
+/// Which history messages keep native data, decided newest first as the walk takes them.
+#[derive(Debug, Clone, Copy)]
+enum ReasoningScope {
+    /// None (a format without native data, or a pending user message ends the stored turns).
+    None,
+    /// All ([`ReasoningPolicy::All`]).
+    All,
+    /// The current turn: everything after the newest user message that opens a turn of its
+    /// own, as the turns render (system parts and blank messages are not turns). A user message right after tool results or calls (nothing but user and system
+    /// messages in between) does not: it is rendered into the same user turn as the results
+    /// (a user typing while tools ran), so the tool loop, whose thinking Anthropic requires,
+    /// goes on past it.
+    CurrentTurn {
+        /// User messages were taken since the last other message (their turn is undecided).
+        user_run: bool,
+        /// An assistant reply older than an opening user message was reached: the turn ended.
+        ended: bool,
+    },
+}
+
+impl ReasoningScope {
+    /// Notes `message` (older than every message noted so far); true if it keeps native data.
+    fn keeps(&mut self, message: &Message) -> bool {
+        let (user_run, ended) = match self {
+            ReasoningScope::None => return false,
+            ReasoningScope::All => return true,
+            ReasoningScope::CurrentTurn { user_run, ended } => (user_run, ended),
+        };
+        match message.role {
+            // Messages a pack does not show as turns (system parts, blank text) change nothing.
+            Role::System => {}
+            _ if !anthropic_renders(message) => {}
+            Role::User => *user_run = true,
+            Role::Tool => *user_run = false,
+            Role::Assistant if !message.tool_calls.is_empty() => *user_run = false,
+            Role::Assistant => *ended |= *user_run,
+        }
+        !*ended
     }
 }
 

@@ -40,7 +40,15 @@ pub(super) fn anthropic(messages: &[ContextMessage]) -> String {
             _ => turns.push((role, blocks)),
         }
     }
+    for (role, content) in &mut turns {
+        if *role == "assistant" {
+            thinking_first(content);
+        }
+    }
     if let Some(("assistant", content)) = turns.last_mut() {
+        // A final assistant message is the prefill the model continues; the API refuses
+        // thinking in it.
+        content.retain(|block| !is_thinking(block));
         trim_final_text(content);
     }
     for (_, content) in &mut turns {
@@ -198,6 +206,18 @@ pub(super) fn arguments_object(arguments: &str) -> Value {
         .ok()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({"_raw": arguments}))
+}
+
+/// With thinking on, an assistant turn of a tool loop must open with thinking. A reply stored
+/// with thinking always does; a turn merged from several messages (a failed call's partial
+/// output, then the retry) may not: the first run of thinking moves to the front, each block
+/// unchanged.
+fn thinking_first(content: &mut [Value]) {
+    let Some(start) = content.iter().position(is_thinking) else {
+        return;
+    };
+    let len = content[start..].iter().take_while(|b| is_thinking(b)).count();
+    content[..start + len].rotate_right(len);
 }
 
 fn is_thinking(block: &Value) -> bool {

@@ -60,6 +60,7 @@ pub(super) fn gemini(messages: &[ContextMessage]) -> String {
         // The results must open the content that follows the calls.
         parts.sort_by_key(|part| part.get("functionResponse").is_none());
     }
+    sign_current_turn(&mut contents);
     let contents: Vec<Value> = contents
         .into_iter()
         .map(|(role, parts)| json!({"role": role, "parts": parts}))
@@ -124,6 +125,32 @@ fn model_parts(message: &Message) -> Vec<Value> {
         }
     }
     parts
+}
+
+/// The value Google documents for a function call that has no signature of its own (history
+/// from another model, or a call whose signature was not stored): it tells the API to skip
+/// the check.
+pub(super) const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
+
+/// Gemini refuses a current turn (everything after the last user content that is not only
+/// function responses) in which the first function call of a step has no `thoughtSignature`:
+/// such calls get [`SKIP_SIGNATURE`]. Earlier turns are not checked and stay as they are.
+fn sign_current_turn(contents: &mut [(&'static str, Vec<Value>)]) {
+    let is_response = |part: &Value| part.get("functionResponse").is_some();
+    let start = contents
+        .iter()
+        .rposition(|(role, parts)| *role == "user" && !parts.iter().all(is_response))
+        .map_or(0, |i| i + 1);
+    for (role, parts) in &mut contents[start..] {
+        if *role != "model" {
+            continue;
+        }
+        if let Some(call) = parts.iter_mut().find(|part| part.get("functionCall").is_some())
+            && call.get("thoughtSignature").is_none()
+        {
+            call["thoughtSignature"] = json!(SKIP_SIGNATURE);
+        }
+    }
 }
 
 fn signed(mut part: Value, signature: &str) -> Value {

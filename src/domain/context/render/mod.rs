@@ -131,4 +131,78 @@ mod tests {
         let tree = Value::Array(packed.iter().map(|m| openai_message(&m.message)).collect()).to_string();
         assert_eq!(render(&packed, Format::OpenAiChat), tree);
     }
+
+    fn openai_reasoning(id: &str) -> crate::domain::Reasoning {
+        crate::domain::Reasoning {
+            provider: crate::domain::Provider::OpenAi,
+            kind: "reasoning".into(),
+            text: String::new(),
+            signature: String::new(),
+            data: "enc".into(),
+            id: id.into(),
+            summary: Vec::new(),
+            position: 0,
+        }
+    }
+
+    #[test]
+    fn responses_reasoning_goes_only_where_an_item_with_an_id_follows_it() {
+        let paired = Message {
+            reasoning: vec![openai_reasoning("rs_1")],
+            content_item_id: "msg_1".into(),
+            ..Message::text(Role::Assistant, "answer".into())
+        };
+        let items: Value = serde_json::from_str(&render(&[packed(paired)], Format::OpenAiResponses)).unwrap();
+        assert_eq!(items[0]["id"], "rs_1");
+        assert_eq!(items[1]["id"], "msg_1");
+        // The text's item id was not stored: the reasoning would pair with nothing (a 400), so
+        // it stays out, and so does the call's id, which pairs with nothing either.
+        let unpaired = Message {
+            reasoning: vec![openai_reasoning("rs_2")],
+            tool_calls: vec![ToolCall {
+                item_id: "fc_2".into(),
+                ..ToolCall::new("c", "f", "{}")
+            }],
+            ..Message::text(Role::Assistant, "answer".into())
+        };
+        let rendered = render(&[packed(unpaired)], Format::OpenAiResponses);
+        assert!(
+            !rendered.contains("rs_2") && !rendered.contains("fc_2"),
+            "{rendered}"
+        );
+    }
+
+    #[test]
+    fn gemini_current_turn_calls_without_a_signature_get_the_documented_placeholder() {
+        let call = |id: &str| Message {
+            tool_calls: vec![ToolCall::new(id, "f", "{}")],
+            ..Message::text(Role::Assistant, String::new())
+        };
+        let result = |id: &str| Message {
+            tool_call_id: Some(id.into()),
+            ..Message::text(Role::Tool, "r".into())
+        };
+        let pack: Vec<ContextMessage> = [
+            Message::text(Role::User, "q1".into()),
+            call("a"),
+            result("a"),
+            Message::text(Role::Assistant, "done".into()),
+            Message::text(Role::User, "q2".into()),
+            call("b"),
+            result("b"),
+        ]
+        .into_iter()
+        .map(packed)
+        .collect();
+        let body: Value = serde_json::from_str(&render(&pack, Format::Gemini)).unwrap();
+        let contents = body["contents"].as_array().unwrap();
+        assert!(
+            contents[1]["parts"][0].get("thoughtSignature").is_none(),
+            "an earlier turn is left as it is"
+        );
+        assert_eq!(
+            contents[5]["parts"][0]["thoughtSignature"],
+            "skip_thought_signature_validator"
+        );
+    }
 }

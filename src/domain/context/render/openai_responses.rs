@@ -43,31 +43,68 @@ fn push_items(message: &Message, items: &mut Vec<Value>) {
             "call_id": message.tool_call_id.as_deref().unwrap_or_default(),
             "output": text,
         })),
-        Role::Assistant => {
-            for block in message.blocks() {
-                match block {
-                    Block::Text if text.is_empty() => {}
-                    Block::Text => items.push(assistant_text(message, &text)),
-                    Block::Call(call) => {
-                        let mut item = json!({
-                            "type": "function_call",
-                            "call_id": call.id,
-                            "name": call.name,
-                            "arguments": pack_arguments(&call.arguments),
-                        });
-                        if !call.item_id.is_empty() {
-                            item["id"] = json!(call.item_id);
-                        }
-                        items.push(item);
-                    }
-                    Block::Reasoning(r) if r.known_kind() == Some(ReasoningKind::OpenAiReasoning) => {
-                        items.push(reasoning_item(r))
-                    }
-                    // Another provider's: the packer strips those.
-                    Block::Reasoning(_) => {}
+        Role::Assistant => items.extend(assistant_items(message, &text)),
+    }
+}
+
+/// An assistant message's output items in the order the model produced them. The API pairs a
+/// `reasoning` item with the item right after it by that item's id, and refuses one without
+/// its following item: a reasoning item is sent only when an item carrying its id follows it,
+/// and item ids only when the message's reasoning is sent (an id alone pairs with nothing).
+fn assistant_items(message: &Message, text: &str) -> Vec<Value> {
+    let mut items: Vec<(Value, bool)> = Vec::new();
+    for block in message.blocks() {
+        match block {
+            Block::Text if text.is_empty() => {}
+            Block::Text => items.push((assistant_text(message, text), !message.content_item_id.is_empty())),
+            Block::Call(call) => {
+                let mut item = json!({
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": pack_arguments(&call.arguments),
+                });
+                if !call.item_id.is_empty() {
+                    item["id"] = json!(call.item_id);
                 }
+                items.push((item, !call.item_id.is_empty()));
             }
+            Block::Reasoning(r) if r.known_kind() == Some(ReasoningKind::OpenAiReasoning) => {
+                items.push((reasoning_item(r), false))
+            }
+            // Another provider's: the packer strips those.
+            Block::Reasoning(_) => {}
         }
+    }
+    let is_reasoning = |item: &Value| item["type"] == "reasoning";
+    let paired: Vec<bool> = (0..items.len())
+        .map(|i| !is_reasoning(&items[i].0) || items.get(i + 1).is_some_and(|(_, has_id)| *has_id))
+        .collect();
+    let any_reasoning = items
+        .iter()
+        .zip(&paired)
+        .any(|((item, _), keep)| *keep && is_reasoning(item));
+    items
+        .into_iter()
+        .zip(paired)
+        .filter(|(_, keep)| *keep)
+        .map(|((mut item, has_id), _)| {
+            if has_id && !any_reasoning {
+                without_id(&mut item);
+            }
+            item
+        })
+        .collect()
+}
+
+/// An output item without its id: a function call keeps its other fields; an output message
+/// becomes a plain assistant message.
+fn without_id(item: &mut Value) {
+    if item["type"] == "message" {
+        let text = item["content"][0]["text"].take();
+        *item = json!({"type": "message", "role": "assistant", "content": text});
+    } else if let Value::Object(map) = item {
+        map.remove("id");
     }
 }
 
@@ -110,22 +147,32 @@ fn reasoning_item(reasoning: &Reasoning) -> Value {
     Value::Object(item)
 }
 
+/// The image types the Responses API takes as `input_image`; other images become a text
+/// reference or a file.
+const RESPONSES_IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
+
 fn input_part(attachment: &Attachment) -> Value {
-    let is_image = attachment.mime_type.starts_with("image/");
+    let mime = attachment.mime_type.as_str();
+    let is_image = RESPONSES_IMAGE_TYPES.contains(&mime);
     match (&attachment.source, is_image) {
         (AttachmentSource::Uri(uri), true) => {
             json!({"type": "input_image", "image_url": uri, "detail": "auto"})
         }
         (AttachmentSource::Data(data), true) => json!({
             "type": "input_image",
-            "image_url": data_uri(&attachment.mime_type, data),
+            "image_url": data_uri(mime, data),
             "detail": "auto",
         }),
-        (AttachmentSource::Data(data), false) => json!({
+        (AttachmentSource::Data(data), false) if !mime.starts_with("image/") => json!({
             "type": "input_file",
             "filename": attachment.filename,
-            "file_data": data_uri(&attachment.mime_type, data),
+            "file_data": data_uri(mime, data),
         }),
+        (AttachmentSource::Data(data), false) => json!({"type": "input_text", "text": format!(
+            "[attachment {} ({mime}), {} bytes, not shown]",
+            attachment.filename,
+            data.len()
+        )}),
         (AttachmentSource::Uri(uri), false) => {
             json!({"type": "input_text", "text": attachment_reference(attachment, uri)})
         }
