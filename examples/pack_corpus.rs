@@ -127,16 +127,7 @@ fn model(rng: &mut Rng) -> Model {
 }
 
 fn block(provider: Provider, kind: &str) -> Reasoning {
-    Reasoning {
-        provider,
-        kind: kind.into(),
-        text: String::new(),
-        signature: String::new(),
-        data: String::new(),
-        id: String::new(),
-        summary: Vec::new(),
-        position: 0,
-    }
+    Reasoning::new(provider, kind)
 }
 
 /// Gives an assistant reply the native data `model`'s provider returns with it. Opaque strings

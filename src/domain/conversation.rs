@@ -447,14 +447,9 @@ mod tests {
             ..ToolCall::new("c1", "login", r#"{"password":"secret"}"#)
         }];
         message.reasoning = vec![crate::domain::Reasoning {
-            provider: crate::domain::Provider::Gemini,
-            kind: "thought".into(),
             text: "secret thoughts".into(),
             signature: "secret-thought".into(),
-            data: String::new(),
-            id: String::new(),
-            summary: Vec::new(),
-            position: 0,
+            ..crate::domain::Reasoning::new(crate::domain::Provider::Gemini, "thought")
         }];
         message.content_signature = "secret-text".into();
         message.error = Some(crate::domain::LlmError {

@@ -160,6 +160,20 @@ impl ReasoningKind {
 }
 
 impl Reasoning {
+    /// A block of `kind` with every field empty.
+    pub fn new(provider: Provider, kind: impl Into<String>) -> Self {
+        Self {
+            provider,
+            kind: kind.into(),
+            text: String::new(),
+            signature: String::new(),
+            data: String::new(),
+            id: String::new(),
+            summary: Vec::new(),
+            position: 0,
+        }
+    }
+
     /// Its kind; blocks are checked on append, so a stored block always has one.
     pub fn known_kind(&self) -> Option<ReasoningKind> {
         ReasoningKind::of(self.provider, &self.kind)
@@ -439,14 +453,9 @@ mod tests {
 
     fn at(position: u32) -> Reasoning {
         Reasoning {
-            provider: Provider::Anthropic,
-            kind: "redacted_thinking".into(),
-            text: String::new(),
-            signature: String::new(),
             data: position.to_string(),
-            id: String::new(),
-            summary: Vec::new(),
             position,
+            ..Reasoning::new(Provider::Anthropic, "redacted_thinking")
         }
     }
 

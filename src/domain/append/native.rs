@@ -190,16 +190,7 @@ mod tests {
     use crate::domain::message::ToolCall;
 
     fn block(provider: Provider, kind: &str) -> Reasoning {
-        Reasoning {
-            provider,
-            kind: kind.into(),
-            text: String::new(),
-            signature: String::new(),
-            data: String::new(),
-            id: String::new(),
-            summary: Vec::new(),
-            position: 0,
-        }
+        Reasoning::new(provider, kind)
     }
 
     fn violations(message: &Message) -> Vec<String> {

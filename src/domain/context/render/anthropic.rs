@@ -3,7 +3,7 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use super::attachment_reference;
+use super::attachment_note;
 use crate::domain::{
     context::{
         ContextMessage,
@@ -148,16 +148,7 @@ fn user_blocks(message: &Message) -> Vec<Value> {
             mime if ANTHROPIC_IMAGE_TYPES.contains(&mime) => "image",
             "application/pdf" => "document",
             _ => {
-                let reference = match &attachment.source {
-                    AttachmentSource::Uri(uri) => attachment_reference(attachment, uri),
-                    AttachmentSource::Data(data) => format!(
-                        "[attachment {} ({}), {} bytes, not shown]",
-                        attachment.filename,
-                        attachment.mime_type,
-                        data.len()
-                    ),
-                };
-                blocks.push(json!({"type": "text", "text": reference}));
+                blocks.push(json!({"type": "text", "text": attachment_note(attachment)}));
                 continue;
             }
         };

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use super::{anthropic::arguments_object, anthropic_renders, attachment_reference};
+use super::{anthropic::arguments_object, anthropic_renders, attachment_note};
 use crate::domain::{
     context::{ContextMessage, cost::context_text},
     message::{AttachmentSource, Block, Message, ReasoningKind, Role},
@@ -88,12 +88,7 @@ fn user_parts(message: &Message) -> Vec<Value> {
                 json!({"inlineData": {"mimeType": mime, "data": STANDARD.encode(data)}})
             }
             (AttachmentSource::Uri(uri), true) => json!({"fileData": {"mimeType": mime, "fileUri": uri}}),
-            (AttachmentSource::Uri(uri), false) => json!({"text": attachment_reference(attachment, uri)}),
-            (AttachmentSource::Data(data), false) => json!({"text": format!(
-                "[attachment {} ({mime}), {} bytes, not shown]",
-                attachment.filename,
-                data.len()
-            )}),
+            (_, false) => json!({"text": attachment_note(attachment)}),
         };
         parts.push(part);
     }

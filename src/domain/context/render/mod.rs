@@ -18,7 +18,7 @@ pub use anthropic::anthropic_renders;
 use base64::{Engine, engine::general_purpose::STANDARD};
 
 use super::{ContextMessage, Format};
-use crate::domain::message::Attachment;
+use crate::domain::message::{Attachment, AttachmentSource};
 
 /// Renders `messages` (in pack order) in `format` as compact JSON text.
 pub fn render(messages: &[ContextMessage], format: Format) -> String {
@@ -38,6 +38,20 @@ fn push_str(out: &mut Vec<u8>, text: &str) {
 /// `data:` URI of inline bytes.
 fn data_uri(mime_type: &str, data: &[u8]) -> String {
     format!("data:{mime_type};base64,{}", STANDARD.encode(data))
+}
+
+/// A text line standing for an attachment a format cannot carry: its URI, or for inline data
+/// its size.
+fn attachment_note(attachment: &Attachment) -> String {
+    match &attachment.source {
+        AttachmentSource::Uri(uri) => attachment_reference(attachment, uri),
+        AttachmentSource::Data(data) => format!(
+            "[attachment {} ({}), {} bytes, not shown]",
+            attachment.filename,
+            attachment.mime_type,
+            data.len()
+        ),
+    }
 }
 
 /// A text line naming an attachment a format cannot carry.
@@ -134,14 +148,9 @@ mod tests {
 
     fn openai_reasoning(id: &str) -> crate::domain::Reasoning {
         crate::domain::Reasoning {
-            provider: crate::domain::Provider::OpenAi,
-            kind: "reasoning".into(),
-            text: String::new(),
-            signature: String::new(),
             data: "enc".into(),
             id: id.into(),
-            summary: Vec::new(),
-            position: 0,
+            ..crate::domain::Reasoning::new(crate::domain::Provider::OpenAi, "reasoning")
         }
     }
 

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{attachment_reference, data_uri};
+use super::{attachment_note, data_uri};
 use crate::domain::{
     context::{
         ContextMessage,
@@ -168,13 +168,6 @@ fn input_part(attachment: &Attachment) -> Value {
             "filename": attachment.filename,
             "file_data": data_uri(mime, data),
         }),
-        (AttachmentSource::Data(data), false) => json!({"type": "input_text", "text": format!(
-            "[attachment {} ({mime}), {} bytes, not shown]",
-            attachment.filename,
-            data.len()
-        )}),
-        (AttachmentSource::Uri(uri), false) => {
-            json!({"type": "input_text", "text": attachment_reference(attachment, uri)})
-        }
+        (_, false) => json!({"type": "input_text", "text": attachment_note(attachment)}),
     }
 }
