@@ -131,7 +131,7 @@ pub struct ContextPacker {
 
 impl ContextPacker {
     /// Starts a pack: accounts for the mandatory parts known before reading the log.
-    pub fn new(request: ContextRequest, snapshot: ContextSnapshot) -> Self {
+    pub fn new(mut request: ContextRequest, snapshot: ContextSnapshot) -> Self {
         let tokenizer = request.tokenizer;
         let available = request.budget.available();
         let pinned_cost: usize = snapshot
@@ -139,7 +139,6 @@ impl ContextPacker {
             .iter()
             .map(|m| m.tokens.get(tokenizer) as usize)
             .sum();
-        let mut request = request;
         let pending_reasoning = keep_pending_reasoning(&mut request);
         let pending_cost: usize = request
             .pending
@@ -543,15 +542,16 @@ impl ContextPacker {
             self.anchors.insert(sequence, level);
         }
         let native = reasoning_tokens.get(tokenizer) as usize;
-        let ours = message.native_provider().is_some()
-            && message.native_provider() == self.request.format.provider();
+        // Most messages carry no native data: nothing to decide or strip.
+        let provider = message.native_provider();
+        let ours = provider.is_some() && provider == self.request.format.provider();
         let keep = ours && self.keeps_reasoning.contains(&sequence) && !self.pinned.contains(&sequence);
         match (keep, ours) {
             (true, _) => self.stats.reasoning_tokens += saturate(native),
             (false, true) => self.stats.reasoning_tokens_omitted += saturate(native),
             (false, false) => {}
         }
-        if !keep {
+        if !keep && provider.is_some() {
             message.strip_native();
         }
         let native = if keep { native } else { 0 };
@@ -606,6 +606,8 @@ impl ReasoningScope {
         let (user_run, ended) = match self {
             ReasoningScope::None => return false,
             ReasoningScope::All => return true,
+            // Once the turn has ended, nothing older is in it.
+            ReasoningScope::CurrentTurn { ended: true, .. } => return false,
             ReasoningScope::CurrentTurn { user_run, ended } => (user_run, ended),
         };
         match message.role {
