@@ -5,7 +5,7 @@
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and
 //! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run); `BENCH_ONLY=`
-//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
+//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations`, `scale` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
 //! sets the BuildContext samples per size (for profiling).
 
 mod append;
@@ -16,6 +16,7 @@ mod memory;
 #[path = "../../tests/support/replica.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod replica;
+mod scale;
 mod tokens;
 
 use std::path::{Path, PathBuf};
@@ -99,6 +100,14 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("conversations") {
         conversations::run(&server, &url, std::env::var_os("BENCH_QUICK").is_some()).await?;
+    }
+    if wanted("scale") {
+        let secs = if std::env::var_os("BENCH_QUICK").is_some() {
+            2
+        } else {
+            20
+        };
+        scale::run(&server, &url, secs).await?;
     }
     Ok(())
 }

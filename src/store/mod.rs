@@ -322,7 +322,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<WorkingMemory, StoreError>;
 
     /// Tries to take the conversation's background-summarizer lease, held by at most one
-    /// process at a time (across replicas on Postgres). `None` when another holder has it.
+    /// process at a time (across replicas on Postgres, taken on the node that holds the
+    /// conversation). `None` when another holder has it, or when the conversation does not
+    /// exist (there is nothing to summarize).
     async fn try_summarizer_lease(
         &self,
         tenant: &TenantId,

@@ -477,6 +477,14 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
 async fn store_summarizer_lease_is_exclusive_until_released(kind: StoreKind) {
     let store = store_of(kind).await;
     let (t, c) = (tenant("t"), conversation("c"));
+    assert!(
+        store.try_summarizer_lease(&t, &c).await.unwrap().is_none(),
+        "no lease on a conversation that does not exist"
+    );
+    for name in ["c", "other"] {
+        let messages = vec![text(Role::User, "hello")];
+        store.append_messages(&t, &batch(name, messages)).await.unwrap();
+    }
     let held = store
         .try_summarizer_lease(&t, &c)
         .await
@@ -595,6 +603,31 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
         sent.extend(batch.messages.iter().cloned());
         store.append_messages(&t, &batch).await.unwrap();
     }
+    // Batches longer than one INSERT statement carries (16 rows on PostgreSQL), on the plain
+    // path and on the one with tool calls.
+    let long_plain: Vec<Message> = (0..37)
+        .map(|i| match i % 2 {
+            0 => text(
+                Role::User,
+                &format!("long batch question {i} {}", "word ".repeat(i)),
+            ),
+            _ => text(Role::Assistant, &format!("answer {i}")),
+        })
+        .collect();
+    let mut long_tools = vec![text(Role::User, "run them all")];
+    for i in 0..10 {
+        long_tools.push(calling(&[&format!("long-{i}")]));
+        long_tools.push(result(&format!("long-{i}")));
+    }
+    for messages in [long_plain, long_tools] {
+        let batch = batch("c", messages);
+        sent.extend(batch.messages.iter().cloned());
+        let stored = store.append_messages(&t, &batch).await.unwrap();
+        assert_eq!(
+            stored.last_sequence.get() - stored.first_sequence.get() + 1,
+            batch.messages.len() as u64
+        );
+    }
     let page = store
         .list_messages(&t, &conversation("c"), Sequence::ZERO, 1000, usize::MAX)
         .await
@@ -607,10 +640,15 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
             .place(message, TokenCounts::of(message).approx)
             .anchor(message);
         assert_eq!(stored.turn_anchor, expected, "sequence {}", stored.sequence);
+        assert_eq!(
+            stored.message.content, message.content,
+            "sequence {}",
+            stored.sequence
+        );
         anchors += usize::from(expected.is_some());
     }
     assert_eq!(
-        anchors, 12,
+        anchors, 32,
         "every user message that is not excluded starts a turn"
     );
 }

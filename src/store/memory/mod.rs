@@ -557,6 +557,9 @@ impl Store for MemoryStore {
         conversation: &ConversationId,
     ) -> Result<Option<Lease>, StoreError> {
         let key = key(tenant, conversation);
+        if !self.lock().contains_key(&key) {
+            return Ok(None);
+        }
         let mut held = self.leases.lock().unwrap_or_else(PoisonError::into_inner);
         if !held.insert(key.clone()) {
             return Ok(None);

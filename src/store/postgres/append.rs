@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use deadpool_postgres::{Pool, Transaction};
+use deadpool_postgres::{GenericClient, Pool, Transaction};
 use tokio_postgres::types::ToSql;
 
 use super::{corrupt, rows::Columns};
@@ -22,15 +22,13 @@ use crate::{
 /// one statement. `$4` is the 1-based position of the batch's newest user message (NULL if
 /// none) and `$5` its newest response id; `$6` is the batch's approximate tokens and `$7` the
 /// offset of its newest turn start within the batch (NULL if none), see [`Placement`]. SET
-/// expressions see the row as it was before the update, so `turn_offset_before` returns the
-/// newest turn start before the batch. A macro so that [`APPEND_PLAIN`] can embed the same
-/// text.
-macro_rules! allocate_sql {
-    () => {
-        "INSERT INTO conversations
+/// expressions see the row as it was before the update, so `turn_offset_before` keeps the
+/// newest turn start before the batch. The time comes in through the VALUES: Citus refuses
+/// any function that is not immutable in `DO UPDATE SET`.
+const ALLOCATE: &str = "INSERT INTO conversations
              (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id,
-              token_offset, turn_offset)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
+              token_offset, turn_offset, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, statement_timestamp())
          ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
              last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
              last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
@@ -38,53 +36,85 @@ macro_rules! allocate_sql {
              token_offset = conversations.token_offset + EXCLUDED.token_offset,
              turn_offset = coalesce(conversations.token_offset + $7, conversations.turn_offset),
              turn_offset_before = conversations.turn_offset,
-             updated_at = greatest(conversations.updated_at, clock_timestamp())
-         RETURNING last_sequence, token_offset, turn_offset_before"
-    };
+             updated_at = greatest(conversations.updated_at, EXCLUDED.updated_at)
+         RETURNING last_sequence, token_offset, turn_offset_before";
+
+/// The most messages one INSERT statement carries: a batch goes in statements of this many
+/// rows and one of the rest, so a connection prepares at most this many statement shapes.
+const ROWS_PER_INSERT: usize = 16;
+
+/// Parameters per message row of [`insert_sql`]: the sequence, the 15 [`Columns`], the
+/// sequence of the call a tool result answers and the 2 log positions.
+const PARAMS_PER_ROW: usize = 19;
+
+/// A multi-row `INSERT ... VALUES` of `rows` messages: `$1` and `$2` are the tenant and
+/// conversation, then [`PARAMS_PER_ROW`] parameters per row. Plain VALUES with the
+/// distribution column given: Citus routes it to the conversation's shard with the cheapest
+/// planning it has, where an `INSERT ... SELECT` would be planned in full or on the
+/// coordinator (docs/scaling.md).
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
+             tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
+             response_id, tokens_o200k, tokens_cl100k, tokens_approx, native, call_sequence,
+             token_offset, previous_turn_offset, created_at)
+         VALUES ",
+    );
+    for row in 0..rows {
+        let first = 3 + row * PARAMS_PER_ROW;
+        let params: Vec<String> = (first..first + PARAMS_PER_ROW).map(|n| format!("${n}")).collect();
+        let separator = if row == 0 { "" } else { ", " };
+        sql.push_str(&format!("{separator}($1, $2, {}, now())", params.join(", ")));
+    }
+    sql
 }
 
-/// See [`allocate_sql`].
-const ALLOCATE: &str = allocate_sql!();
+/// A batch's rows as the [`insert_sql`] statements take them.
+struct MessageRows<'a> {
+    tenant: &'a str,
+    conversation: &'a str,
+    sequences: Vec<i64>,
+    columns: Columns<'a>,
+    call_sequences: Vec<Option<i64>>,
+    placement: Placement,
+}
 
-/// Inserts a batch: `$3` holds the sequences, `$4..=$18` the [`Columns`], `$19` the sequence
-/// of the call each tool result answers, `$20` and `$21` the log positions.
-const INSERT_MESSAGES: &str =
-    "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
-         tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error, response_id,
-         tokens_o200k, tokens_cl100k, tokens_approx, native, call_sequence, token_offset,
-         previous_turn_offset, created_at)
-     SELECT $1, $2, u.*, now()
-     FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::text[], $9::jsonb[],
-                 $10::jsonb[], $11::bool[], $12::bool[], $13::jsonb[], $14::text[],
-                 $15::int[], $16::int[], $17::int[], $18::jsonb[], $19::bigint[], $20::bigint[],
-                 $21::bigint[]) AS u";
+impl MessageRows<'_> {
+    /// One `(rows, parameters)` pair per INSERT statement.
+    fn statements(&self) -> Vec<(usize, Vec<&(dyn ToSql + Sync)>)> {
+        let count = self.sequences.len();
+        (0..count)
+            .step_by(ROWS_PER_INSERT)
+            .map(|start| {
+                let end = (start + ROWS_PER_INSERT).min(count);
+                let mut params: Vec<&(dyn ToSql + Sync)> = vec![&self.tenant, &self.conversation];
+                for i in start..end {
+                    params.push(&self.sequences[i]);
+                    params.extend(self.columns.row(i));
+                    params.push(&self.call_sequences[i]);
+                    params.push(&self.placement.offsets[i]);
+                    params.push(&self.placement.previous_turns[i]);
+                }
+                (end - start, params)
+            })
+            .collect()
+    }
 
-/// The whole append of a batch without tool calls, results, idempotency key or expected
-/// sequence, in one statement (one round trip, its own transaction): [`ALLOCATE`]'s upsert
-/// locks the conversation and allocates, and the insert numbers and places the rows after it.
-/// `$8..=$22` are the [`Columns`], `$23` and `$24` the batch-relative [`Placement`].
-const APPEND_PLAIN: &str = concat!(
-    "WITH allocated AS (",
-    allocate_sql!(),
-    "     ), stored AS (
-         INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
-             tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
-             response_id, tokens_o200k, tokens_cl100k, tokens_approx, native, token_offset,
-             previous_turn_offset, created_at)
-         SELECT $1, $2, a.last_sequence - $3 + u.n, u.role, u.content, u.name, u.tool_calls,
-                u.tool_call_id, u.attachments, u.metadata, u.excluded, u.pinned, u.error,
-                u.response_id, u.o200k, u.cl100k, u.approx, u.native, a.token_offset - $6 + u.rel,
-                coalesce(a.token_offset - $6 + u.previous_rel, a.turn_offset_before), now()
-         FROM allocated a,
-              unnest($8::text[], $9::text[], $10::text[], $11::jsonb[], $12::text[], $13::jsonb[],
-                     $14::jsonb[], $15::bool[], $16::bool[], $17::jsonb[], $18::text[],
-                     $19::int[], $20::int[], $21::int[], $22::jsonb[], $23::bigint[], $24::bigint[])
-                  WITH ORDINALITY AS u(role, content, name, tool_calls, tool_call_id, attachments,
-                     metadata, excluded, pinned, error, response_id, o200k, cl100k, approx, native,
-                     rel, previous_rel, n)
-     )
-     SELECT last_sequence FROM allocated"
-);
+    /// Inserts the rows: every statement is sent before any answer is read.
+    async fn insert<C: GenericClient + Sync>(&self, client: &C) -> Result<(), StoreError> {
+        let statements = self.statements();
+        let mut prepared = Vec::with_capacity(statements.len());
+        for (rows, _) in &statements {
+            prepared.push(client.prepare_cached(&insert_sql(*rows)).await?);
+        }
+        let inserts = statements
+            .iter()
+            .zip(&prepared)
+            .map(|((_, params), statement)| client.execute(statement, params));
+        futures_util::future::try_join_all(inserts).await?;
+        Ok(())
+    }
+}
 
 /// Where a batch's messages go in the log's token stream, relative to its start: what
 /// [`ALLOCATE`] adds to the conversation's totals and the rows' positions are computed from.
@@ -124,7 +154,7 @@ impl Placement {
 
 impl Placement {
     /// The batch-relative placement moved to a log whose end was at `base`, with its newest
-    /// turn start at `turn_before`: the arithmetic [`APPEND_PLAIN`] does in SQL.
+    /// turn start at `turn_before`: the arithmetic [`INSERT_ALLOCATED`] does in SQL.
     fn after(mut self, base: i64, turn_before: Option<i64>) -> Self {
         for offset in &mut self.offsets {
             *offset += base;
@@ -196,7 +226,7 @@ pub(super) async fn append_messages(
         AppendPlan::Replay(outcome) => return Ok(outcome),
         AppendPlan::Write(write) => write,
     };
-    insert_messages(&tx, t, c, batch, &write, &placement).await?;
+    insert_messages(&tx, t, c, batch, &write, placement).await?;
     record_tool_calls(&tx, t, c, &write).await?;
     if let (Some(key), Some(record)) = (&batch.idempotency_key, write.idempotency) {
         let insert = tx
@@ -220,8 +250,9 @@ pub(super) async fn append_messages(
     Ok(write.outcome)
 }
 
-/// [`APPEND_PLAIN`]: a batch that [`needs_state`] says any conversation accepts, in one round
-/// trip.
+/// A batch that [`needs_state`] says any conversation accepts, in two round trips: `BEGIN`
+/// with [`ALLOCATE`], then the rows' INSERT with `COMMIT`. Statements on one row and its
+/// co-located rows: on Citus, one shard and no two-phase commit (docs/scaling.md).
 async fn append_plain(
     pool: &Pool,
     tenant: &TenantId,
@@ -231,27 +262,51 @@ async fn append_plain(
     let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
     let user_offset = user_offset.map(Sequence::as_i64);
     let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
-    let columns = Columns::of(batch);
-    let placement = Placement::of(batch);
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-        &t,
-        &c,
-        &count,
-        &user_offset,
-        &response_id,
-        &placement.total,
-        &placement.last_turn,
-    ];
-    params.extend(columns.params());
-    params.extend([
-        &placement.offsets as &(dyn ToSql + Sync),
-        &placement.previous_turns,
-    ]);
+    let relative = Placement::of(batch);
+    let begin = match super::write_limits()? {
+        Some(limits) => format!("BEGIN; {limits}"),
+        None => "BEGIN".to_owned(),
+    };
     let client = pool.get().await?;
-    let statement = client.prepare_cached(APPEND_PLAIN).await?;
-    let row = super::write_once(&client, client.query_one(&statement, &params)).await?;
-    let last = Sequence::from_stored(row.get::<_, i64>(0) - count);
-    Ok(AppendOutcome::stored(last, batch.messages.len()))
+    let allocate = client.prepare_cached(ALLOCATE).await?;
+    let written = async {
+        let params: [&(dyn ToSql + Sync); 7] = [
+            &t,
+            &c,
+            &count,
+            &user_offset,
+            &response_id,
+            &relative.total,
+            &relative.last_turn,
+        ];
+        // try_join polls both at once: both are sent before either answer is read.
+        let ((), row) = tokio::try_join!(client.batch_execute(&begin), client.query_one(&allocate, &params))?;
+        let first = row.get::<_, i64>(0) - count + 1;
+        let base = row.get::<_, i64>(1) - relative.total;
+        let rows = MessageRows {
+            tenant: t,
+            conversation: c,
+            sequences: (first..first + count).collect(),
+            columns: Columns::of(batch),
+            call_sequences: vec![None; batch.messages.len()],
+            placement: relative.after(base, row.get(2)),
+        };
+        let commit = async { Ok(client.batch_execute("COMMIT").await?) };
+        let ((), ()) = tokio::try_join!(rows.insert(&client), commit)?;
+        Ok::<_, StoreError>(Sequence::from_stored(first - 1))
+    }
+    .await;
+    match written {
+        Ok(last) => Ok(AppendOutcome::stored(last, batch.messages.len())),
+        Err(error) => {
+            // The transaction may still be open (a failed statement); a ROLLBACK after a
+            // COMMIT that already ended it only draws a warning.
+            if client.batch_execute("ROLLBACK").await.is_err() {
+                drop(deadpool_postgres::Object::take(client));
+            }
+            Err(error)
+        }
+    }
 }
 
 async fn idempotency_record(
@@ -316,26 +371,23 @@ async fn insert_messages(
     conversation: &str,
     batch: &AppendBatch,
     write: &WritePlan,
-    placement: &Placement,
+    placement: Placement,
 ) -> Result<(), StoreError> {
-    let count = batch.messages.len();
-    let sequences: Vec<i64> = (0..count).map(|i| write.sequence_of(i).as_i64()).collect();
-    let call_sequences: Vec<Option<i64>> = write
-        .call_sequences
-        .iter()
-        .map(|s| s.map(Sequence::as_i64))
-        .collect();
-    let columns = Columns::of(batch);
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant, &conversation, &sequences];
-    params.extend(columns.params());
-    params.extend([
-        &call_sequences as &(dyn ToSql + Sync),
-        &placement.offsets,
-        &placement.previous_turns,
-    ]);
-    let statement = tx.prepare_cached(INSERT_MESSAGES).await?;
-    tx.execute(&statement, &params).await?;
-    Ok(())
+    let rows = MessageRows {
+        tenant,
+        conversation,
+        sequences: (0..batch.messages.len())
+            .map(|i| write.sequence_of(i).as_i64())
+            .collect(),
+        columns: Columns::of(batch),
+        call_sequences: write
+            .call_sequences
+            .iter()
+            .map(|s| s.map(Sequence::as_i64))
+            .collect(),
+        placement,
+    };
+    rows.insert(tx).await
 }
 
 async fn record_tool_calls(
@@ -358,7 +410,9 @@ async fn record_tool_calls(
         let statement = tx
             .prepare_cached(
                 "INSERT INTO tool_calls (tenant_id, conversation_id, call_id, call_sequence, result_sequence)
-                 SELECT $1, $2, u.* FROM unnest($3::text[], $4::bigint[], $5::bigint[]) AS u",
+                 SELECT c.tenant_id, c.conversation_id, u.*
+                 FROM conversations c, unnest($3::text[], $4::bigint[], $5::bigint[]) AS u
+                 WHERE c.tenant_id = $1 AND c.conversation_id = $2",
             )
             .await?;
         tx.execute(

@@ -116,7 +116,8 @@ pub(super) async fn update(
                  status = coalesce($4, status),
                  labels = coalesce($5, labels),
                  expire_time = CASE WHEN $6 THEN $7 ELSE expire_time END,
-                 updated_at = greatest(updated_at, clock_timestamp())
+                 -- Not clock_timestamp(): Citus refuses volatile functions in an UPDATE.
+                 updated_at = greatest(updated_at, statement_timestamp())
              WHERE tenant_id = $1 AND conversation_id = $2",
         )
         .await?;

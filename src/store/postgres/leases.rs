@@ -1,8 +1,14 @@
 //! Cross-replica leases on PostgreSQL: transaction-scoped advisory locks held on a dedicated
 //! pooled connection.
+//!
+//! An advisory lock exists only on the node that takes it. A conversation's lease is taken by
+//! a statement that reads the conversation's row, so on Citus it is taken on the worker that
+//! holds the conversation's shard, whichever node the replica is connected to; database-wide
+//! leases are taken on the node the replica talks to (the coordinator).
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
+use tokio_postgres::types::ToSql;
 
 use crate::{
     domain::{ConversationId, TenantId},
@@ -14,27 +20,41 @@ pub(super) async fn try_summarizer_lease(
     tenant: &TenantId,
     conversation: &ConversationId,
 ) -> Result<Option<Lease>, StoreError> {
-    try_lease(pool, &format!("ctxd-summarizer/{tenant}/{conversation}")).await
+    let key = format!("ctxd-summarizer/{tenant}/{conversation}");
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    try_lease(
+        pool,
+        "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) FROM conversations
+         WHERE tenant_id = $2 AND conversation_id = $3",
+        &[&key, &t, &c],
+    )
+    .await
 }
 
 /// The retention sweeper's lease: one per database.
 pub(super) async fn try_retention_lease(pool: &Pool) -> Result<Option<Lease>, StoreError> {
-    try_lease(pool, "ctxd-retention").await
+    try_lease(
+        pool,
+        "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&"ctxd-retention"],
+    )
+    .await
 }
 
-async fn try_lease(pool: &Pool, key: &str) -> Result<Option<Lease>, StoreError> {
+/// Runs `lock`, a query answering whether it took its advisory lock (no row: there was
+/// nothing to lock), in a transaction that holds the lock until the lease is released.
+async fn try_lease(
+    pool: &Pool,
+    lock: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Lease>, StoreError> {
     let client = pool.get().await?;
     // A transaction-scoped advisory lock on a dedicated connection: whatever happens to
     // this process, the lock ends with the transaction or the connection.
     client.batch_execute("BEGIN").await?;
-    let row = client
-        .query_one(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
-            &[&key],
-        )
-        .await?;
+    let row = client.query_opt(lock, params).await;
     let lease = PostgresLease { client: Some(client) };
-    if row.get::<_, bool>(0) {
+    if row?.is_some_and(|row| row.get::<_, bool>(0)) {
         Ok(Some(Lease::new(lease)))
     } else {
         Box::new(lease).release().await;

@@ -57,9 +57,10 @@ pub(super) async fn store_memory(
     let row = if expected_version == 0 {
         let statement = client
             .prepare_cached(
+                // Selected from the conversation's row: on Citus, a statement on its shard.
                 "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
-                 SELECT $1, $2, $3, $4, 1 WHERE EXISTS (
-                     SELECT 1 FROM conversations WHERE tenant_id = $1 AND conversation_id = $2)
+                 SELECT tenant_id, conversation_id, $3, $4, 1 FROM conversations
+                 WHERE tenant_id = $1 AND conversation_id = $2
                  ON CONFLICT (tenant_id, conversation_id) DO NOTHING
                  RETURNING version, updated_at",
             )

@@ -186,7 +186,8 @@ pub(super) fn memory_from_row(row: &Row, first: usize) -> Result<Option<WorkingM
     }))
 }
 
-/// A batch's messages as one array per column, for `unnest`; token counts included.
+/// A batch's messages, column by column, as the append statements insert them; token counts
+/// included.
 pub(super) struct Columns<'a> {
     roles: Vec<&'a str>,
     contents: Vec<&'a str>,
@@ -238,24 +239,24 @@ impl<'a> Columns<'a> {
         }
     }
 
-    /// In the order of the `unnest` lists of the append statements (`super::append`).
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 15] {
+    /// Message `i`'s values, in the order of the messages table's columns from `role` on.
+    pub(super) fn row(&self, i: usize) -> [&(dyn ToSql + Sync); 15] {
         [
-            &self.roles,
-            &self.contents,
-            &self.names,
-            &self.tool_calls,
-            &self.tool_call_ids,
-            &self.attachments,
-            &self.metadata,
-            &self.excluded,
-            &self.pinned,
-            &self.errors,
-            &self.response_ids,
-            &self.o200k,
-            &self.cl100k,
-            &self.approx,
-            &self.native,
+            &self.roles[i],
+            &self.contents[i],
+            &self.names[i],
+            &self.tool_calls[i],
+            &self.tool_call_ids[i],
+            &self.attachments[i],
+            &self.metadata[i],
+            &self.excluded[i],
+            &self.pinned[i],
+            &self.errors[i],
+            &self.response_ids[i],
+            &self.o200k[i],
+            &self.cl100k[i],
+            &self.approx[i],
+            &self.native[i],
         ]
     }
 }

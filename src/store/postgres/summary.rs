@@ -2,6 +2,7 @@
 //! stores a new version.
 
 use deadpool_postgres::Pool;
+use tokio_postgres::types::ToSql;
 
 use super::log::messages_after;
 use crate::{
@@ -58,38 +59,45 @@ pub(super) async fn store_summary(
     summary: NewSummary,
 ) -> Result<Summary, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
-    let client = pool.get().await?;
+    let mut client = pool.get().await?;
     let through = summary.through_sequence.as_i64();
-    // Compare-and-set of the watermark and the new version row, in one statement.
-    let statement = client
+    // Compare-and-set of the watermark, then the new version row, in one transaction of two
+    // statements on the conversation's shard (a writable CTE would not be routed to one shard
+    // on Citus).
+    let tx = client.transaction().await?;
+    super::limit(&tx).await?;
+    let moved = tx
         .prepare_cached(
-            "WITH moved AS (
-                 UPDATE conversations
-                 SET summary_through_sequence = $4, summary_version = summary_version + 1
-                 WHERE tenant_id = $1 AND conversation_id = $2 AND summary_through_sequence = $3
-                   AND $4 > $3 AND $4 <= last_sequence AND redactions = $7
-                 RETURNING summary_version)
-             INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence, summarizer)
-             SELECT $1, $2, summary_version, $5, $4, $6 FROM moved
-             RETURNING version, created_at",
+            "UPDATE conversations
+             SET summary_through_sequence = $4, summary_version = summary_version + 1
+             WHERE tenant_id = $1 AND conversation_id = $2 AND summary_through_sequence = $3
+               AND $4 > $3 AND $4 <= last_sequence AND redactions = $5
+             RETURNING summary_version",
         )
         .await?;
-    let row = super::write_once(
-        &client,
-        client.query_opt(
-            &statement,
-            &[
-                &t,
-                &c,
-                &base.as_i64(),
-                &through,
-                &summary.text,
-                &summary.summarizer,
-                &(summary.redactions as i64),
-            ],
-        ),
-    )
-    .await?;
+    let redactions = summary.redactions as i64;
+    let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &base.as_i64(), &through, &redactions];
+    let row = match tx.query_opt(&moved, &params).await? {
+        Some(moved) => {
+            let version: i64 = moved.get(0);
+            let insert = tx
+                .prepare_cached(
+                    "INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence, summarizer)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     RETURNING version, created_at",
+                )
+                .await?;
+            let params: [&(dyn ToSql + Sync); 6] =
+                [&t, &c, &version, &summary.text, &through, &summary.summarizer];
+            let row = tx.query_one(&insert, &params).await?;
+            tx.commit().await?;
+            Some(row)
+        }
+        None => {
+            drop(tx);
+            None
+        }
+    };
     match row {
         Some(row) => Ok(Summary {
             text: summary.text,
