@@ -120,20 +120,19 @@ pub(crate) async fn run(server: &Replica, url: &str, secs: u64) -> anyhow::Resul
         println!("two-phase commits during the load: {during}");
         let nodes = db
             .query(
-                "SELECT s.nodename || ':' || s.nodeport, count(*)
-                 FROM (SELECT DISTINCT conversation_id FROM conversations WHERE conversation_id LIKE $1) c
-                 JOIN citus_shards s ON s.table_name = 'conversations'::regclass
-                  AND s.shardid = get_shard_id_for_distribution_column('conversations', c.conversation_id)
+                "SELECT n.nodename || ':' || n.nodeport, count(*), count(DISTINCT p.shardid)
+                 FROM conversations c
+                 JOIN pg_dist_placement p
+                   ON p.shardid = get_shard_id_for_distribution_column('conversations', c.conversation_id)
+                 JOIN pg_dist_node n ON n.groupid = p.groupid
+                 WHERE c.conversation_id LIKE $1
                  GROUP BY 1 ORDER BY 1",
                 &[&prefix],
             )
             .await?;
         for node in nodes {
-            println!(
-                "  node {}: {} conversations",
-                node.get::<_, String>(0),
-                node.get::<_, i64>(1)
-            );
+            let (name, conversations, shards): (String, i64, i64) = (node.get(0), node.get(1), node.get(2));
+            println!("  node {name}: {conversations} conversations in {shards} shards");
         }
     }
     Ok(())
