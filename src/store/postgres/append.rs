@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use deadpool_postgres::{GenericClient, Pool, Transaction};
-use tokio_postgres::types::ToSql;
+use tokio_postgres::{Statement, types::ToSql};
 
 use super::{corrupt, rows::Columns};
 use crate::{
@@ -100,19 +100,54 @@ impl MessageRows<'_> {
             .collect()
     }
 
-    /// Inserts the rows: every statement is sent before any answer is read.
-    async fn insert<C: GenericClient + Sync>(&self, client: &C) -> Result<(), StoreError> {
-        let statements = self.statements();
-        let mut prepared = Vec::with_capacity(statements.len());
-        for (rows, _) in &statements {
-            prepared.push(client.prepare_cached(&insert_sql(*rows)).await?);
+    /// Prepares (or finds cached) the INSERT statements of `count` rows: done before the
+    /// transaction opens, so a pipelined `COMMIT` can never overtake a statement that was still
+    /// being prepared.
+    async fn prepare<C: GenericClient + Sync>(
+        client: &C,
+        count: usize,
+    ) -> Result<Vec<Statement>, StoreError> {
+        let mut prepared = Vec::new();
+        for start in (0..count).step_by(ROWS_PER_INSERT) {
+            let rows = ROWS_PER_INSERT.min(count - start);
+            prepared.push(client.prepare_cached(&insert_sql(rows)).await?);
         }
+        Ok(prepared)
+    }
+
+    /// Runs the [`Self::prepare`]d statements: every one is sent before any answer is read.
+    async fn execute<C: GenericClient + Sync>(
+        &self,
+        client: &C,
+        prepared: &[Statement],
+    ) -> Result<(), StoreError> {
+        let statements = self.statements();
         let inserts = statements
             .iter()
-            .zip(&prepared)
+            .zip(prepared)
             .map(|((_, params), statement)| client.execute(statement, params));
         futures_util::future::try_join_all(inserts).await?;
         Ok(())
+    }
+}
+
+/// A pooled connection in a transaction opened by hand (to pipeline it). Dropped before
+/// [`OpenTransaction::finish`] — the call was cancelled between round trips — it closes the
+/// connection, which ends the transaction, instead of handing it back to the pool still open.
+struct OpenTransaction(Option<deadpool_postgres::Object>);
+
+impl OpenTransaction {
+    /// The transaction ended (committed or rolled back): the connection may be reused.
+    fn finish(mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl Drop for OpenTransaction {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
     }
 }
 
@@ -154,7 +189,7 @@ impl Placement {
 
 impl Placement {
     /// The batch-relative placement moved to a log whose end was at `base`, with its newest
-    /// turn start at `turn_before`: the arithmetic [`INSERT_ALLOCATED`] does in SQL.
+    /// turn start at `turn_before`: the arithmetic the allocation's answer is put through.
     fn after(mut self, base: i64, turn_before: Option<i64>) -> Self {
         for offset in &mut self.offsets {
             *offset += base;
@@ -269,6 +304,11 @@ async fn append_plain(
     };
     let client = pool.get().await?;
     let allocate = client.prepare_cached(ALLOCATE).await?;
+    let inserts = MessageRows::prepare(&client, batch.messages.len()).await?;
+    let open = OpenTransaction(Some(client));
+    let Some(client) = open.0.as_ref() else {
+        return Err(StoreError::internal("append connection missing"));
+    };
     let written = async {
         let params: [&(dyn ToSql + Sync); 7] = [
             &t,
@@ -292,17 +332,21 @@ async fn append_plain(
             placement: relative.after(base, row.get(2)),
         };
         let commit = async { Ok(client.batch_execute("COMMIT").await?) };
-        let ((), ()) = tokio::try_join!(rows.insert(&client), commit)?;
+        let ((), ()) = tokio::try_join!(rows.execute(client, &inserts), commit)?;
         Ok::<_, StoreError>(Sequence::from_stored(first - 1))
     }
     .await;
     match written {
-        Ok(last) => Ok(AppendOutcome::stored(last, batch.messages.len())),
+        Ok(last) => {
+            open.finish();
+            Ok(AppendOutcome::stored(last, batch.messages.len()))
+        }
         Err(error) => {
             // The transaction may still be open (a failed statement); a ROLLBACK after a
-            // COMMIT that already ended it only draws a warning.
-            if client.batch_execute("ROLLBACK").await.is_err() {
-                drop(deadpool_postgres::Object::take(client));
+            // COMMIT that already ended it only draws a warning. If even that fails, dropping
+            // `open` closes the connection.
+            if client.batch_execute("ROLLBACK").await.is_ok() {
+                open.finish();
             }
             Err(error)
         }
@@ -387,7 +431,8 @@ async fn insert_messages(
             .collect(),
         placement,
     };
-    rows.insert(tx).await
+    let prepared = MessageRows::prepare(tx, rows.sequences.len()).await?;
+    rows.execute(tx, &prepared).await
 }
 
 async fn record_tool_calls(

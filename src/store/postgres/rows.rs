@@ -209,11 +209,15 @@ pub(super) struct Columns<'a> {
 impl<'a> Columns<'a> {
     pub(super) fn of(batch: &'a AppendBatch) -> Self {
         let m = &batch.messages;
+        // One count per message (0 where a batch carries none), so every row has its values.
         let count = |pick: fn(&TokenCounts) -> u32| -> Vec<i32> {
-            batch
-                .tokens
-                .iter()
-                .map(|t| i32::try_from(pick(t)).unwrap_or(i32::MAX))
+            (0..m.len())
+                .map(|i| {
+                    batch
+                        .tokens
+                        .get(i)
+                        .map_or(0, |t| i32::try_from(pick(t)).unwrap_or(i32::MAX))
+                })
                 .collect()
         };
         Columns {
