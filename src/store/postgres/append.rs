@@ -151,6 +151,44 @@ impl Drop for OpenTransaction {
     }
 }
 
+/// What [`ALLOCATE`] is given for a batch.
+struct Allocation<'a> {
+    tenant: &'a str,
+    conversation: &'a str,
+    count: i64,
+    user_offset: Option<i64>,
+    response_id: Option<String>,
+    /// The batch's placement relative to its start.
+    relative: Placement,
+}
+
+impl<'a> Allocation<'a> {
+    fn of(tenant: &'a TenantId, batch: &'a AppendBatch) -> Self {
+        let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
+        Allocation {
+            tenant: tenant.as_str(),
+            conversation: batch.conversation_id.as_str(),
+            count: batch.messages.len() as i64,
+            user_offset: user_offset.map(Sequence::as_i64),
+            response_id,
+            relative: Placement::of(batch),
+        }
+    }
+
+    /// `$1..=$7` of [`ALLOCATE`].
+    fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+        [
+            &self.tenant,
+            &self.conversation,
+            &self.count,
+            &self.user_offset,
+            &self.response_id,
+            &self.relative.total,
+            &self.relative.last_turn,
+        ]
+    }
+}
+
 /// Where a batch's messages go in the log's token stream, relative to its start: what
 /// [`ALLOCATE`] adds to the conversation's totals and the rows' positions are computed from.
 struct Placement {
@@ -215,33 +253,17 @@ pub(super) async fn append_messages(
     if !needs_state(batch) {
         return append_plain(pool, tenant, batch).await;
     }
-    let count = batch.messages.len() as i64;
-    let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
+    let allocation = Allocation::of(tenant, batch);
+    let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     super::limit(&tx).await?;
 
-    let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
-    let user_offset = user_offset.map(Sequence::as_i64);
-    let relative = Placement::of(batch);
     let allocate = tx.prepare_cached(ALLOCATE).await?;
-    let row = tx
-        .query_one(
-            &allocate,
-            &[
-                &t,
-                &c,
-                &count,
-                &user_offset,
-                &response_id,
-                &relative.total,
-                &relative.last_turn,
-            ],
-        )
-        .await?;
+    let row = tx.query_one(&allocate, &allocation.params()).await?;
     let last_sequence = Sequence::from_stored(row.get::<_, i64>(0) - count);
-    let base = row.get::<_, i64>(1) - relative.total;
-    let placement = relative.after(base, row.get(2));
+    let base = row.get::<_, i64>(1) - allocation.relative.total;
+    let placement = allocation.relative.after(base, row.get(2));
     let idempotency = match &batch.idempotency_key {
         Some(key) => idempotency_record(&tx, t, c, key.as_str()).await?,
         None => None,
@@ -293,11 +315,8 @@ async fn append_plain(
     tenant: &TenantId,
     batch: &AppendBatch,
 ) -> Result<AppendOutcome, StoreError> {
-    let count = batch.messages.len() as i64;
-    let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
-    let user_offset = user_offset.map(Sequence::as_i64);
-    let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
-    let relative = Placement::of(batch);
+    let allocation = Allocation::of(tenant, batch);
+    let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
     let begin = match super::write_limits()? {
         Some(limits) => format!("BEGIN; {limits}"),
         None => "BEGIN".to_owned(),
@@ -310,18 +329,11 @@ async fn append_plain(
         return Err(StoreError::internal("append connection missing"));
     };
     let written = async {
-        let params: [&(dyn ToSql + Sync); 7] = [
-            &t,
-            &c,
-            &count,
-            &user_offset,
-            &response_id,
-            &relative.total,
-            &relative.last_turn,
-        ];
+        let params = allocation.params();
         // try_join polls both at once: both are sent before either answer is read.
         let ((), row) = tokio::try_join!(client.batch_execute(&begin), client.query_one(&allocate, &params))?;
         let first = row.get::<_, i64>(0) - count + 1;
+        let relative = allocation.relative;
         let base = row.get::<_, i64>(1) - relative.total;
         let rows = MessageRows {
             tenant: t,
