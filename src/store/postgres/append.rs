@@ -69,6 +69,13 @@ fn insert_sql(rows: usize) -> String {
     sql
 }
 
+/// The rows each INSERT statement of a `count`-message batch carries, in order.
+fn chunks(count: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..count)
+        .step_by(ROWS_PER_INSERT)
+        .map(move |start| start..(start + ROWS_PER_INSERT).min(count))
+}
+
 /// A batch's rows as the [`insert_sql`] statements take them.
 struct MessageRows<'a> {
     tenant: &'a str,
@@ -80,22 +87,19 @@ struct MessageRows<'a> {
 }
 
 impl MessageRows<'_> {
-    /// One `(rows, parameters)` pair per INSERT statement.
-    fn statements(&self) -> Vec<(usize, Vec<&(dyn ToSql + Sync)>)> {
-        let count = self.sequences.len();
-        (0..count)
-            .step_by(ROWS_PER_INSERT)
-            .map(|start| {
-                let end = (start + ROWS_PER_INSERT).min(count);
+    /// The parameters of each INSERT statement, in [`chunks`] order.
+    fn statements(&self) -> Vec<Vec<&(dyn ToSql + Sync)>> {
+        chunks(self.sequences.len())
+            .map(|rows| {
                 let mut params: Vec<&(dyn ToSql + Sync)> = vec![&self.tenant, &self.conversation];
-                for i in start..end {
+                for i in rows.clone() {
                     params.push(&self.sequences[i]);
                     params.extend(self.columns.row(i));
                     params.push(&self.call_sequences[i]);
                     params.push(&self.placement.offsets[i]);
                     params.push(&self.placement.previous_turns[i]);
                 }
-                (end - start, params)
+                params
             })
             .collect()
     }
@@ -108,9 +112,8 @@ impl MessageRows<'_> {
         count: usize,
     ) -> Result<Vec<Statement>, StoreError> {
         let mut prepared = Vec::new();
-        for start in (0..count).step_by(ROWS_PER_INSERT) {
-            let rows = ROWS_PER_INSERT.min(count - start);
-            prepared.push(client.prepare_cached(&insert_sql(rows)).await?);
+        for rows in chunks(count) {
+            prepared.push(client.prepare_cached(&insert_sql(rows.len())).await?);
         }
         Ok(prepared)
     }
@@ -125,7 +128,7 @@ impl MessageRows<'_> {
         let inserts = statements
             .iter()
             .zip(prepared)
-            .map(|((_, params), statement)| client.execute(statement, params));
+            .map(|(params, statement)| client.execute(statement, params));
         futures_util::future::try_join_all(inserts).await?;
         Ok(())
     }
