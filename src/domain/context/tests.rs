@@ -881,8 +881,14 @@ proptest! {
         let newest = pack(&Case { history: HistoryPolicy::Newest, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
         let mut longest_turn = 0u32;
         let mut turn = 0u32;
-        for m in &case.log {
-            if m.turn_anchor.is_some() {
+        // An anchor inside a tool group (a later result answers an earlier call) is no place
+        // to cut: the group is one unit, and the turn runs on through it.
+        let splits = |i: usize| {
+            let at = case.log[i].sequence;
+            !case.log[i..].iter().any(|r| r.call_sequence.is_some_and(|c| c < at))
+        };
+        for (i, m) in case.log.iter().enumerate() {
+            if m.turn_anchor.is_some() && splits(i) {
                 longest_turn = longest_turn.max(turn);
                 turn = 0;
             }

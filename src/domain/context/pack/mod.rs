@@ -412,7 +412,11 @@ impl ContextPacker {
     /// memory, notice) leave; when no anchor of its level is in the window, the highest level
     /// that is.
     fn settle_stable_start(&mut self) {
-        if self.request.history != HistoryPolicy::CacheStable || self.exhausted || self.stats.over_budget {
+        if self.request.history != HistoryPolicy::CacheStable
+            || self.exhausted
+            || self.stats.over_budget
+            || self.nothing_missing_before_window()
+        {
             return;
         }
         let fixed = REPLY_PRIMING
@@ -444,6 +448,20 @@ impl ContextPacker {
         if start + 1 < self.window.len() {
             self.drop_window_from(start + 1);
         }
+    }
+
+    /// Whether every log position between the floor and the window is pinned (and so sent
+    /// anyway): then no history is missing and a cache-stable cut would only drop messages.
+    fn nothing_missing_before_window(&self) -> bool {
+        let oldest = self.window.last().and_then(|m| m.sequence).unwrap_or(self.cursor);
+        let floor = self.optional_floor;
+        let pinned = self
+            .snapshot
+            .pinned
+            .iter()
+            .filter(|m| m.sequence > floor && m.sequence < oldest)
+            .count() as u64;
+        oldest.get().saturating_sub(floor.get() + 1) <= pinned
     }
 
     /// Drops the window's messages from index `at` on (older ones), with their accounting.
