@@ -473,6 +473,8 @@ async fn packs_of_the_reported_failure_classes_are_valid_for_both_providers(kind
         openai[2]["tool_calls"][0]["function"]["arguments"],
         r#"{"_raw":"[\"Paris\"]"}"#
     );
+    // `""`, not `null`: OpenAI takes either, llama.cpp's server only a string (issue 17).
+    assert_eq!(openai[2]["content"], "");
 
     let prefill = vec![assistant("It is ")];
     let response = build(&app, build_as(proto::Format::AnthropicMessages, prefill)).await;

@@ -39,12 +39,10 @@ fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
         return;
     }
     let text = context_text(message);
+    // An assistant message of only tool calls carries `""`, never `null`: OpenAI accepts
+    // both, llama.cpp's server only a string.
     out.extend_from_slice(b"{\"content\":");
-    if message.role == Role::Assistant && text.is_empty() && !message.tool_calls.is_empty() {
-        out.extend_from_slice(b"null");
-    } else {
-        push_str(out, &text);
-    }
+    push_str(out, &text);
     if !message.name.is_empty() && message.role != Role::Tool {
         out.extend_from_slice(b",\"name\":");
         push_str(out, &message.name);
@@ -88,12 +86,7 @@ pub(super) fn openai_message(message: &Message) -> Value {
             out.insert("content".into(), json!(text));
         }
         Role::Assistant => {
-            let content = if text.is_empty() && !message.tool_calls.is_empty() {
-                Value::Null
-            } else {
-                json!(text)
-            };
-            out.insert("content".into(), content);
+            out.insert("content".into(), json!(text));
             if !message.tool_calls.is_empty() {
                 let calls = message
                     .tool_calls
