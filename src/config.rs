@@ -265,11 +265,18 @@ pub struct Config {
     #[arg(long, env = "CTXD_OPENAI_API_KEY", hide_env_values = true)]
     pub openai_api_key: Option<String>,
 
-    /// Seconds one call to the endpoint may take.
+    /// Seconds one attempt at the endpoint may take. All attempts of a call also end before
+    /// the call's deadline (the caller's grpc-timeout or CTXD_REQUEST_TIMEOUT_SECS).
     #[arg(long, env = "CTXD_OPENAI_TIMEOUT_SECS", default_value_t = 60)]
     pub openai_timeout_secs: u64,
 
-    /// Retries of a failed call (timeouts, 429 and 5xx), with exponential backoff.
+    /// Context window of the endpoint's model, in tokens: longer transcripts are summarized
+    /// and extracted in chunks that fit it.
+    #[arg(long, env = "CTXD_OPENAI_CONTEXT_TOKENS", default_value_t = 128_000)]
+    pub openai_context_tokens: usize,
+
+    /// Retries of a failed attempt when retrying can help (timeouts, unreachable, 408, 429,
+    /// 5xx), with exponential backoff.
     #[arg(long, env = "CTXD_OPENAI_MAX_RETRIES", default_value_t = 2)]
     pub openai_max_retries: u32,
 
@@ -516,6 +523,13 @@ impl Config {
                 problems.push("CTXD_OPENAI_MODEL is required with the openai summarizer or extractor".into());
             }
             positive(problems, "CTXD_OPENAI_TIMEOUT_SECS", self.openai_timeout_secs);
+            if self.openai_context_tokens < 2_048 {
+                problems.push(format!(
+                    "CTXD_OPENAI_CONTEXT_TOKENS is {}; a model needs at least 2048 tokens of context \
+                     to summarize in chunks",
+                    self.openai_context_tokens
+                ));
+            }
         }
         AiConfig {
             summarizer: self.summarizer,
@@ -534,6 +548,7 @@ impl Config {
                 api_key: self.openai_api_key.clone().filter(|k| !k.is_empty()),
                 timeout: Duration::from_secs(self.openai_timeout_secs),
                 max_retries: self.openai_max_retries,
+                context_tokens: self.openai_context_tokens,
             },
         }
     }

@@ -11,6 +11,7 @@ use crate::{
     domain::{Violations, violation::clip},
     service::ServiceError,
     store::StoreError,
+    summarize::{ModelError, OpenAiError},
 };
 
 /// Error domain reported in google.rpc.ErrorInfo details.
@@ -24,12 +25,33 @@ impl From<ServiceError> for Status {
     fn from(error: ServiceError) -> Self {
         match error {
             ServiceError::InvalidArgument { violations } => invalid_argument(&violations),
-            ServiceError::Summarizer { source } => {
-                Status::unavailable(format!("{source}; nothing was changed, retry later"))
-            }
+            ServiceError::Model(error) => model_status(&error),
             ServiceError::Store(store) => store_status(store),
             ServiceError::ResourceExhausted { message } => Status::resource_exhausted(message),
         }
+    }
+}
+
+/// A summarizer or extractor failure (DESIGN.md, summarizer statuses): UNAVAILABLE only when
+/// trying again can help; the endpoint's own error text (clipped) is in the message.
+fn model_status(error: &ModelError) -> Status {
+    let ModelError { role, source } = error;
+    match source {
+        e if e.retryable() => Status::unavailable(format!(
+            "the {role} endpoint failed: {e}; nothing was changed, retry later"
+        )),
+        OpenAiError::Status {
+            status: 401 | 403, ..
+        } => Status::failed_precondition(format!(
+            "the {role} endpoint refused the credentials: {source}; check CTXD_OPENAI_API_KEY; nothing was changed"
+        )),
+        OpenAiError::Status { .. } => Status::failed_precondition(format!(
+            "the {role} endpoint refused the request: {source}; nothing was changed"
+        )),
+        OpenAiError::BadAnswer(_) => Status::failed_precondition(format!(
+            "the {role}'s model gave an {source}; nothing was changed"
+        )),
+        _ => Status::failed_precondition(format!("the {role} failed: {source}; nothing was changed")),
     }
 }
 

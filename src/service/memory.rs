@@ -71,7 +71,10 @@ impl Service {
             }
             let mut refreshed = memory.clone();
             let messages: std::sync::Arc<[_]> = messages.into();
-            self.ai.extractor.extract(&mut refreshed, &messages).await?;
+            self.ai
+                .extractor
+                .extract(&mut refreshed, &messages, self.limits.append.max_content_bytes)
+                .await?;
             let dropped = refreshed.fit_dropping_oldest();
             if dropped > 0 {
                 tracing::warn!(

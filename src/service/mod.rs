@@ -9,7 +9,7 @@ use crate::{
     domain::{AppendLimits, Violations},
     response_memory::{Refusal, ResponseMemory},
     store::{Store, StoreError},
-    summarize::{Extractor, OpenAiError, Summarizer},
+    summarize::{Extractor, ModelError, Summarizer},
     tokenize::Tokenizer,
 };
 
@@ -110,13 +110,9 @@ pub enum ServiceError {
         /// What the caller can do about it.
         message: String,
     },
-    /// The summarizer or extractor endpoint failed; the stored state is unchanged.
-    #[error("summarizer endpoint failed")]
-    Summarizer {
-        /// What failed.
-        #[from]
-        source: OpenAiError,
-    },
+    /// The summarizer or extractor failed; the stored state is unchanged.
+    #[error(transparent)]
+    Model(#[from] ModelError),
 }
 
 impl From<Refusal> for ServiceError {

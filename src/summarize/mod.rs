@@ -16,9 +16,40 @@ use crate::{
 pub mod openai;
 pub mod prompts;
 
-use prompts::{extraction_request, extraction_schema, parse_extraction, summary_request};
+use prompts::{
+    EXTRACTION_SCHEMA_NAME, extraction_request, extraction_schema, parse_extraction, summary_request,
+};
 
-pub use openai::{OpenAiClient, OpenAiError, OpenAiOptions};
+pub use openai::{JsonOutput, OpenAiClient, OpenAiError, OpenAiOptions};
+
+/// Which engine failed: statuses and logs name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelRole {
+    /// The summarizer (Summarize SERVER, background summaries).
+    Summarizer,
+    /// The working-memory extractor (GetWorkingMemory with refresh).
+    Extractor,
+}
+
+impl std::fmt::Display for ModelRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ModelRole::Summarizer => "summarizer",
+            ModelRole::Extractor => "extractor",
+        })
+    }
+}
+
+/// A summarizer or extractor failure; the stored state is unchanged.
+#[derive(Debug, thiserror::Error)]
+#[error("{role}: {source}")]
+pub struct ModelError {
+    /// Which engine.
+    pub role: ModelRole,
+    /// What failed.
+    #[source]
+    pub source: OpenAiError,
+}
 
 /// Which summarizer runs for SUMMARIZE_MODE_SERVER.
 #[derive(Debug, Clone)]
@@ -39,14 +70,15 @@ impl Summarizer {
     }
 
     /// Folds `messages` (oldest first) into `previous`. The embedded summarizer runs on the
-    /// CPU pool ([`crate::cpu`]).
+    /// CPU pool ([`crate::cpu`]). An endpoint's answer must be complete, not empty, and at
+    /// most [`summary_limit`] tokens.
     pub async fn summarize(
         &self,
         previous: Option<&Summary>,
         messages: &[StoredMessage],
         max_summary_tokens: usize,
         tokenizer: Tokenizer,
-    ) -> Result<String, OpenAiError> {
+    ) -> Result<String, ModelError> {
         let result = match self {
             Summarizer::Extractive => {
                 let previous = previous.cloned();
@@ -64,11 +96,49 @@ impl Summarizer {
             }
             Summarizer::OpenAi(client) => {
                 let request = summary_request(previous, messages, max_summary_tokens);
-                client.chat(&request, None, max_summary_tokens).await
+                match client.chat(&request, None, max_summary_tokens).await {
+                    Ok(text) => check_summary_size(text, max_summary_tokens, tokenizer).await,
+                    Err(error) => Err(error),
+                }
             }
         };
         count_call(self.name(), &result);
-        result
+        result.map_err(|source| ModelError {
+            role: ModelRole::Summarizer,
+            source,
+        })
+    }
+}
+
+/// The most tokens (the caller's tokenizer) a model's summary may have for `max_summary_tokens`:
+/// the model counts with its own tokenizer, so a quarter more, and a little for short limits.
+pub fn summary_limit(max_summary_tokens: usize) -> usize {
+    max_summary_tokens + max_summary_tokens / 4 + 16
+}
+
+async fn check_summary_size(
+    text: String,
+    max_summary_tokens: usize,
+    tokenizer: Tokenizer,
+) -> Result<String, OpenAiError> {
+    let limit = summary_limit(max_summary_tokens);
+    // No tokenizer yields fewer than one token per 16 bytes of text.
+    let too_large = |tokens: usize| {
+        OpenAiError::BadAnswer(format!(
+            "the summary has {tokens} tokens; the limit is {limit} (max_summary_tokens {max_summary_tokens})"
+        ))
+    };
+    if text.len() > limit.saturating_mul(16) {
+        return Err(too_large(text.len() / 16));
+    }
+    let (text, tokens) = crate::cpu::run(move |_| {
+        let tokens = tokenizer.count(&text);
+        (text, tokens)
+    })
+    .await;
+    match tokens > limit {
+        true => Err(too_large(tokens)),
+        false => Ok(text),
     }
 }
 
@@ -83,26 +153,36 @@ pub enum Extractor {
 
 impl Extractor {
     /// Folds the facts of `messages` (oldest first) into `memory` and moves its watermark. The
-    /// embedded extractor runs on the CPU pool ([`crate::cpu`]).
+    /// embedded extractor runs on the CPU pool ([`crate::cpu`]). An endpoint's answer must be
+    /// of the schema and pass UpdateWorkingMemory's checks (texts of at most `max_text_bytes`);
+    /// it is folded in by content ([`WorkingMemory::absorb`]). On error `memory` is unchanged.
     pub async fn extract(
         &self,
         memory: &mut WorkingMemory,
         messages: &Arc<[StoredMessage]>,
-    ) -> Result<(), OpenAiError> {
-        let result = self.run(memory, messages).await;
+        max_text_bytes: usize,
+    ) -> Result<(), ModelError> {
+        let result = self.run(memory, messages, max_text_bytes).await;
         let engine = match self {
             Extractor::Rules => "rules",
             Extractor::OpenAi(_) => "openai-extractor",
         };
         count_call(engine, &result);
-        result
+        result.map_err(|source| ModelError {
+            role: ModelRole::Extractor,
+            source,
+        })
     }
 
     async fn run(
         &self,
         memory: &mut WorkingMemory,
         messages: &Arc<[StoredMessage]>,
+        max_text_bytes: usize,
     ) -> Result<(), OpenAiError> {
+        let Some(last) = messages.last() else {
+            return Ok(());
+        };
         match self {
             Extractor::Rules => {
                 let mut owned = std::mem::take(memory);
@@ -115,17 +195,19 @@ impl Extractor {
             }
             Extractor::OpenAi(client) => {
                 let request = extraction_request(memory, messages);
-                let format = serde_json::json!({
-                    "type": "json_schema",
-                    "json_schema": {"name": "working_memory", "strict": true, "schema": extraction_schema()}
-                });
-                let answer = client.chat(&request, Some(format), 4_000).await?;
-                let extracted =
-                    parse_extraction(&answer).map_err(|e| OpenAiError::BadAnswer(e.to_string()))?;
-                memory.merge(extracted);
-                if let Some(last) = messages.last() {
-                    memory.through_sequence = memory.through_sequence.max(last.sequence);
-                }
+                let schema = extraction_schema();
+                let output = JsonOutput {
+                    name: EXTRACTION_SCHEMA_NAME,
+                    schema: &schema,
+                };
+                let answer = client.chat(&request, Some(output), 4_000).await?;
+                let extraction = parse_extraction(&answer)
+                    .map_err(|e| OpenAiError::BadAnswer(format!("not of the extraction schema: {e}")))?;
+                extraction
+                    .check(max_text_bytes, last.sequence)
+                    .map_err(|v| OpenAiError::BadAnswer(format!("extracted facts refused: {v}")))?;
+                memory.absorb(extraction);
+                memory.through_sequence = memory.through_sequence.max(last.sequence);
             }
         }
         Ok(())

@@ -8,9 +8,10 @@ use serde_json::{Value, json};
 use crate::domain::{
     context::cost::context_text,
     ids::Sequence,
-    memory::{Category, MemoryEditor, Supersedes, WorkingMemory},
+    memory::{Category, ExtractedItem, Extraction, GlossaryEntry, WorkingMemory},
     message::{Message, Role, StoredMessage},
     summary::Summary,
+    violation::clip,
 };
 
 /// Instructions given to an LLM summarizer (the `openai` summarizer and PREPARE).
@@ -95,15 +96,19 @@ pub fn render_chat(messages: &[Message]) -> String {
     serde_json::Value::Array(array).to_string()
 }
 
+/// Name of the extraction schema (`json_schema.name`).
+pub const EXTRACTION_SCHEMA_NAME: &str = "working_memory";
+
 /// JSON schema of the extraction output (OpenAI structured output, strict mode).
 pub fn extraction_schema() -> Value {
     let item = json!({
         "type": "object",
         "properties": {
             "text": {"type": "string"},
-            "source_sequences": {"type": "array", "items": {"type": "integer"}}
+            "source_sequences": {"type": "array", "items": {"type": "integer"}},
+            "supersedes": {"type": "string"}
         },
-        "required": ["text", "source_sequences"],
+        "required": ["text", "source_sequences", "supersedes"],
         "additionalProperties": false
     });
     let mut properties = serde_json::Map::new();
@@ -128,17 +133,21 @@ pub fn extraction_schema() -> Value {
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
 }
 
-/// The extraction request for an LLM: instructions with the schema, the current facts, and the
-/// new messages.
+/// The extraction request for an LLM: instructions with the schema, the current facts (with
+/// their ids), and the new messages.
 pub fn extraction_request(memory: &WorkingMemory, messages: &[StoredMessage]) -> Vec<Message> {
     let instructions = format!(
         "Extract the structured facts of this conversation: goals, requirements, constraints, decisions, \
          assumptions, open questions, stakeholders, and a glossary of defined terms. Report only facts \
          stated in the new messages; give each the message numbers it came from in source_sequences. \
-         Do not repeat facts already known. Answer with JSON matching this schema:\n{}",
+         Do not repeat facts already known. When a new fact replaces a known one (a changed decision, an \
+         answered question), put the known fact's id (like d2) in supersedes; otherwise leave supersedes \
+         empty. Answer with one JSON object matching this schema:\n{}",
         extraction_schema()
     );
-    let known = memory.render().unwrap_or_else(|| "Known facts: none yet.".into());
+    let known = memory
+        .render_with_ids()
+        .unwrap_or_else(|| "Known facts: none yet.".into());
     let body = format!("{known}\n\nNew messages:\n{}", transcript(messages));
     vec![
         Message::text(Role::System, instructions),
@@ -146,51 +155,85 @@ pub fn extraction_request(memory: &WorkingMemory, messages: &[StoredMessage]) ->
     ]
 }
 
-/// Parses an extraction answer (JSON per [`extraction_schema`]) into a document to merge.
-pub fn parse_extraction(answer: &str) -> Result<WorkingMemory, serde_json::Error> {
+/// Parses an extraction answer, which must be one JSON object of [`extraction_schema`]: only
+/// its fields (a field left out is empty), at least one of them, items of the right shape.
+/// Anything else (`{}`, `[]`, prose, other fields) is an error: the answer did not follow the
+/// schema, and taking it as "no facts" would move the watermark past unread facts.
+pub fn parse_extraction(answer: &str) -> Result<Extraction, String> {
     #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
     struct Item {
         text: String,
         #[serde(default)]
         source_sequences: Vec<u64>,
-    }
-    let value: Value = serde_json::from_str(answer)?;
-    let mut memory = WorkingMemory::default();
-    let mut editor = MemoryEditor::new(&mut memory);
-    for category in Category::ALL {
-        let items: Vec<Item> =
-            serde_json::from_value(value.get(category.name()).cloned().unwrap_or(json!([])))?;
-        for item in items {
-            let sources: Vec<Sequence> = item
-                .source_sequences
-                .into_iter()
-                .filter_map(|s| Sequence::parse(s).ok())
-                .collect();
-            editor.add(category, &item.text, &sources, Supersedes::Nothing);
-        }
+        #[serde(default)]
+        supersedes: String,
     }
     #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
     struct Entry {
         term: String,
         definition: String,
         #[serde(default)]
         source_sequences: Vec<u64>,
     }
-    let glossary: Vec<Entry> = serde_json::from_value(value.get("glossary").cloned().unwrap_or(json!([])))?;
-    for e in glossary {
-        let sources: Vec<Sequence> = e
-            .source_sequences
-            .into_iter()
-            .filter_map(|s| Sequence::parse(s).ok())
-            .collect();
-        editor.define(&e.term, &e.definition, &sources);
+    let value: Value = serde_json::from_str(answer.trim()).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(mut fields) = value else {
+        return Err(format!("a JSON {}, not an object", kind(&value)));
+    };
+    let known = |k: &str| k == "summary" || k == "glossary" || Category::ALL.iter().any(|c| c.name() == k);
+    if let Some(other) = fields.keys().find(|k| !known(k)) {
+        return Err(format!("{:?} is not a field of the schema", clip(other, 40)));
     }
-    memory.summary = value
-        .get("summary")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    Ok(memory)
+    if fields.is_empty() {
+        return Err("an empty object: none of the schema's fields".into());
+    }
+    let sequences = |raw: Vec<u64>, field: &str| -> Result<Vec<Sequence>, String> {
+        raw.into_iter()
+            .map(|s| Sequence::parse(s).map_err(|e| format!("{field}.source_sequences: {e}")))
+            .collect()
+    };
+    let mut extraction = Extraction::default();
+    for category in Category::ALL {
+        let Some(raw) = fields.remove(category.name()) else {
+            continue;
+        };
+        let items: Vec<Item> =
+            serde_json::from_value(raw).map_err(|e| format!("{}: {e}", category.name()))?;
+        for item in items {
+            extraction.items.push(ExtractedItem {
+                category,
+                text: item.text,
+                source_sequences: sequences(item.source_sequences, category.name())?,
+                supersedes: Some(item.supersedes.trim().to_owned()).filter(|s| !s.is_empty()),
+            });
+        }
+    }
+    if let Some(raw) = fields.remove("glossary") {
+        let entries: Vec<Entry> = serde_json::from_value(raw).map_err(|e| format!("glossary: {e}"))?;
+        for e in entries {
+            extraction.glossary.push(GlossaryEntry {
+                term: e.term,
+                definition: e.definition,
+                source_sequences: sequences(e.source_sequences, "glossary")?,
+            });
+        }
+    }
+    if let Some(raw) = fields.remove("summary") {
+        extraction.summary = raw.as_str().ok_or("summary: not a string")?.to_owned();
+    }
+    Ok(extraction)
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }
 
 #[cfg(test)]
@@ -199,12 +242,41 @@ mod tests {
 
     #[test]
     fn extraction_answers_parse_into_items() {
-        let answer = r#"{"summary":"s","goals":[{"text":"Ship","source_sequences":[4]}],"requirements":[],
-            "constraints":[],"decisions":[],"assumptions":[],"open_questions":[],"stakeholders":[],
+        let answer = r#"{"summary":"s","goals":[{"text":"Ship","source_sequences":[4],"supersedes":""}],"requirements":[],
+            "constraints":[],"decisions":[{"text":"Use v2","source_sequences":[5],"supersedes":"d1"}],"assumptions":[],
+            "open_questions":[],"stakeholders":[],
             "glossary":[{"term":"GA","definition":"general availability","source_sequences":[5]}]}"#;
-        let memory = parse_extraction(answer).unwrap();
-        assert_eq!(memory.goals[0].source_sequences, [Sequence::parse(4).unwrap()]);
-        assert_eq!(memory.glossary[0].definition, "general availability");
+        let extraction = parse_extraction(answer).unwrap();
+        assert_eq!(
+            extraction.items[0].source_sequences,
+            [Sequence::parse(4).unwrap()]
+        );
+        assert_eq!(extraction.items[0].supersedes, None);
+        assert_eq!(extraction.items[1].supersedes.as_deref(), Some("d1"));
+        assert_eq!(extraction.glossary[0].definition, "general availability");
         assert_eq!(extraction_schema()["required"].as_array().unwrap().len(), 9);
+        // A field left out is empty (json_object servers drop empty arrays).
+        assert_eq!(
+            parse_extraction(r#"{"goals": []}"#).unwrap(),
+            Extraction::default()
+        );
+    }
+
+    #[test]
+    fn answers_that_ignore_the_schema_are_refused() {
+        for answer in [
+            "{}",
+            "[]",
+            "\"I cannot help\"",
+            "42",
+            "null",
+            "I cannot help with that.",
+            r#"{"facts": [{"text": "x"}]}"#,
+            r#"{"goals": "Ship"}"#,
+            r#"{"goals": [{"fact": "Ship"}]}"#,
+            r#"{"goals": [{"text": "Ship", "source_sequences": [-1]}]}"#,
+        ] {
+            assert!(parse_extraction(answer).is_err(), "{answer} was accepted");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! chat-completions wire format: request shape, structured output schema, timeout, 500.
 
 use std::{
+    collections::VecDeque,
     net::SocketAddr,
     sync::{
         Arc, Mutex,
@@ -17,12 +18,42 @@ use tonic::Code;
 
 use crate::helpers::{StoreKind, TestApp, spawn_app_with, user};
 
-/// How the fake endpoint answers.
-#[derive(Clone, Copy)]
+/// How the fake endpoint answers by default.
+#[derive(Clone, Copy, PartialEq)]
 enum Behaviour {
     Answer,
     Slow,
     Fail,
+    /// Refuses `response_format: json_schema` like llama-cpp-python's server; answers
+    /// `json_object` requests.
+    NoJsonSchema,
+}
+
+/// One scripted answer: HTTP status and body (a JSON string or raw text), after a delay.
+#[derive(Clone)]
+struct Reply {
+    status: u16,
+    body: String,
+    delay: Duration,
+}
+
+impl Reply {
+    /// A chat completion with `content`, ended by `finish_reason`.
+    fn chat(content: &str, finish_reason: &str) -> Self {
+        let body = json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "test-model",
+            "choices": [{"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}]
+        });
+        Self::raw(200, &body.to_string())
+    }
+
+    fn raw(status: u16, body: &str) -> Self {
+        Self {
+            status,
+            body: body.to_owned(),
+            delay: Duration::ZERO,
+        }
+    }
 }
 
 /// Every request the endpoint received: (authorization header, JSON body).
@@ -31,49 +62,86 @@ type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
 #[derive(Clone)]
 struct Endpoint {
     behaviour: Behaviour,
+    /// Answers given before the default behaviour, in order.
+    script: Arc<Mutex<VecDeque<Reply>>>,
     requests: Seen,
     calls: Arc<AtomicUsize>,
+    /// Requests whose connection the client closed before the answer was sent.
+    abandoned: Arc<AtomicUsize>,
+}
+
+impl Endpoint {
+    fn then(&self, reply: Reply) {
+        self.script.lock().unwrap().push_back(reply);
+    }
+}
+
+/// Counts the request as abandoned if its handler is dropped before it answers.
+struct Abandonment(Option<Arc<AtomicUsize>>);
+
+impl Drop for Abandonment {
+    fn drop(&mut self) {
+        if let Some(count) = self.0.take() {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn default_extraction() -> String {
+    json!({
+        "summary": "Billing launch planning.",
+        "goals": [{"text": "Launch billing by March", "source_sequences": [1], "supersedes": ""}],
+        "requirements": [], "constraints": [], "assumptions": [], "open_questions": [], "stakeholders": [],
+        "decisions": [{"text": "Use PostgreSQL 15", "source_sequences": [2], "supersedes": ""}],
+        "glossary": [{"term": "SLA", "definition": "service level agreement", "source_sequences": [2]}]
+    })
+    .to_string()
 }
 
 async fn completions(
     State(endpoint): State<Endpoint>,
     headers: axum::http::HeaderMap,
     Json(body): Json<Value>,
-) -> Result<Json<Value>, StatusCode> {
+) -> (StatusCode, String) {
     endpoint.calls.fetch_add(1, Ordering::SeqCst);
     let auth = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     endpoint.requests.lock().unwrap().push((auth, body.clone()));
-    match endpoint.behaviour {
-        Behaviour::Fail => return Err(StatusCode::INTERNAL_SERVER_ERROR),
-        Behaviour::Slow => tokio::time::sleep(Duration::from_secs(5)).await,
-        Behaviour::Answer => {}
-    }
-    let content = if body.get("response_format").is_some() {
-        json!({
-            "summary": "Billing launch planning.",
-            "goals": [{"text": "Launch billing by March", "source_sequences": [1]}],
-            "requirements": [], "constraints": [], "assumptions": [], "open_questions": [], "stakeholders": [],
-            "decisions": [{"text": "Use PostgreSQL 15", "source_sequences": [2]}],
-            "glossary": [{"term": "SLA", "definition": "service level agreement", "source_sequences": [2]}]
-        })
-        .to_string()
-    } else {
-        "Goals: launch billing by March. Decisions: PostgreSQL 15 [#2].".to_string()
+    let mut guard = Abandonment(Some(endpoint.abandoned.clone()));
+    let scripted = endpoint.script.lock().unwrap().pop_front();
+    let reply = match (scripted, endpoint.behaviour) {
+        (Some(reply), _) => reply,
+        (None, Behaviour::Fail) => {
+            Reply::raw(500, r#"{"error": {"message": "model crashed: out of memory"}}"#)
+        }
+        (None, Behaviour::Slow) => Reply {
+            delay: Duration::from_secs(5),
+            ..Reply::chat("late", "stop")
+        },
+        (None, Behaviour::NoJsonSchema) if body["response_format"]["type"] == "json_schema" => Reply::raw(
+            400,
+            r#"{"error": {"message": "response_format: Input should be 'text' or 'json_object'"}}"#,
+        ),
+        (None, _) if body.get("response_format").is_some() => Reply::chat(&default_extraction(), "stop"),
+        (None, _) => Reply::chat(
+            "Goals: launch billing by March. Decisions: PostgreSQL 15 [#2].",
+            "stop",
+        ),
     };
-    Ok(Json(json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]
-    })))
+    tokio::time::sleep(reply.delay).await;
+    guard.0 = None;
+    (StatusCode::from_u16(reply.status).unwrap(), reply.body)
 }
 
 async fn endpoint(behaviour: Behaviour) -> (SocketAddr, Endpoint) {
     let state = Endpoint {
         behaviour,
+        script: Arc::default(),
         requests: Arc::default(),
         calls: Arc::default(),
+        abandoned: Arc::default(),
     };
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
@@ -85,23 +153,28 @@ async fn endpoint(behaviour: Behaviour) -> (SocketAddr, Endpoint) {
 }
 
 async fn ctxd_using(addr: SocketAddr) -> TestApp {
+    ctxd_with(addr, &[]).await
+}
+
+/// ctxd on the fake endpoint (1 s per attempt, 2 retries unless `extra` says otherwise), with
+/// three messages appended to conversation `o`.
+async fn ctxd_with(addr: SocketAddr, extra: &[&str]) -> TestApp {
     let base = format!("http://{addr}/v1");
-    let flags = [
-        "--summarizer",
-        "openai",
-        "--extractor",
-        "openai",
-        "--openai-base-url",
-        base.as_str(),
-        "--openai-model",
-        "test-model",
-        "--openai-api-key",
-        "sk-test",
-        "--openai-timeout-secs",
-        "1",
-        "--openai-max-retries",
-        "2",
+    let defaults = [
+        ("--summarizer", "openai"),
+        ("--extractor", "openai"),
+        ("--openai-base-url", base.as_str()),
+        ("--openai-model", "test-model"),
+        ("--openai-api-key", "sk-test"),
+        ("--openai-timeout-secs", "1"),
+        ("--openai-max-retries", "2"),
     ];
+    let mut flags: Vec<&str> = defaults
+        .iter()
+        .filter(|(flag, _)| !extra.contains(flag))
+        .flat_map(|(flag, value)| [*flag, *value])
+        .collect();
+    flags.extend_from_slice(extra);
     let app = spawn_app_with(StoreKind::Memory, &flags).await;
     app.append_ok(
         "o",
@@ -211,7 +284,7 @@ async fn the_openai_extractor_asks_for_json_schema_output_and_merges_it() {
     }
     assert_eq!(
         schema["properties"]["goals"]["items"]["required"],
-        json!(["text", "source_sequences"])
+        json!(["text", "source_sequences", "supersedes"])
     );
 }
 
@@ -249,6 +322,13 @@ async fn a_server_error_is_retried_then_unavailable() {
     };
     let status = app.client.clone().get_working_memory(request).await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);
+    // The endpoint's own error text, and the engine that failed, are in the message.
+    assert!(
+        status.message().contains("model crashed: out of memory"),
+        "{}",
+        status.message()
+    );
+    assert!(status.message().contains("extractor"), "{}", status.message());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,5 +373,269 @@ async fn background_summaries_run_single_flight_across_replicas() {
     assert_eq!(
         calls as i64, versions,
         "no summarizer call was wasted on a lost race"
+    );
+}
+
+fn refresh(conversation: &str) -> proto::GetWorkingMemoryRequest {
+    proto::GetWorkingMemoryRequest {
+        conversation_id: conversation.into(),
+        refresh: true,
+        prepare: false,
+    }
+}
+
+fn extraction_of(decision: &str, sequence: u64) -> String {
+    json!({"decisions": [{"text": decision, "source_sequences": [sequence], "supersedes": ""}]}).to_string()
+}
+
+/// Issue 17, item 1: a model numbers its facts afresh in every answer; a second refresh must
+/// keep the facts of the first, not take its items for edits of theirs.
+#[tokio::test]
+async fn a_second_refresh_keeps_the_facts_of_the_first() {
+    let (addr, endpoint) = endpoint(Behaviour::Answer).await;
+    let app = ctxd_using(addr).await;
+    endpoint.then(Reply::chat(&extraction_of("Use AWS DMS", 2), "stop"));
+    app.client.clone().get_working_memory(refresh("o")).await.unwrap();
+    app.append_ok("o", vec![user("Cutover is on March 22.")]).await;
+    endpoint.then(Reply::chat(&extraction_of("Cutover on March 22", 4), "stop"));
+    let memory = app
+        .client
+        .clone()
+        .get_working_memory(refresh("o"))
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap();
+    let decisions: Vec<(&str, &str)> = memory
+        .decisions
+        .iter()
+        .map(|d| (d.text.as_str(), d.superseded_by.as_str()))
+        .collect();
+    assert_eq!(decisions, [("Use AWS DMS", ""), ("Cutover on March 22", "")]);
+    // The request showed the known facts with their ids, for an explicit supersede.
+    let requests = endpoint.requests.lock().unwrap();
+    let known = requests[1].1["messages"][1]["content"].as_str().unwrap();
+    assert!(known.contains("d1: Use AWS DMS"), "{known}");
+}
+
+/// Issue 17, items 2 and 3: an answer that ignores the schema, or whose facts UpdateWorkingMemory
+/// would refuse, is refused: FAILED_PRECONDITION, nothing stored, the watermark unmoved.
+#[tokio::test]
+async fn extraction_answers_off_the_schema_change_nothing() {
+    let (addr, endpoint) = endpoint(Behaviour::Answer).await;
+    let app = ctxd_with(addr, &["--max-content-bytes", "65536"]).await;
+    let huge = "x".repeat(70_000);
+    let answers = [
+        "{}".to_owned(),
+        "[]".to_owned(),
+        "\"I cannot help\"".to_owned(),
+        "42".to_owned(),
+        "null".to_owned(),
+        json!({"facts": [{"text": "Use AWS DMS"}]}).to_string(),
+        extraction_of("", 1),
+        extraction_of(&huge, 1),
+        extraction_of("Cites a message never shown", 99),
+    ];
+    for answer in answers {
+        let calls = endpoint.calls.load(Ordering::SeqCst);
+        endpoint.then(Reply::chat(&answer, "stop"));
+        let result = app.client.clone().get_working_memory(refresh("o")).await;
+        let status = result
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {}", &answer[..answer.len().min(60)]));
+        assert_eq!(
+            status.code(),
+            Code::FailedPrecondition,
+            "{}: {}",
+            &answer[..answer.len().min(60)],
+            status.message()
+        );
+        assert!(status.message().contains("extractor"), "{}", status.message());
+        assert_eq!(
+            endpoint.calls.load(Ordering::SeqCst),
+            calls + 1,
+            "a bad answer is not retried"
+        );
+        let current = proto::GetWorkingMemoryRequest {
+            refresh: false,
+            ..refresh("o")
+        };
+        let memory = app
+            .client
+            .clone()
+            .get_working_memory(current)
+            .await
+            .unwrap()
+            .into_inner()
+            .memory
+            .unwrap();
+        assert_eq!(
+            (memory.version, memory.through_sequence),
+            (0, 0),
+            "nothing was stored"
+        );
+    }
+}
+
+/// Issue 17, item 4: a truncated or oversized summary is refused and the old one stands.
+#[tokio::test]
+async fn truncated_empty_or_oversized_summaries_are_refused() {
+    let (addr, endpoint) = endpoint(Behaviour::Answer).await;
+    let app = ctxd_using(addr).await;
+    let looping = "Goals: Goals: Goals: ".repeat(50);
+    let replies = [
+        Reply::chat(&looping, "length"),
+        Reply::chat("   ", "stop"),
+        Reply::chat(&"a summary that never ends ".repeat(80_000), "stop"),
+        Reply::chat(&"word ".repeat(3_000), "stop"),
+    ];
+    for reply in replies {
+        endpoint.then(reply);
+        let request = proto::SummarizeRequest {
+            max_summary_tokens: 500,
+            ..summarize_all()
+        };
+        let status = app.client.clone().summarize(request).await.unwrap_err();
+        assert_eq!(status.code(), Code::FailedPrecondition, "{}", status.message());
+        assert!(status.message().contains("summarizer"), "{}", status.message());
+        let prepare = proto::SummarizeRequest {
+            mode: proto::SummarizeMode::Prepare as i32,
+            ..summarize_all()
+        };
+        let current = app.client.clone().summarize(prepare).await.unwrap().into_inner();
+        assert!(current.summary.is_none(), "nothing was stored");
+    }
+}
+
+/// Issue 17, items 5 and 8: permanent failures are FAILED_PRECONDITION and not retried;
+/// retryable ones UNAVAILABLE; both carry the endpoint's error text.
+#[tokio::test]
+async fn statuses_say_whether_retrying_can_help() {
+    let (addr, endpoint) = endpoint(Behaviour::Answer).await;
+    let app = ctxd_using(addr).await;
+    let cases = [
+        (
+            401,
+            r#"{"error": {"message": "Incorrect API key provided: sk-test"}}"#,
+            Code::FailedPrecondition,
+            1,
+            "Incorrect API key",
+        ),
+        (
+            400,
+            r#"{"error": {"message": "requested 9239 tokens, the context is 8192"}}"#,
+            Code::FailedPrecondition,
+            1,
+            "requested 9239 tokens",
+        ),
+        (
+            422,
+            "Unprocessable Entity",
+            Code::FailedPrecondition,
+            1,
+            "Unprocessable Entity",
+        ),
+        (
+            429,
+            r#"{"error": {"message": "Rate limit reached"}}"#,
+            Code::Unavailable,
+            3,
+            "Rate limit reached",
+        ),
+        (
+            503,
+            "upstream overloaded",
+            Code::Unavailable,
+            3,
+            "upstream overloaded",
+        ),
+    ];
+    for (http, body, code, attempts, text) in cases {
+        for _ in 0..3 {
+            endpoint.then(Reply::raw(http, body));
+        }
+        let calls = endpoint.calls.load(Ordering::SeqCst);
+        let status = app.client.clone().summarize(summarize_all()).await.unwrap_err();
+        assert_eq!(status.code(), code, "HTTP {http}: {}", status.message());
+        assert!(
+            status.message().contains(text),
+            "HTTP {http}: {}",
+            status.message()
+        );
+        assert!(status.message().contains("summarizer"), "{}", status.message());
+        assert_eq!(
+            endpoint.calls.load(Ordering::SeqCst) - calls,
+            attempts,
+            "HTTP {http}"
+        );
+        endpoint.script.lock().unwrap().clear();
+    }
+}
+
+/// Issue 17, items 6 and 8: the call's deadline bounds every attempt, the abandoned request's
+/// connection is closed, and a timeout does not read "unreachable".
+#[tokio::test]
+async fn the_call_deadline_bounds_all_attempts_and_abandons_the_upstream_request() {
+    let (addr, endpoint) = endpoint(Behaviour::Slow).await;
+    let app = ctxd_with(
+        addr,
+        &["--openai-timeout-secs", "60", "--openai-max-retries", "3"],
+    )
+    .await;
+    let mut request = tonic::Request::new(summarize_all());
+    request.set_timeout(Duration::from_millis(1_500));
+    let started = std::time::Instant::now();
+    let status = app.client.clone().summarize(request).await.unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(status.code(), Code::Unavailable, "{}", status.message());
+    assert!(
+        status.message().contains("no answer within"),
+        "{}",
+        status.message()
+    );
+    assert!(!status.message().contains("unreachable"), "{}", status.message());
+    assert!(took < Duration::from_millis(1_500), "answered after {took:?}");
+    for _ in 0..50 {
+        if endpoint.abandoned.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        endpoint.abandoned.load(Ordering::SeqCst),
+        1,
+        "the upstream request was abandoned"
+    );
+    assert_eq!(endpoint.calls.load(Ordering::SeqCst), 1);
+}
+
+/// Issue 17, item 7: a server that refuses `json_schema` gets `json_object` with the schema,
+/// from then on.
+#[tokio::test]
+async fn json_object_is_the_fallback_when_json_schema_is_refused_and_it_is_remembered() {
+    let (addr, endpoint) = endpoint(Behaviour::NoJsonSchema).await;
+    let app = ctxd_using(addr).await;
+    let memory = app
+        .client
+        .clone()
+        .get_working_memory(refresh("o"))
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap();
+    assert_eq!(memory.decisions[0].text, "Use PostgreSQL 15");
+    app.append_ok("o", vec![user("One more thing.")]).await;
+    app.client.clone().get_working_memory(refresh("o")).await.unwrap();
+    let requests = endpoint.requests.lock().unwrap();
+    let kinds: Vec<&str> = requests
+        .iter()
+        .map(|(_, body)| body["response_format"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["json_schema", "json_object", "json_object"]);
+    assert_eq!(
+        requests[1].1["response_format"]["schema"]["properties"]["decisions"]["type"],
+        "array"
     );
 }

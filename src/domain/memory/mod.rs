@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 use super::ids::Sequence;
 
 mod edit;
+mod extraction;
 mod rules;
 
 pub use edit::MemoryEditor;
+pub use extraction::{ExtractedItem, Extraction};
 pub use rules::extract_rules;
 
 /// Items of one category (or glossary entries) one UpdateWorkingMemory may carry.
@@ -368,6 +370,16 @@ impl WorkingMemory {
 
     /// The current facts as text for a context pack; `None` when there are none.
     pub fn render(&self) -> Option<String> {
+        self.render_as(false)
+    }
+
+    /// The current facts for an extractor: each item prefixed with its id (`d3: ...`), which
+    /// an extracted fact names to supersede it.
+    pub fn render_with_ids(&self) -> Option<String> {
+        self.render_as(true)
+    }
+
+    fn render_as(&self, ids: bool) -> Option<String> {
         let mut out = String::from("Working memory (facts of this conversation; [#n] = message number):");
         let mut any = false;
         if !self.summary.is_empty() {
@@ -386,7 +398,12 @@ impl WorkingMemory {
             any = true;
             out.push_str(&format!("\n{}:", heading(category)));
             for item in current {
-                out.push_str(&format!("\n- {}{}", item.text, cite(&item.source_sequences)));
+                let id = if ids {
+                    format!("{}: ", item.id)
+                } else {
+                    String::new()
+                };
+                out.push_str(&format!("\n- {id}{}{}", item.text, cite(&item.source_sequences)));
             }
         }
         if !self.glossary.is_empty() {
