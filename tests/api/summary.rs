@@ -22,6 +22,7 @@ contract_tests!(
     concurrent_server_summaries_leave_one_consistent_result,
     needs_summary_agrees_with_what_summarize_folds_in,
     background_summarization_folds_history_past_the_threshold,
+    a_summary_larger_than_the_budget_is_cut_never_dropped,
 );
 
 fn summarize(conversation: &str, keep_recent_tokens: u32) -> proto::SummarizeRequest {
@@ -339,4 +340,38 @@ async fn background_summarization_folds_history_past_the_threshold(kind: StoreKi
         0,
         "off by default"
     );
+}
+
+/// Issue 17, item 4: a summary larger than the budget is cut to fit, with a marker, and says
+/// so; it is never left out while the history it covers is missing too.
+async fn a_summary_larger_than_the_budget_is_cut_never_dropped(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    seed(&app, "big", 4).await;
+    let text = (0..2_000)
+        .map(|i| format!("Decision {i}: keep option {i}."))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let provided = proto::SummarizeRequest {
+        mode: SummarizeMode::Provided as i32,
+        summary_text: text,
+        through_sequence: 12,
+        ..summarize("big", 0)
+    };
+    run(&app, provided).await;
+    let pack = build(&app, "big", 4_000).await;
+    let stats = pack.stats.unwrap();
+    let summary: Vec<&proto::ContextMessage> = pack
+        .messages
+        .iter()
+        .filter(|m| m.source() == ContextSource::Summary)
+        .collect();
+    assert_eq!(summary.len(), 1, "the summary is in the pack");
+    let content = &summary[0].content;
+    assert!(content.contains("Decision 0: keep option 0."), "its beginning");
+    assert!(content.contains("Decision 1999: keep option 1999."), "its end");
+    assert!(content.contains("part of the summary was cut"), "the marker");
+    assert!(stats.summary_cut && !stats.over_budget && !pack.needs_summary);
+    assert!(stats.total_tokens <= 4_000, "{}", stats.total_tokens);
+    assert_eq!(stats.summary_through_sequence, 12);
+    assert_eq!(stats.oldest_included_sequence, 13, "history continues after it");
 }

@@ -279,7 +279,8 @@ pub struct ContextStats {
     pub log_last_sequence: u64,
     /// Some tool output was cut.
     pub truncated: bool,
-    /// The mandatory parts alone exceed the budget.
+    /// The mandatory parts alone exceed the budget, or the summary that covers left-out
+    /// history does not fit even cut (the pack then holds no optional history).
     pub over_budget: bool,
     /// Tokens of the pack's beginning that the next call's pack repeats byte for byte if the
     /// log only grows and the request stays the same: everything before the pending messages,
@@ -292,7 +293,13 @@ pub struct ContextStats {
     pub reasoning_tokens: u32,
     /// Tokens of the format provider's native data left out of the pack's history messages.
     pub reasoning_tokens_omitted: u32,
+    /// The summary did not fit whole: its beginning and end are in the pack, with
+    /// [`SUMMARY_CUT_MARKER`] between them.
+    pub summary_cut: bool,
 }
+
+/// What stands where a summary that did not fit the budget was cut.
+pub const SUMMARY_CUT_MARKER: &str = "\n[... part of the summary was cut to fit the context budget ...]\n";
 
 /// The assembled context.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{
     super::memory::WorkingMemory,
     ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, HistoryPolicy, PLACEHOLDER_TURN,
-    ReasoningPolicy, Source, SummarySection, TokenBudget, TokenCounts,
+    ReasoningPolicy, SUMMARY_CUT_MARKER, Source, SummarySection, TokenBudget, TokenCounts,
     anchor::LogEnd,
     cost::{context_text, message_cost_with_text},
     initial_page_limit,
@@ -352,7 +352,8 @@ fn request(case: &Case, max_tokens: u32, format: Format) -> ContextRequest {
 fn snapshot(case: &Case) -> ContextSnapshot {
     ContextSnapshot {
         summary: case.summary_through.map(|through| SummarySection {
-            text: "Earlier: the user asked about weather.".into(),
+            // From one sentence to a summary larger than most budgets.
+            text: "Earlier: the user asked about weather. ".repeat(1 + (through as usize % 5) * 50),
             through_sequence: Sequence::parse(through).unwrap(),
         }),
         memory: Some(WorkingMemory {
@@ -589,6 +590,29 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
     if pack.stats.messages_dropped > 0 && !pack.stats.over_budget {
         prop_assert!(notice, "history dropped without a notice");
     }
+    // 6. No silent hole under the summary (issue 17): a message the summary covers is in the
+    //    pack, or the summary is (whole, or cut with its marker), or the pack says over_budget.
+    let summary = pack.messages.iter().find(|m| m.source == Source::Summary);
+    if let Some(through) = case.summary_through.filter(|t| *t > 0) {
+        let shown: HashSet<Sequence> = pack.messages.iter().filter_map(|m| m.sequence).collect();
+        let hole = case
+            .log
+            .iter()
+            .filter(|m| m.sequence.get() <= through && !m.message.exclude_from_context)
+            .find(|m| !shown.contains(&m.sequence));
+        if let Some(hole) = hole {
+            prop_assert!(
+                summary.is_some() || pack.stats.over_budget,
+                "message {} is covered by the summary, and neither is in the pack",
+                hole.sequence
+            );
+        }
+    }
+    prop_assert_eq!(
+        pack.stats.summary_cut,
+        summary.is_some_and(|m| m.message.content.contains(SUMMARY_CUT_MARKER)),
+        "summary_cut says whether the summary in the pack was cut"
+    );
     let cut_in_pack = pack
         .messages
         .iter()

@@ -217,6 +217,7 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         history_step_tokens,
         reasoning_tokens,
         reasoning_tokens_omitted,
+        summary_cut,
     } = stats;
     proto::ContextStats {
         total_tokens,
@@ -241,5 +242,6 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         history_step_tokens,
         reasoning_tokens,
         reasoning_tokens_omitted,
+        summary_cut,
     }
 }

@@ -28,7 +28,7 @@ use super::render::anthropic_renders;
 
 use super::{
     ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, HistoryPolicy,
-    ReasoningPolicy, Source,
+    ReasoningPolicy, SUMMARY_CUT_MARKER, Source,
     cost::{context_text, message_cost_with_text, native_cost, saturate, text_message_cost},
 };
 use crate::{
@@ -44,6 +44,9 @@ mod finish;
 
 /// Largest page of one tail read.
 const MAX_PAGE: usize = 1000;
+/// The fewest tokens of summary text worth sending cut; with less room the pack says
+/// `over_budget` instead.
+const MIN_CUT_SUMMARY_TOKENS: usize = 16;
 /// Typical tokens per message, used to size the first page so that one read usually suffices.
 const TYPICAL_MESSAGE_TOKENS: usize = 24;
 
@@ -504,7 +507,10 @@ impl ContextPacker {
             .filter(|_| self.request.include_summary);
         if let Some(summary) = summary {
             let text = summary_text(&summary.text, summary.through_sequence);
-            if !self.add_section(Source::Summary, text) {
+            let added = self.add_section(Source::Summary, text.clone()) || self.add_cut_summary(&text);
+            if !added {
+                // Everything it covers is left out, and it cannot say what that was.
+                self.stats.over_budget = true;
                 self.phase = Phase::Done;
                 return;
             }
@@ -522,6 +528,25 @@ impl ContextPacker {
         {
             self.phase = Phase::Done;
         }
+    }
+
+    /// Adds the summary section cut to the room left (its beginning, the marker, its end),
+    /// when at least [`MIN_CUT_SUMMARY_TOKENS`] of it fit.
+    fn add_cut_summary(&mut self, text: &str) -> bool {
+        let room = self.available.saturating_sub(self.used + self.notice_reserve);
+        let frame = text_message_cost("system", SUMMARY_CUT_MARKER, self.tokenizer);
+        let mut keep = room.saturating_sub(frame);
+        while keep >= MIN_CUT_SUMMARY_TOKENS {
+            let (head, tail) = self.tokenizer.head_and_tail(text, keep * 2 / 3, keep);
+            let cut = format!("{head}{SUMMARY_CUT_MARKER}{tail}");
+            // Joined text may tokenize a little longer than its parts.
+            if text_message_cost("system", &cut, self.tokenizer) <= room {
+                self.stats.summary_cut = true;
+                return self.add_section(Source::Summary, cut);
+            }
+            keep -= keep / 8 + 1;
+        }
+        false
     }
 
     fn add_section(&mut self, source: Source, text: String) -> bool {
