@@ -6,7 +6,7 @@ use crate::{
     domain::{ConversationId, TenantId, Violations, memory::WorkingMemory},
     response_memory::Reservation,
     store::{MemoryState, StoreError},
-    summarize::prompts::extraction_request,
+    summarize::prompts::{EXTRACTION_MAX_TOKENS, extraction_request, extraction_response_format},
 };
 
 /// Refreshes retry this many times when a concurrent update bumped the version.
@@ -50,7 +50,14 @@ impl Service {
             if prepare {
                 let prepared = messages.last().map(|last| {
                     let request = extraction_request(&memory, &messages);
-                    PreparedRequest::new(request, memory.through_sequence, last.sequence)
+                    let mut prepared = PreparedRequest::new(
+                        request,
+                        memory.through_sequence,
+                        last.sequence,
+                        EXTRACTION_MAX_TOKENS,
+                    );
+                    prepared.response_format = Some(extraction_response_format());
+                    prepared
                 });
                 if let Some(prepared) = &prepared {
                     // The request as messages and rendered, then encoded.

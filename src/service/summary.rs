@@ -87,15 +87,26 @@ pub struct PreparedRequest {
     pub base_through_sequence: Sequence,
     /// The watermark it reaches.
     pub through_sequence: Sequence,
+    /// The structured output to ask for (extraction), as an OpenAI `response_format`.
+    pub response_format: Option<serde_json::Value>,
+    /// The answer's size limit (`max_tokens`).
+    pub max_output_tokens: usize,
 }
 
 impl PreparedRequest {
-    pub(super) fn new(messages: Vec<Message>, base: Sequence, through: Sequence) -> Self {
+    pub(super) fn new(
+        messages: Vec<Message>,
+        base: Sequence,
+        through: Sequence,
+        max_output_tokens: usize,
+    ) -> Self {
         Self {
             rendered: render_chat(&messages),
             messages,
             base_through_sequence: base,
             through_sequence: through,
+            response_format: None,
+            max_output_tokens,
         }
     }
 }
@@ -212,7 +223,7 @@ impl Service {
                 if matches!(request.mode, SummarizeMode::Prepare) {
                     let messages =
                         summary_request(state.summary.as_ref(), folded, request.max_summary_tokens);
-                    let prepared = PreparedRequest::new(messages, base, through);
+                    let prepared = PreparedRequest::new(messages, base, through, request.max_summary_tokens);
                     return unchanged(Some(prepared), reservation);
                 }
                 self.server_summary(

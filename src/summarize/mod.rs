@@ -17,7 +17,8 @@ pub mod openai;
 pub mod prompts;
 
 use prompts::{
-    EXTRACTION_SCHEMA_NAME, extraction_request, extraction_schema, parse_extraction, summary_request,
+    EXTRACTION_MAX_TOKENS, EXTRACTION_SCHEMA_NAME, extraction_request, extraction_schema, parse_extraction,
+    summary_request,
 };
 
 pub use openai::{JsonOutput, OpenAiClient, OpenAiError, OpenAiOptions};
@@ -200,7 +201,7 @@ impl Extractor {
                     name: EXTRACTION_SCHEMA_NAME,
                     schema: &schema,
                 };
-                let answer = client.chat(&request, Some(output), 4_000).await?;
+                let answer = client.chat(&request, Some(output), EXTRACTION_MAX_TOKENS).await?;
                 let extraction = parse_extraction(&answer)
                     .map_err(|e| OpenAiError::BadAnswer(format!("not of the extraction schema: {e}")))?;
                 extraction

@@ -99,6 +99,17 @@ pub fn render_chat(messages: &[Message]) -> String {
 /// Name of the extraction schema (`json_schema.name`).
 pub const EXTRACTION_SCHEMA_NAME: &str = "working_memory";
 
+/// The size limit (`max_tokens`) of an extraction answer.
+pub const EXTRACTION_MAX_TOKENS: usize = 4_000;
+
+/// The OpenAI `response_format` of an extraction request (strict `json_schema`).
+pub fn extraction_response_format() -> Value {
+    json!({
+        "type": "json_schema",
+        "json_schema": {"name": EXTRACTION_SCHEMA_NAME, "strict": true, "schema": extraction_schema()}
+    })
+}
+
 /// JSON schema of the extraction output (OpenAI structured output, strict mode).
 pub fn extraction_schema() -> Value {
     let item = json!({

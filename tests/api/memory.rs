@@ -165,6 +165,12 @@ async fn prepare_returns_the_extraction_request_and_stores_nothing(kind: StoreKi
         (0, 3)
     );
     assert!(prepared.rendered.contains("source_sequences") && prepared.rendered.contains("[#2 user]"));
+    // The schema comes as a response_format to send as it is, not only inside the instructions.
+    let format: serde_json::Value = serde_json::from_str(&prepared.response_format).unwrap();
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["json_schema"]["strict"], true);
+    assert!(format["json_schema"]["schema"]["properties"]["decisions"].is_object());
+    assert!(prepared.max_output_tokens > 0);
     assert_eq!(response.memory.unwrap().version, 0);
     assert_eq!(
         memory(&app, get("p", false, false)).await.memory.unwrap().version,

@@ -36,12 +36,16 @@ pub(crate) fn prepared_request(prepared: PreparedRequest) -> proto::PreparedRequ
         rendered,
         base_through_sequence,
         through_sequence,
+        response_format,
+        max_output_tokens,
     } = prepared;
     proto::PreparedRequest {
         rendered,
         messages: messages.into_iter().map(plain_message).collect(),
         base_through_sequence: base_through_sequence.get(),
         through_sequence: through_sequence.get(),
+        response_format: response_format.map(|f| f.to_string()).unwrap_or_default(),
+        max_output_tokens: u32::try_from(max_output_tokens).unwrap_or(u32::MAX),
     }
 }
 
