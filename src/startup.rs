@@ -320,6 +320,7 @@ fn ai_settings(config: &AiConfig) -> Result<AiSettings, OpenAiError> {
         extractor,
         max_summary_tokens: config.max_summary_tokens,
         auto_summarize: config.auto_summarize,
+        context_tokens: config.openai.context_tokens,
     })
 }
 

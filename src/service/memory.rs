@@ -6,7 +6,11 @@ use crate::{
     domain::{ConversationId, TenantId, Violations, memory::WorkingMemory},
     response_memory::Reservation,
     store::{MemoryState, StoreError},
-    summarize::prompts::{EXTRACTION_MAX_TOKENS, extraction_request, extraction_response_format},
+    summarize::{
+        ModelError, ModelRole,
+        chunk::{fit_message, next_chunk, request_tokens},
+        prompts::{extraction_max_tokens, extraction_request, extraction_response_format},
+    },
 };
 
 /// Refreshes retry this many times when a concurrent update bumped the version.
@@ -48,17 +52,28 @@ impl Service {
                 .await?;
             reservation.end_read(read, super::context::loaded_bytes(&messages))?;
             if prepare {
-                let prepared = messages.last().map(|last| {
-                    let request = extraction_request(&memory, &messages);
-                    let mut prepared = PreparedRequest::new(
-                        request,
-                        memory.through_sequence,
-                        last.sequence,
-                        EXTRACTION_MAX_TOKENS,
-                    );
-                    prepared.response_format = Some(extraction_response_format());
-                    prepared
-                });
+                let prepared = match messages.is_empty() {
+                    true => None,
+                    // The first chunk that fits the configured model context.
+                    false => {
+                        let max_tokens = extraction_max_tokens(self.ai.context_tokens);
+                        let fixed = request_tokens(&extraction_request(&memory, &[])) + max_tokens;
+                        let next =
+                            next_chunk(&messages, fixed, self.ai.context_tokens).map_err(|source| {
+                                ModelError {
+                                    role: ModelRole::Extractor,
+                                    source,
+                                }
+                            })?;
+                        let chunk = fit_message(&messages[..next.len], next.room);
+                        let last = chunk.last().map_or(memory.through_sequence, |m| m.sequence);
+                        let request = extraction_request(&memory, &chunk);
+                        let mut prepared =
+                            PreparedRequest::new(request, memory.through_sequence, last, max_tokens);
+                        prepared.response_format = Some(extraction_response_format());
+                        Some(prepared)
+                    }
+                };
                 if let Some(prepared) = &prepared {
                     // The request as messages and rendered, then encoded.
                     reservation.settle_at(3 * prepared.rendered.len())?;

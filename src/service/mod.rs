@@ -79,6 +79,8 @@ pub struct AiSettings {
     pub max_summary_tokens: usize,
     /// Background summarization, when enabled.
     pub auto_summarize: Option<AutoSummarize>,
+    /// The model context PREPARE's requests fit (CTXD_OPENAI_CONTEXT_TOKENS).
+    pub context_tokens: usize,
 }
 
 impl Default for AiSettings {
@@ -88,6 +90,7 @@ impl Default for AiSettings {
             extractor: Extractor::Rules,
             max_summary_tokens: 1_000,
             auto_summarize: None,
+            context_tokens: 128_000,
         }
     }
 }

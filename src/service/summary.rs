@@ -9,7 +9,11 @@ use crate::{
     },
     response_memory::Reservation,
     store::{NewSummary, StoreError, SummaryState},
-    summarize::prompts::{render_chat, summary_request},
+    summarize::{
+        ModelError, ModelRole,
+        chunk::{fit_message, next_chunk, request_tokens},
+        prompts::{render_chat, summary_request},
+    },
     tokenize::Tokenizer,
 };
 
@@ -221,9 +225,19 @@ impl Service {
                     return unchanged(None, reservation);
                 };
                 if matches!(request.mode, SummarizeMode::Prepare) {
-                    let messages =
-                        summary_request(state.summary.as_ref(), folded, request.max_summary_tokens);
-                    let prepared = PreparedRequest::new(messages, base, through, request.max_summary_tokens);
+                    // The first chunk that fits the configured model context; `through_sequence`
+                    // says how far it goes, and the next PREPARE goes on from there.
+                    let max = request.max_summary_tokens;
+                    let fixed = request_tokens(&summary_request(state.summary.as_ref(), &[], max)) + max;
+                    let next =
+                        next_chunk(folded, fixed, self.ai.context_tokens).map_err(|source| ModelError {
+                            role: ModelRole::Summarizer,
+                            source,
+                        })?;
+                    let chunk = fit_message(&folded[..next.len], next.room);
+                    let through = chunk.last().map_or(through, |m| m.sequence);
+                    let messages = summary_request(state.summary.as_ref(), &chunk, max);
+                    let prepared = PreparedRequest::new(messages, base, through, max);
                     return unchanged(Some(prepared), reservation);
                 }
                 self.server_summary(

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::{
     domain::{
+        ids::Sequence,
         memory::{WorkingMemory, extract_rules},
         message::StoredMessage,
         summary::{Summary, extractive_summary},
@@ -13,12 +14,14 @@ use crate::{
     tokenize::Tokenizer,
 };
 
+pub mod chunk;
 pub mod openai;
 pub mod prompts;
 
+use chunk::{fit_message, next_chunk, request_tokens};
 use prompts::{
-    EXTRACTION_MAX_TOKENS, EXTRACTION_SCHEMA_NAME, extraction_request, extraction_schema, parse_extraction,
-    summary_request,
+    EXTRACTION_SCHEMA_NAME, extraction_max_tokens, extraction_request, extraction_schema, parse_extraction,
+    summary_request_over,
 };
 
 pub use openai::{JsonOutput, OpenAiClient, OpenAiError, OpenAiOptions};
@@ -96,11 +99,7 @@ impl Summarizer {
                 .await)
             }
             Summarizer::OpenAi(client) => {
-                let request = summary_request(previous, messages, max_summary_tokens);
-                match client.chat(&request, None, max_summary_tokens).await {
-                    Ok(text) => check_summary_size(text, max_summary_tokens, tokenizer).await,
-                    Err(error) => Err(error),
-                }
+                fold_in_chunks(client, previous, messages, max_summary_tokens, tokenizer).await
             }
         };
         count_call(self.name(), &result);
@@ -109,6 +108,33 @@ impl Summarizer {
             source,
         })
     }
+}
+
+/// Folds `messages` into `previous` one chunk at a time (see [`chunk`]): each request fits
+/// the model's context, and each answer, checked, is the previous summary of the next.
+async fn fold_in_chunks(
+    client: &OpenAiClient,
+    previous: Option<&Summary>,
+    messages: &[StoredMessage],
+    max_summary_tokens: usize,
+    tokenizer: Tokenizer,
+) -> Result<String, OpenAiError> {
+    let context = client.options().context_tokens;
+    let mut folded: Option<(String, Sequence)> = previous.map(|s| (s.text.clone(), s.through_sequence));
+    let mut at = 0;
+    while at < messages.len() {
+        let previous = folded.as_ref().map(|(text, through)| (text.as_str(), *through));
+        let fixed =
+            request_tokens(&summary_request_over(previous, &[], max_summary_tokens)) + max_summary_tokens;
+        let next = next_chunk(&messages[at..], fixed, context)?;
+        let chunk = fit_message(&messages[at..at + next.len], next.room);
+        let request = summary_request_over(previous, &chunk, max_summary_tokens);
+        let text = client.chat(&request, None, max_summary_tokens).await?;
+        let text = check_summary_size(text, max_summary_tokens, tokenizer).await?;
+        at += next.len;
+        folded = Some((text, messages[at - 1].sequence));
+    }
+    Ok(folded.map(|(text, _)| text).unwrap_or_default())
 }
 
 /// The most tokens (the caller's tokenizer) a model's summary may have for `max_summary_tokens`:
@@ -195,20 +221,34 @@ impl Extractor {
                 .await;
             }
             Extractor::OpenAi(client) => {
-                let request = extraction_request(memory, messages);
+                // Chunk by chunk (see [`chunk`]) on a copy: `memory` changes only when all
+                // chunks were extracted.
+                let mut extracted = memory.clone();
                 let schema = extraction_schema();
                 let output = JsonOutput {
                     name: EXTRACTION_SCHEMA_NAME,
                     schema: &schema,
                 };
-                let answer = client.chat(&request, Some(output), EXTRACTION_MAX_TOKENS).await?;
-                let extraction = parse_extraction(&answer)
-                    .map_err(|e| OpenAiError::BadAnswer(format!("not of the extraction schema: {e}")))?;
-                extraction
-                    .check(max_text_bytes, last.sequence)
-                    .map_err(|v| OpenAiError::BadAnswer(format!("extracted facts refused: {v}")))?;
-                memory.absorb(extraction);
-                memory.through_sequence = memory.through_sequence.max(last.sequence);
+                let context = client.options().context_tokens;
+                let max_tokens = extraction_max_tokens(context);
+                let mut at = 0;
+                while at < messages.len() {
+                    let fixed = request_tokens(&extraction_request(&extracted, &[])) + max_tokens;
+                    let next = next_chunk(&messages[at..], fixed, context)?;
+                    let chunk = fit_message(&messages[at..at + next.len], next.room);
+                    let request = extraction_request(&extracted, &chunk);
+                    let answer = client.chat(&request, Some(output), max_tokens).await?;
+                    let extraction = parse_extraction(&answer)
+                        .map_err(|e| OpenAiError::BadAnswer(format!("not of the extraction schema: {e}")))?;
+                    let through = chunk.last().map_or(last.sequence, |m| m.sequence);
+                    extraction
+                        .check(max_text_bytes, through)
+                        .map_err(|v| OpenAiError::BadAnswer(format!("extracted facts refused: {v}")))?;
+                    extracted.absorb(extraction);
+                    at += next.len;
+                }
+                extracted.through_sequence = extracted.through_sequence.max(last.sequence);
+                *memory = extracted;
             }
         }
         Ok(())

@@ -66,15 +66,22 @@ pub fn summary_request(
     messages: &[StoredMessage],
     max_summary_tokens: usize,
 ) -> Vec<Message> {
+    let previous = previous.map(|s| (s.text.as_str(), s.through_sequence));
+    summary_request_over(previous, messages, max_summary_tokens)
+}
+
+/// [`summary_request`] over a previous summary's text and watermark (a chunk's fold).
+pub fn summary_request_over(
+    previous: Option<(&str, Sequence)>,
+    messages: &[StoredMessage],
+    max_summary_tokens: usize,
+) -> Vec<Message> {
     let (from, to) = (
         messages.first().map_or(0, |m| m.sequence.get()),
         messages.last().map_or(0, |m| m.sequence.get()),
     );
     let previous_text = match previous {
-        Some(s) => format!(
-            "Previous summary (messages 1 to {}):\n{}",
-            s.through_sequence, s.text
-        ),
+        Some((text, through)) => format!("Previous summary (messages 1 to {through}):\n{text}"),
         None => "Previous summary: none yet.".to_owned(),
     };
     let body = format!(
@@ -101,6 +108,12 @@ pub const EXTRACTION_SCHEMA_NAME: &str = "working_memory";
 
 /// The size limit (`max_tokens`) of an extraction answer.
 pub const EXTRACTION_MAX_TOKENS: usize = 4_000;
+
+/// The size limit of an extraction answer from a model with `context_tokens` of context: at
+/// most [`EXTRACTION_MAX_TOKENS`], at most a quarter of the context.
+pub fn extraction_max_tokens(context_tokens: usize) -> usize {
+    EXTRACTION_MAX_TOKENS.min(context_tokens / 4)
+}
 
 /// The OpenAI `response_format` of an extraction request (strict `json_schema`).
 pub fn extraction_response_format() -> Value {

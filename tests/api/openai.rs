@@ -639,3 +639,109 @@ async fn json_object_is_the_fallback_when_json_schema_is_refused_and_it_is_remem
         "array"
     );
 }
+
+/// Issue 17, item 5: a conversation longer than the model's context is summarized and
+/// extracted in turn-aligned chunks, each request fitting the context, the summary folded
+/// forward; PREPARE returns a request that fits and says how far it goes.
+#[tokio::test]
+async fn long_conversations_are_summarized_and_extracted_in_chunks_that_fit_the_context() {
+    let (addr, endpoint) = endpoint(Behaviour::Answer).await;
+    let app = ctxd_with(addr, &["--openai-context-tokens", "2048"]).await;
+    for turn in 0..30 {
+        let text = format!(
+            "Turn {turn}: {}",
+            "we weigh the migration options in detail. ".repeat(6)
+        );
+        app.append_ok(
+            "o",
+            vec![user(&text), crate::helpers::assistant("Noted, continuing.")],
+        )
+        .await;
+    }
+    // PREPARE: one request that fits, up to the end of its chunk.
+    let prepare = proto::SummarizeRequest {
+        mode: proto::SummarizeMode::Prepare as i32,
+        max_summary_tokens: 300,
+        ..summarize_all()
+    };
+    let prepared = app
+        .client
+        .clone()
+        .summarize(prepare)
+        .await
+        .unwrap()
+        .into_inner()
+        .prepared
+        .unwrap();
+    let bytes: usize = prepared.messages.iter().map(|m| m.content.len()).sum();
+    assert!(bytes / 3 + 300 < 2_048, "{bytes} bytes");
+    assert_eq!(prepared.base_through_sequence, 0);
+    assert!(
+        prepared.through_sequence > 3 && prepared.through_sequence < 61,
+        "{}",
+        prepared.through_sequence
+    );
+
+    let request = proto::SummarizeRequest {
+        max_summary_tokens: 300,
+        ..summarize_all()
+    };
+    let summary = app
+        .client
+        .clone()
+        .summarize(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .summary
+        .unwrap();
+    assert_eq!(
+        summary.through_sequence, 61,
+        "everything but the kept turn is folded"
+    );
+    let requests = endpoint.requests.lock().unwrap().clone();
+    assert!(requests.len() >= 3, "{} requests", requests.len());
+    let mut covered = 0;
+    for (i, (_, body)) in requests.iter().enumerate() {
+        let bytes: usize = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap().len())
+            .sum();
+        assert!(bytes / 3 + 300 < 2_048, "request {i}: {bytes} bytes");
+        let text = body["messages"][1]["content"].as_str().unwrap();
+        if i > 0 {
+            let previous = format!("Previous summary (messages 1 to {covered}):\nGoals: launch billing");
+            assert!(text.contains(&previous), "{text}");
+        }
+        assert_eq!(text_first(text), covered + 1, "chunks follow each other");
+        let last = text.rsplit("[#").next().unwrap();
+        covered = last.split(' ').next().unwrap().parse().unwrap();
+    }
+    assert_eq!(covered, 61);
+
+    // Extraction: chunk by chunk, every answer folded in, the watermark at the end.
+    endpoint.requests.lock().unwrap().clear();
+    let memory = app
+        .client
+        .clone()
+        .get_working_memory(refresh("o"))
+        .await
+        .unwrap()
+        .into_inner()
+        .memory
+        .unwrap();
+    assert_eq!(memory.through_sequence, 63);
+    assert!(endpoint.requests.lock().unwrap().len() >= 3);
+}
+
+/// The sequence of the first message in a request's transcript.
+fn text_first(text: &str) -> u64 {
+    let start = text
+        .find("):\n[#")
+        .map(|i| i + 5)
+        .or_else(|| text.find("[#").map(|i| i + 2))
+        .unwrap();
+    text[start..].split(' ').next().unwrap().parse().unwrap()
+}
