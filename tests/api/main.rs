@@ -11,6 +11,7 @@ mod log;
 mod memory;
 mod openai;
 mod production;
+mod real_model;
 mod reasoning;
 mod retention;
 mod server;
