@@ -167,6 +167,17 @@ pub fn append(conversation: &str, messages: Vec<proto::Message>) -> proto::Appen
 }
 
 impl TestApp {
+    /// The working memory after a refresh that must succeed.
+    pub async fn refreshed_memory(&self, conversation: &str) -> proto::WorkingMemory {
+        let request = proto::GetWorkingMemoryRequest {
+            conversation_id: conversation.into(),
+            refresh: true,
+            prepare: false,
+        };
+        let response = self.client.clone().get_working_memory(request).await.unwrap();
+        response.into_inner().memory.unwrap()
+    }
+
     /// Appends and expects success.
     pub async fn append_ok(
         &self,

@@ -246,20 +246,7 @@ async fn the_openai_summarizer_sends_a_sectioned_chat_request_and_stores_the_ans
 async fn the_openai_extractor_asks_for_json_schema_output_and_merges_it() {
     let (addr, endpoint) = endpoint(Behaviour::Answer).await;
     let app = ctxd_using(addr).await;
-    let request = proto::GetWorkingMemoryRequest {
-        conversation_id: "o".into(),
-        refresh: true,
-        prepare: false,
-    };
-    let memory = app
-        .client
-        .clone()
-        .get_working_memory(request)
-        .await
-        .unwrap()
-        .into_inner()
-        .memory
-        .unwrap();
+    let memory = app.refreshed_memory("o").await;
     assert_eq!(memory.goals[0].text, "Launch billing by March");
     assert_eq!(memory.decisions[0].source_sequences, [2]);
     assert_eq!(memory.glossary[0].term, "SLA");
@@ -398,15 +385,7 @@ async fn a_second_refresh_keeps_the_facts_of_the_first() {
     app.client.clone().get_working_memory(refresh("o")).await.unwrap();
     app.append_ok("o", vec![user("Cutover is on March 22.")]).await;
     endpoint.then(Reply::chat(&extraction_of("Cutover on March 22", 4), "stop"));
-    let memory = app
-        .client
-        .clone()
-        .get_working_memory(refresh("o"))
-        .await
-        .unwrap()
-        .into_inner()
-        .memory
-        .unwrap();
+    let memory = app.refreshed_memory("o").await;
     let decisions: Vec<(&str, &str)> = memory
         .decisions
         .iter()
@@ -616,15 +595,7 @@ async fn the_call_deadline_bounds_all_attempts_and_abandons_the_upstream_request
 async fn json_object_is_the_fallback_when_json_schema_is_refused_and_it_is_remembered() {
     let (addr, endpoint) = endpoint(Behaviour::NoJsonSchema).await;
     let app = ctxd_using(addr).await;
-    let memory = app
-        .client
-        .clone()
-        .get_working_memory(refresh("o"))
-        .await
-        .unwrap()
-        .into_inner()
-        .memory
-        .unwrap();
+    let memory = app.refreshed_memory("o").await;
     assert_eq!(memory.decisions[0].text, "Use PostgreSQL 15");
     app.append_ok("o", vec![user("One more thing.")]).await;
     app.client.clone().get_working_memory(refresh("o")).await.unwrap();
@@ -723,15 +694,7 @@ async fn long_conversations_are_summarized_and_extracted_in_chunks_that_fit_the_
 
     // Extraction: chunk by chunk, every answer folded in, the watermark at the end.
     endpoint.requests.lock().unwrap().clear();
-    let memory = app
-        .client
-        .clone()
-        .get_working_memory(refresh("o"))
-        .await
-        .unwrap()
-        .into_inner()
-        .memory
-        .unwrap();
+    let memory = app.refreshed_memory("o").await;
     assert_eq!(memory.through_sequence, 63);
     assert!(endpoint.requests.lock().unwrap().len() >= 3);
 }

@@ -173,20 +173,7 @@ async fn the_rules_extractor_on_a_labelled_conversation_it_was_not_tuned_on() {
         })
         .collect();
     app.append_ok("eval", messages).await;
-    let request = proto::GetWorkingMemoryRequest {
-        conversation_id: "eval".into(),
-        refresh: true,
-        prepare: false,
-    };
-    let memory = app
-        .client
-        .clone()
-        .get_working_memory(request)
-        .await
-        .unwrap()
-        .into_inner()
-        .memory
-        .unwrap();
+    let memory = app.refreshed_memory("eval").await;
     // (text, sources) of what the extractor produced, per category; open questions that were
     // closed (superseded) and the "Answered at" notes are not open questions.
     let items = |category: &str| -> Vec<(String, Vec<u64>)> {
