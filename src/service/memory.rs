@@ -6,11 +6,7 @@ use crate::{
     domain::{ConversationId, TenantId, Violations, memory::WorkingMemory},
     response_memory::Reservation,
     store::{MemoryState, StoreError},
-    summarize::{
-        ModelError, ModelRole,
-        chunk::{fit_message, next_chunk, request_tokens},
-        prompts::{extraction_max_tokens, extraction_request, extraction_response_format},
-    },
+    summarize::{ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format},
 };
 
 /// Refreshes retry this many times when a concurrent update bumped the version.
@@ -56,18 +52,14 @@ impl Service {
                     true => None,
                     // The first chunk that fits the configured model context.
                     false => {
-                        let max_tokens = extraction_max_tokens(self.ai.context_tokens);
-                        let fixed = request_tokens(&extraction_request(&memory, &[])) + max_tokens;
-                        let next =
-                            next_chunk(&messages, fixed, self.ai.context_tokens).map_err(|source| {
-                                ModelError {
+                        let (request, len, max_tokens) =
+                            extraction_chunk(&memory, &messages, self.ai.context_tokens).map_err(
+                                |source| ModelError {
                                     role: ModelRole::Extractor,
                                     source,
-                                }
-                            })?;
-                        let chunk = fit_message(&messages[..next.len], next.room);
-                        let last = chunk.last().map_or(memory.through_sequence, |m| m.sequence);
-                        let request = extraction_request(&memory, &chunk);
+                                },
+                            )?;
+                        let last = messages[len - 1].sequence;
                         let mut prepared =
                             PreparedRequest::new(request, memory.through_sequence, last, max_tokens);
                         prepared.response_format = Some(extraction_response_format());

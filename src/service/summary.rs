@@ -9,11 +9,7 @@ use crate::{
     },
     response_memory::Reservation,
     store::{NewSummary, StoreError, SummaryState},
-    summarize::{
-        ModelError, ModelRole,
-        chunk::{fit_message, next_chunk, request_tokens},
-        prompts::{render_chat, summary_request},
-    },
+    summarize::{ModelError, ModelRole, prompts::render_chat, summary_chunk},
     tokenize::Tokenizer,
 };
 
@@ -228,16 +224,16 @@ impl Service {
                     // The first chunk that fits the configured model context; `through_sequence`
                     // says how far it goes, and the next PREPARE goes on from there.
                     let max = request.max_summary_tokens;
-                    let fixed = request_tokens(&summary_request(state.summary.as_ref(), &[], max)) + max;
-                    let next =
-                        next_chunk(folded, fixed, self.ai.context_tokens).map_err(|source| ModelError {
+                    let previous = state
+                        .summary
+                        .as_ref()
+                        .map(|s| (s.text.as_str(), s.through_sequence));
+                    let (messages, len) = summary_chunk(previous, folded, max, self.ai.context_tokens)
+                        .map_err(|source| ModelError {
                             role: ModelRole::Summarizer,
                             source,
                         })?;
-                    let chunk = fit_message(&folded[..next.len], next.room);
-                    let through = chunk.last().map_or(through, |m| m.sequence);
-                    let messages = summary_request(state.summary.as_ref(), &chunk, max);
-                    let prepared = PreparedRequest::new(messages, base, through, max);
+                    let prepared = PreparedRequest::new(messages, base, folded[len - 1].sequence, max);
                     return unchanged(Some(prepared), reservation);
                 }
                 self.server_summary(

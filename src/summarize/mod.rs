@@ -7,7 +7,7 @@ use crate::{
     domain::{
         ids::Sequence,
         memory::{WorkingMemory, extract_rules},
-        message::StoredMessage,
+        message::{Message, StoredMessage},
         summary::{Summary, extractive_summary},
     },
     metrics::METRICS,
@@ -21,7 +21,7 @@ pub mod prompts;
 use chunk::{fit_message, next_chunk, request_tokens};
 use prompts::{
     EXTRACTION_SCHEMA_NAME, extraction_max_tokens, extraction_request, extraction_schema, parse_extraction,
-    summary_request_over,
+    summary_request,
 };
 
 pub use openai::{JsonOutput, OpenAiClient, OpenAiError, OpenAiOptions};
@@ -124,17 +124,42 @@ async fn fold_in_chunks(
     let mut at = 0;
     while at < messages.len() {
         let previous = folded.as_ref().map(|(text, through)| (text.as_str(), *through));
-        let fixed =
-            request_tokens(&summary_request_over(previous, &[], max_summary_tokens)) + max_summary_tokens;
-        let next = next_chunk(&messages[at..], fixed, context)?;
-        let chunk = fit_message(&messages[at..at + next.len], next.room);
-        let request = summary_request_over(previous, &chunk, max_summary_tokens);
+        let (request, len) = summary_chunk(previous, &messages[at..], max_summary_tokens, context)?;
         let text = client.chat(&request, None, max_summary_tokens).await?;
         let text = check_summary_size(text, max_summary_tokens, tokenizer).await?;
-        at += next.len;
+        at += len;
         folded = Some((text, messages[at - 1].sequence));
     }
     Ok(folded.map(|(text, _)| text).unwrap_or_default())
+}
+
+/// The summary request over the first chunk of `messages` that fits a model context of
+/// `context_tokens` (see [`chunk`]), and how many messages it covers.
+pub fn summary_chunk(
+    previous: Option<(&str, Sequence)>,
+    messages: &[StoredMessage],
+    max_summary_tokens: usize,
+    context_tokens: usize,
+) -> Result<(Vec<Message>, usize), OpenAiError> {
+    let fixed = request_tokens(&summary_request(previous, &[], max_summary_tokens)) + max_summary_tokens;
+    let next = next_chunk(messages, fixed, context_tokens)?;
+    let chunk = fit_message(&messages[..next.len], next.room);
+    Ok((summary_request(previous, &chunk, max_summary_tokens), next.len))
+}
+
+/// The extraction request over the first chunk of `messages` that fits a model context of
+/// `context_tokens` (see [`chunk`]) with `memory`'s facts, how many messages it covers, and
+/// the answer's size limit.
+pub fn extraction_chunk(
+    memory: &WorkingMemory,
+    messages: &[StoredMessage],
+    context_tokens: usize,
+) -> Result<(Vec<Message>, usize, usize), OpenAiError> {
+    let max_tokens = extraction_max_tokens(context_tokens);
+    let fixed = request_tokens(&extraction_request(memory, &[])) + max_tokens;
+    let next = next_chunk(messages, fixed, context_tokens)?;
+    let chunk = fit_message(&messages[..next.len], next.room);
+    Ok((extraction_request(memory, &chunk), next.len, max_tokens))
 }
 
 /// The most tokens (the caller's tokenizer) a model's summary may have for `max_summary_tokens`:
@@ -230,22 +255,17 @@ impl Extractor {
                     schema: &schema,
                 };
                 let context = client.options().context_tokens;
-                let max_tokens = extraction_max_tokens(context);
                 let mut at = 0;
                 while at < messages.len() {
-                    let fixed = request_tokens(&extraction_request(&extracted, &[])) + max_tokens;
-                    let next = next_chunk(&messages[at..], fixed, context)?;
-                    let chunk = fit_message(&messages[at..at + next.len], next.room);
-                    let request = extraction_request(&extracted, &chunk);
+                    let (request, len, max_tokens) = extraction_chunk(&extracted, &messages[at..], context)?;
                     let answer = client.chat(&request, Some(output), max_tokens).await?;
                     let extraction = parse_extraction(&answer)
                         .map_err(|e| OpenAiError::BadAnswer(format!("not of the extraction schema: {e}")))?;
-                    let through = chunk.last().map_or(last.sequence, |m| m.sequence);
+                    at += len;
                     extraction
-                        .check(max_text_bytes, through)
+                        .check(max_text_bytes, messages[at - 1].sequence)
                         .map_err(|v| OpenAiError::BadAnswer(format!("extracted facts refused: {v}")))?;
                     extracted.absorb(extraction);
-                    at += next.len;
                 }
                 extracted.through_sequence = extracted.through_sequence.max(last.sequence);
                 *memory = extracted;

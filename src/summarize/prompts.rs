@@ -10,7 +10,6 @@ use crate::domain::{
     ids::Sequence,
     memory::{Category, ExtractedItem, Extraction, GlossaryEntry, WorkingMemory},
     message::{Message, Role, StoredMessage},
-    summary::Summary,
     violation::clip,
 };
 
@@ -59,19 +58,9 @@ pub fn transcript(messages: &[StoredMessage]) -> String {
     out
 }
 
-/// The chat request a summarizer LLM is given: instructions, then the previous summary and the
-/// new messages.
+/// The chat request a summarizer LLM is given: instructions, then the previous summary (its
+/// text and watermark) and the new messages.
 pub fn summary_request(
-    previous: Option<&Summary>,
-    messages: &[StoredMessage],
-    max_summary_tokens: usize,
-) -> Vec<Message> {
-    let previous = previous.map(|s| (s.text.as_str(), s.through_sequence));
-    summary_request_over(previous, messages, max_summary_tokens)
-}
-
-/// [`summary_request`] over a previous summary's text and watermark (a chunk's fold).
-pub fn summary_request_over(
     previous: Option<(&str, Sequence)>,
     messages: &[StoredMessage],
     max_summary_tokens: usize,
