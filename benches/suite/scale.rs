@@ -1,9 +1,10 @@
 //! Appends under the scale-out load of docs/scaling.md: 16 appenders over 64 conversations
 //! (each append picks one at random, so appenders meet on conversations), then every
 //! conversation is checked gapless. On Citus it also prints the two-phase commits the load
-//! caused (`pg_dist_transaction`; leave 2PC recovery off, `citus.recover_2pc_interval = -1`,
-//! so none are cleaned up meanwhile) and how the conversations spread over the workers.
-//! Run it against plain PostgreSQL and against a Citus coordinator one after the other and
+//! caused on any node (`pg_dist_transaction`; leave 2PC recovery off,
+//! `citus.recover_2pc_interval = -1`, so none are cleaned up meanwhile) and how the
+//! conversations spread over the workers. Run it against plain PostgreSQL and against a Citus
+//! cluster (the coordinator, or the workers as one multi-host URL) one after the other and
 //! compare the rates.
 
 use std::{
@@ -37,7 +38,11 @@ pub(crate) async fn run(server: &Replica, url: &str, secs: u64) -> anyhow::Resul
     );
     let two_phase = || async {
         let row = db
-            .query_one("SELECT count(*) FROM pg_dist_transaction", &[])
+            .query_one(
+                "SELECT sum(result::bigint)::bigint FROM run_command_on_all_nodes(
+                     'SELECT count(*) FROM pg_dist_transaction')",
+                &[],
+            )
             .await?;
         anyhow::Ok(row.get::<_, i64>(0))
     };
