@@ -94,7 +94,9 @@ pub struct Config {
     #[arg(long, env = "CTXD_LISTEN", default_value = "0.0.0.0:50051")]
     pub listen: SocketAddr,
 
-    /// PostgreSQL URL (postgres://user:password@host:5432/db). Unset: in-memory store.
+    /// PostgreSQL URL (postgres://user:password@host:5432/db). Server settings in its
+    /// `options` (`?options=-c%20search_path%3Dctxd`) apply to every connection. Unset:
+    /// in-memory store.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 

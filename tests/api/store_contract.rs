@@ -821,3 +821,39 @@ async fn store_forks_keep_the_sources_log_positions(kind: StoreKind) {
     assert_eq!(f5[..5], source[..5]);
     assert!(f5[5].1.is_some());
 }
+
+/// Server options in the database URL stay in force beside the statement timeout ctxd adds:
+/// with `options='-c search_path=...'` the tables land in that schema and every call uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_url_options_reach_every_connection() {
+    let url = fresh_database().await;
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client.batch_execute("CREATE SCHEMA ctxd_app").await.unwrap();
+    let options = PostgresOptions {
+        url: format!("{url} options='-c search_path=ctxd_app'"),
+        pool_size: 2,
+        connect_timeout: Duration::from_secs(5),
+        statement_timeout: Duration::from_secs(30),
+    };
+    let store = store::open(Some(&options)).unwrap();
+    store.migrate().await.unwrap();
+    let t = tenant("t");
+    store
+        .append_messages(&t, &batch("a", vec![text(Role::User, "hello")]))
+        .await
+        .unwrap();
+
+    let placed = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM ctxd_app.messages),
+                    to_regclass('public.messages') IS NULL",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(placed.get::<_, i64>(0), 1, "the message is in the URL's schema");
+    assert!(placed.get::<_, bool>(1), "nothing was created in public");
+}

@@ -69,10 +69,14 @@ impl PostgresStore {
             .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
         pg_config.connect_timeout(options.connect_timeout);
         pg_config.application_name("ctxd");
-        pg_config.options(format!(
-            "-c statement_timeout={}",
+        // After the URL's own `options`, so those stay in force (and a `statement_timeout`
+        // among them gives way to `--statement-timeout`).
+        let server_options = format!(
+            "{} -c statement_timeout={}",
+            pg_config.get_options().unwrap_or_default(),
             options.statement_timeout.as_millis()
-        ));
+        );
+        pg_config.options(server_options.trim_start());
         let manager = Manager::from_config(
             pg_config,
             NoTls,
