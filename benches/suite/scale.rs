@@ -6,6 +6,10 @@
 //! conversations spread over the workers. Run it against plain PostgreSQL and against a Citus
 //! cluster (the coordinator, or the workers as one multi-host URL) one after the other and
 //! compare the rates.
+//!
+//! `BENCH_SCALE_NODE=host:port` (Citus) takes the 64 conversations among those whose shard is on
+//! that node. Connected to that node, every append then runs where its shard is, with no hop:
+//! the most any routing of appends to their shard's node could give.
 
 use std::{
     sync::{
@@ -49,12 +53,18 @@ pub(crate) async fn run(server: &Replica, url: &str, secs: u64) -> anyhow::Resul
     let two_phase_before = if citus { two_phase().await? } else { 0 };
 
     let run = std::process::id();
+    let conversations = match std::env::var("BENCH_SCALE_NODE") {
+        Ok(node) => on_node(&db, run, &node).await?,
+        Err(_) => (0..CONVERSATIONS).map(|c| format!("scale-{run}-{c}")).collect(),
+    };
+    let conversations = Arc::new(conversations);
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let mut tasks = Vec::new();
     for appender in 0..APPENDERS {
         let mut api = server.client().await?;
         let stop = stop.clone();
+        let conversations = conversations.clone();
         tasks.push(tokio::spawn(async move {
             // A small xorshift per appender: which conversation each append goes to.
             let mut state = 0x9E37_79B9_7F4A_7C15_u64 ^ (appender as u64 + 1);
@@ -63,10 +73,10 @@ pub(crate) async fn run(server: &Replica, url: &str, secs: u64) -> anyhow::Resul
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
-                let conversation = state as usize % CONVERSATIONS;
+                let conversation = &conversations[state as usize % CONVERSATIONS];
                 let sent = Instant::now();
                 api.append_message(proto::AppendMessageRequest {
-                    conversation_id: format!("scale-{run}-{conversation}"),
+                    conversation_id: conversation.clone(),
                     messages: vec![proto::Message {
                         role: proto::Role::User as i32,
                         content: format!(
@@ -141,4 +151,25 @@ pub(crate) async fn run(server: &Replica, url: &str, secs: u64) -> anyhow::Resul
         }
     }
     Ok(())
+}
+
+/// [`CONVERSATIONS`] conversation ids of this run whose shard is on `node` (`host:port`).
+async fn on_node(db: &tokio_postgres::Client, run: u32, node: &str) -> anyhow::Result<Vec<String>> {
+    let rows = db
+        .query(
+            "SELECT id FROM (SELECT 'scale-' || $1::text || '-' || i AS id FROM generate_series(0, 4095) i) ids
+             WHERE (SELECT n.nodename || ':' || n.nodeport
+                    FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+                    WHERE p.shardid = get_shard_id_for_distribution_column('conversations', id)
+                    LIMIT 1) = $2
+             LIMIT $3",
+            &[&run.to_string(), &node, &(CONVERSATIONS as i64)],
+        )
+        .await?;
+    anyhow::ensure!(
+        rows.len() == CONVERSATIONS,
+        "BENCH_SCALE_NODE={node}: not a node holding conversation shards"
+    );
+    println!("all {CONVERSATIONS} conversations have their shard on {node}");
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
