@@ -39,16 +39,25 @@ contract_tests!(
 
 /// A fresh, empty store of `kind`, migrated.
 async fn store_of(kind: StoreKind) -> Arc<dyn Store> {
-    let options = match kind {
-        StoreKind::Memory => None,
-        StoreKind::Postgres => Some(PostgresOptions {
-            url: fresh_database().await,
-            pool_size: 4,
-            connect_timeout: Duration::from_secs(5),
-            statement_timeout: Duration::from_secs(30),
-        }),
+    match kind {
+        StoreKind::Memory => {
+            let store = store::open(None).expect("store opens");
+            store.migrate().await.expect("store migrates");
+            store
+        }
+        StoreKind::Postgres => postgres_store(fresh_database().await).await,
+    }
+}
+
+/// A PostgreSQL store on `url`, migrated.
+async fn postgres_store(url: String) -> Arc<dyn Store> {
+    let options = PostgresOptions {
+        url,
+        pool_size: 4,
+        connect_timeout: Duration::from_secs(5),
+        statement_timeout: Duration::from_secs(30),
     };
-    let store = store::open(options.as_ref()).expect("store opens");
+    let store = store::open(Some(&options)).expect("store opens");
     store.migrate().await.expect("store migrates");
     store
 }
@@ -658,14 +667,7 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migration_4_places_existing_logs_like_appends_do() {
     let url = fresh_database().await;
-    let options = PostgresOptions {
-        url: url.clone(),
-        pool_size: 2,
-        connect_timeout: Duration::from_secs(5),
-        statement_timeout: Duration::from_secs(30),
-    };
-    let store = store::open(Some(&options)).unwrap();
-    store.migrate().await.unwrap();
+    let store = postgres_store(url.clone()).await;
     let t = tenant("t");
     let mut sent = Vec::new();
     for (name, round) in [("a", 0), ("b", 1), ("a", 2), ("b", 3), ("a", 4)] {
@@ -832,14 +834,7 @@ async fn postgres_url_options_reach_every_connection() {
         .unwrap();
     tokio::spawn(connection);
     client.batch_execute("CREATE SCHEMA ctxd_app").await.unwrap();
-    let options = PostgresOptions {
-        url: format!("{url} options='-c search_path=ctxd_app'"),
-        pool_size: 2,
-        connect_timeout: Duration::from_secs(5),
-        statement_timeout: Duration::from_secs(30),
-    };
-    let store = store::open(Some(&options)).unwrap();
-    store.migrate().await.unwrap();
+    let store = postgres_store(format!("{url} options='-c search_path=ctxd_app'")).await;
     let t = tenant("t");
     store
         .append_messages(&t, &batch("a", vec![text(Role::User, "hello")]))
