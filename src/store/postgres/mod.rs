@@ -70,7 +70,7 @@ impl PostgresStore {
         pg_config.connect_timeout(options.connect_timeout);
         pg_config.application_name("ctxd");
         // After the URL's own `options`, so those stay in force (and a `statement_timeout`
-        // among them gives way to `--statement-timeout`).
+        // among them gives way to the one `--request-timeout-secs` sets).
         let server_options = format!(
             "{} -c statement_timeout={}",
             pg_config.get_options().unwrap_or_default(),
