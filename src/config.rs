@@ -251,6 +251,11 @@ pub struct Config {
     #[arg(long, env = "CTXD_AUTO_SUMMARIZE_KEEP_TOKENS", default_value_t = 0)]
     pub auto_summarize_keep_tokens: usize,
 
+    /// Background summaries one replica runs at once. A check point reached while that many
+    /// run is skipped; the conversation's next check point tries again.
+    #[arg(long, env = "CTXD_AUTO_SUMMARIZE_CONCURRENCY", default_value_t = 16)]
+    pub auto_summarize_concurrency: usize,
+
     /// Base URL of the OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LiteLLM), up to `/v1`.
     #[arg(
         long,
@@ -513,6 +518,13 @@ impl Config {
             "CTXD_SUMMARY_MAX_TOKENS",
             self.summary_max_tokens as u64,
         );
+        if self.auto_summarize_tokens > 0 {
+            positive(
+                problems,
+                "CTXD_AUTO_SUMMARIZE_CONCURRENCY",
+                self.auto_summarize_concurrency as u64,
+            );
+        }
         let uses_openai = self.summarizer == Engine::OpenAi || self.extractor == Engine::OpenAi;
         if uses_openai {
             let url = &self.openai_base_url;
@@ -543,6 +555,7 @@ impl Config {
                     0 => self.auto_summarize_tokens / 2,
                     n => n,
                 },
+                concurrency: self.auto_summarize_concurrency,
             }),
             openai: OpenAiOptions {
                 base_url: self.openai_base_url.clone(),

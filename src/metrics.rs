@@ -32,6 +32,8 @@ pub struct Metrics {
     pub retention_conversations: IntCounter,
     /// Messages of the conversations the retention sweeper deleted.
     pub retention_messages: IntCounter,
+    /// Background summary checks not started, by reason.
+    pub background_skipped: IntCounterVec,
 }
 
 /// Reads the pool's (size, available, waiting) when metrics are scraped.
@@ -89,6 +91,15 @@ impl Metrics {
             "Messages of the conversations the retention sweeper deleted",
         )
         .expect("valid metric");
+        let background_skipped = IntCounterVec::new(
+            Opts::new(
+                "ctxd_background_summaries_skipped_total",
+                "Background summary checks not started: full (CTXD_AUTO_SUMMARIZE_CONCURRENCY \
+                 run already), running (one runs for the conversation), shutting_down",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         for collector in [
             Box::new(rpc_duration.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(context_tokens.clone()),
@@ -97,6 +108,7 @@ impl Metrics {
             Box::new(pool_connections.clone()),
             Box::new(retention_conversations.clone()),
             Box::new(retention_messages.clone()),
+            Box::new(background_skipped.clone()),
         ] {
             registry.register(collector).expect("unique metric");
         }
@@ -109,6 +121,7 @@ impl Metrics {
             pool_connections,
             retention_conversations,
             retention_messages,
+            background_skipped,
         }
     }
 

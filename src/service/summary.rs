@@ -132,6 +132,9 @@ pub struct AutoSummarize {
     pub threshold: usize,
     /// Tokens left verbatim.
     pub keep_recent_tokens: usize,
+    /// Background summaries this replica runs at once; a check point reached while that many
+    /// run is skipped (the next one checks again).
+    pub concurrency: usize,
 }
 
 impl Service {
@@ -302,12 +305,22 @@ impl Service {
             return;
         }
         let (service, tenant, conversation) = (self.clone(), tenant.clone(), conversation.clone());
-        self.tasks.spawn(async move {
+        // One check per conversation at a time on this replica; the lease makes it one across
+        // replicas. The key is unambiguous: a tenant id never holds a NUL.
+        let key = format!("{tenant}\u{0}{conversation}");
+        let started = self.tasks.try_spawn(key, auto.concurrency, async move {
             if let Err(error) = service.auto_summarize(&tenant, &conversation, auto).await {
                 let error = crate::telemetry::ErrorChain(&error);
                 tracing::warn!(%tenant, %conversation, %error, "background summarization failed");
             }
         });
+        if let Err(reason) = started {
+            crate::metrics::METRICS
+                .background_skipped
+                .with_label_values(&[reason.label()])
+                .inc();
+            tracing::debug!(reason = reason.label(), "background summary check skipped");
+        }
     }
 
     /// Folds unsummarized history past the threshold, single-flight per conversation across

@@ -68,6 +68,9 @@ struct Endpoint {
     calls: Arc<AtomicUsize>,
     /// Requests whose connection the client closed before the answer was sent.
     abandoned: Arc<AtomicUsize>,
+    /// Requests being answered now, and the most at any time.
+    in_flight: Arc<AtomicUsize>,
+    max_in_flight: Arc<AtomicUsize>,
 }
 
 impl Endpoint {
@@ -84,6 +87,23 @@ impl Drop for Abandonment {
         if let Some(count) = self.0.take() {
             count.fetch_add(1, Ordering::SeqCst);
         }
+    }
+}
+
+/// Counts a request in flight while it is being answered.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(endpoint: &Endpoint) -> Self {
+        let now = endpoint.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        endpoint.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self(endpoint.in_flight.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -104,6 +124,7 @@ async fn completions(
     Json(body): Json<Value>,
 ) -> (StatusCode, String) {
     endpoint.calls.fetch_add(1, Ordering::SeqCst);
+    let _in_flight = InFlight::enter(&endpoint);
     let auth = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -142,6 +163,8 @@ async fn endpoint(behaviour: Behaviour) -> (SocketAddr, Endpoint) {
         requests: Arc::default(),
         calls: Arc::default(),
         abandoned: Arc::default(),
+        in_flight: Arc::default(),
+        max_in_flight: Arc::default(),
     };
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
@@ -361,6 +384,71 @@ async fn background_summaries_run_single_flight_across_replicas() {
         calls as i64, versions,
         "no summarizer call was wasted on a lost race"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_summaries_are_bounded_per_replica_and_a_skipped_check_comes_back() {
+    let (addr, endpoint) = endpoint(Behaviour::Answer).await;
+    let slow = Reply {
+        delay: Duration::from_millis(800),
+        ..Reply::chat("Goals: keep going with the plan.", "stop")
+    };
+    for _ in 0..3 {
+        endpoint.then(slow.clone());
+    }
+    let base = format!("http://{addr}/v1");
+    let flags = [
+        "--summarizer",
+        "openai",
+        "--openai-base-url",
+        base.as_str(),
+        "--auto-summarize-tokens",
+        "100",
+        "--auto-summarize-concurrency",
+        "2",
+    ];
+    let app = spawn_app_with(StoreKind::Memory, &flags).await;
+    let messages = |from: usize, count: usize| -> Vec<proto::Message> {
+        (from..from + count)
+            .map(|i| {
+                user(&format!(
+                    "Message {i}: we decided to keep going with step {i} of the plan."
+                ))
+            })
+            .collect()
+    };
+    // Eight conversations cross their first check point at once; two checks may run.
+    for c in 0..8 {
+        app.append_ok(&format!("c{c}"), messages(0, 17)).await;
+    }
+    // Appends to a conversation whose check runs start no second check for it.
+    app.append_ok("c0", messages(17, 16)).await;
+    let settled = async {
+        while endpoint.calls.load(Ordering::SeqCst) < 2 || endpoint.in_flight.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), settled)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(endpoint.max_in_flight.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        endpoint.calls.load(Ordering::SeqCst),
+        2,
+        "checks reached while two ran were skipped, not queued"
+    );
+    // c0 and c1 ran; c7 was skipped, and its next check point runs its summary.
+    app.append_ok("c7", messages(17, 16)).await;
+    let third = async {
+        while endpoint.calls.load(Ordering::SeqCst) < 3 || endpoint.in_flight.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), third)
+        .await
+        .unwrap();
+    assert_eq!(endpoint.calls.load(Ordering::SeqCst), 3);
 }
 
 fn refresh(conversation: &str) -> proto::GetWorkingMemoryRequest {
