@@ -84,7 +84,7 @@ pub fn is_boundary(messages: &[StoredMessage], through: Sequence) -> bool {
 /// `result[i]` is true when cutting after `messages[..i]` splits no tool-call group. A call
 /// holds the cut open until its result is seen (forever if it never is); a result whose call
 /// lies under the watermark holds nothing open.
-fn group_boundaries(messages: &[StoredMessage]) -> Vec<bool> {
+pub(crate) fn group_boundaries(messages: &[StoredMessage]) -> Vec<bool> {
     let mut pending = std::collections::HashSet::new();
     let mut result = Vec::with_capacity(messages.len() + 1);
     result.push(true);

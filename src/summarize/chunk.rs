@@ -6,7 +6,12 @@
 //! ctxd does not know the endpoint model's tokenizer. It estimates one token per three bytes
 //! of text, more than common tokenizers give for English prose and code.
 
-use crate::domain::message::{Message, Role, StoredMessage};
+use std::borrow::Cow;
+
+use crate::domain::{
+    message::{Message, Role, StoredMessage},
+    summary::group_boundaries,
+};
 
 use super::{OpenAiError, prompts::transcript};
 
@@ -37,9 +42,11 @@ pub struct Chunk {
 
 /// How many of `messages` (from the first) the next chunk holds when `fixed` tokens of the
 /// request (instructions, running summary or facts, the answer's `max_tokens`) are taken in a
-/// context of `context_tokens`. The chunk ends before a user message outside a tool group
-/// when it can (turn-aligned), else at a message boundary; a single message too large for
-/// the room is returned alone, and [`fit_message`] cuts it. Errors when no room is left.
+/// context of `context_tokens`. A chunk never ends inside a tool-call group, so its last
+/// sequence is a watermark a summary may take (PREPARE hands it out as `through_sequence`). It
+/// ends before a user message outside a tool group when it can (turn-aligned), else after a
+/// whole tool group; when the first turn or group alone is larger than the room, the chunk is
+/// that group, and [`fit_chunk`] cuts its texts. Errors when no room is left.
 pub fn next_chunk(
     messages: &[StoredMessage],
     fixed: usize,
@@ -53,26 +60,23 @@ pub fn next_chunk(
              raise the context or lower max_summary_tokens"
         )));
     }
-    let mut used = 0;
-    let mut open_calls = 0usize;
-    let mut turn_boundary = None;
+    let boundaries = group_boundaries(messages);
+    let (mut used, mut turn_end, mut group_end) = (0, None, None);
     for (i, m) in messages.iter().enumerate() {
-        if i > 0 && m.message.role == Role::User && open_calls == 0 {
-            turn_boundary = Some(i);
+        if i > 0 && boundaries[i] {
+            group_end = Some(i);
+            if m.message.role == Role::User {
+                turn_end = Some(i);
+            }
         }
-        let cost = estimate(&transcript(std::slice::from_ref(m))) + 8;
-        if used + cost > room {
-            let len = match (i, turn_boundary) {
-                (0, _) => 1,
-                (_, Some(boundary)) => boundary,
-                (i, None) => i,
-            };
+        used += message_tokens(m);
+        if used > room {
+            let len = turn_end.or(group_end).unwrap_or_else(|| {
+                (i + 1..=messages.len())
+                    .find(|&end| boundaries[end])
+                    .unwrap_or(messages.len())
+            });
             return Ok(Chunk { len, room });
-        }
-        used += cost;
-        open_calls += m.message.tool_calls.len();
-        if m.message.role == Role::Tool {
-            open_calls = open_calls.saturating_sub(1);
         }
     }
     Ok(Chunk {
@@ -81,26 +85,88 @@ pub fn next_chunk(
     })
 }
 
-/// A chunk ready for the request: a single message larger than `room` tokens keeps the
-/// beginning and end of its text, with a marker between.
-pub fn fit_message(chunk: &[StoredMessage], room: usize) -> std::borrow::Cow<'_, [StoredMessage]> {
-    match chunk {
-        [only] if estimate(&transcript(chunk)) > room => {
-            let mut cut = only.clone();
-            let keep = room.saturating_mul(3) / 2;
-            let text = &only.message.content;
-            let head_end = floor_boundary(text, keep);
-            let tail_start = ceil_boundary(text, text.len().saturating_sub(keep / 2).max(head_end));
-            cut.message.content = format!(
-                "{}\n[... {} bytes of this message cut to fit the model's context ...]\n{}",
-                &text[..head_end],
-                tail_start - head_end,
-                &text[tail_start..]
-            );
-            std::borrow::Cow::Owned(vec![cut])
-        }
-        _ => std::borrow::Cow::Borrowed(chunk),
+/// Estimated tokens of one message in a transcript.
+fn message_tokens(message: &StoredMessage) -> usize {
+    estimate(&transcript(std::slice::from_ref(message))) + 8
+}
+
+/// Bytes the cut marker takes, with room to spare.
+const MARKER_BYTES: usize = 80;
+
+/// A chunk ready for the request: when its transcript is larger than `room` tokens, the
+/// largest messages are cut to an equal share (their text, partial output and call arguments
+/// keep their beginning and end, with a marker between) until it fits.
+pub fn fit_chunk(chunk: &[StoredMessage], room: usize) -> Cow<'_, [StoredMessage]> {
+    let costs: Vec<usize> = chunk.iter().map(message_tokens).collect();
+    if costs.iter().sum::<usize>() <= room {
+        return Cow::Borrowed(chunk);
     }
+    let share = water_level(&costs, room);
+    let fitted = chunk
+        .iter()
+        .zip(&costs)
+        .map(|(m, &cost)| match cost > share {
+            true => cut_message(m, share),
+            false => m.clone(),
+        })
+        .collect();
+    Cow::Owned(fitted)
+}
+
+/// The largest per-message share such that the messages, each capped at it, fit `room`.
+fn water_level(costs: &[usize], room: usize) -> usize {
+    let mut sorted = costs.to_vec();
+    sorted.sort_unstable();
+    let mut below = 0;
+    for (k, &cost) in sorted.iter().enumerate() {
+        let rest = sorted.len() - k;
+        if below + cost * rest > room {
+            return room.saturating_sub(below) / rest;
+        }
+        below += cost;
+    }
+    usize::MAX
+}
+
+/// `message` with its largest texts cut until its transcript takes about `share` tokens.
+fn cut_message(message: &StoredMessage, share: usize) -> StoredMessage {
+    let mut cut = message.clone();
+    // Each round cuts the largest text; a handful of rounds reaches the share or runs out of
+    // text worth cutting.
+    for _ in 0..8 {
+        let excess = message_tokens(&cut).saturating_sub(share);
+        if excess == 0 {
+            break;
+        }
+        let msg = &mut cut.message;
+        let mut texts: Vec<&mut String> = vec![&mut msg.content];
+        if let Some(error) = msg.error.as_mut() {
+            texts.push(&mut error.partial_output);
+        }
+        texts.extend(msg.tool_calls.iter_mut().map(|call| &mut call.arguments));
+        let Some(largest) = texts.into_iter().max_by_key(|text| text.len()) else {
+            break;
+        };
+        if largest.len() <= MARKER_BYTES {
+            break;
+        }
+        let keep = largest.len().saturating_sub(excess * 3 + MARKER_BYTES);
+        *largest = cut_text(largest, keep);
+    }
+    cut
+}
+
+/// `text` cut to about `keep` bytes: two thirds from its beginning and one from its end, with
+/// a marker saying how much was left out.
+fn cut_text(text: &str, keep: usize) -> String {
+    let head_end = floor_boundary(text, keep * 2 / 3);
+    let tail_start = ceil_boundary(text, text.len().saturating_sub(keep / 3).max(head_end));
+    format!(
+        "{}\n[... {} bytes cut to fit the model's context ...]\n{}",
+        &text[..head_end],
+        tail_start - head_end,
+        &text[tail_start..]
+    )
 }
 
 fn floor_boundary(text: &str, mut at: usize) -> usize {
@@ -184,8 +250,113 @@ mod tests {
         ));
         let huge = vec![stored(1, Message::text(Role::User, "é".repeat(100_000)))];
         assert_eq!(next_chunk(&huge, 1_000, 2_048).unwrap().len, 1);
-        let fitted = fit_message(&huge, 900);
+        let fitted = fit_chunk(&huge, 900);
         assert!(estimate(&transcript(&fitted)) < 1_000);
         assert!(fitted[0].message.content.contains("cut to fit"));
+    }
+
+    /// An assistant message calling `calls` tools with `arguments`, then their results of
+    /// `result` each.
+    fn group(first: u64, calls: usize, arguments: &str, result: &str) -> Vec<StoredMessage> {
+        let mut calling = Message::text(Role::Assistant, "Checking.".to_owned());
+        calling.tool_calls = (0..calls)
+            .map(|c| ToolCall {
+                id: format!("g{first}c{c}"),
+                name: "read_file".into(),
+                arguments: arguments.to_owned(),
+                signature: String::new(),
+                item_id: String::new(),
+            })
+            .collect();
+        let mut out = vec![stored(first, calling)];
+        for c in 0..calls {
+            let mut answer = Message::text(Role::Tool, result.to_owned());
+            answer.tool_call_id = Some(format!("g{first}c{c}"));
+            out.push(stored(first + 1 + c as u64, answer));
+        }
+        out
+    }
+
+    #[test]
+    fn a_tool_group_larger_than_the_room_is_one_chunk_cut_to_fit() {
+        let mut messages = vec![stored(1, Message::text(Role::User, "Read the repo.".into()))];
+        messages.extend(group(
+            2,
+            4,
+            "{\"path\": \"src/lib.rs\"}",
+            &"fn main() {}\n".repeat(2_000),
+        ));
+        messages.push(stored(7, Message::text(Role::Assistant, "Done.".into())));
+        let chunk = next_chunk(&messages[1..], 1_000, 4_096).unwrap();
+        assert_eq!(chunk.len, 5, "the whole group, never part of it");
+        let fitted = fit_chunk(&messages[1..6], chunk.room);
+        let tokens: usize = fitted.iter().map(message_tokens).sum();
+        assert!(
+            tokens <= chunk.room + 32,
+            "{tokens} tokens in a room of {}",
+            chunk.room
+        );
+        assert_eq!(fitted.len(), 5, "every message of the group is in the transcript");
+        assert!(
+            fitted[1..]
+                .iter()
+                .all(|m| m.message.content.contains("cut to fit"))
+        );
+        assert_eq!(
+            fitted[0].message.content, "Checking.",
+            "small messages stay whole"
+        );
+
+        // Arguments as large as a file are cut too.
+        let writes = group(1, 2, &"x".repeat(40_000), "ok");
+        let chunk = next_chunk(&writes, 1_000, 4_096).unwrap();
+        assert_eq!(chunk.len, 3);
+        let fitted = fit_chunk(&writes, chunk.room);
+        let tokens: usize = fitted.iter().map(message_tokens).sum();
+        assert!(
+            tokens <= chunk.room + 32,
+            "{tokens} tokens in a room of {}",
+            chunk.room
+        );
+    }
+
+    #[test]
+    fn every_chunk_ends_where_a_summary_may_end() {
+        // Turns of varied size: text, one call, parallel calls, large results.
+        let mut state = 7u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let mut messages = Vec::new();
+        for _ in 0..200 {
+            let at = messages.len() as u64 + 1;
+            let size = 1 + next(4_000) as usize;
+            match next(3) {
+                0 => messages.push(stored(at, Message::text(Role::User, "u".repeat(size)))),
+                1 => messages.extend(group(at, 1 + next(4) as usize, "{}", &"r".repeat(size))),
+                _ => messages.push(stored(at, Message::text(Role::Assistant, "a".repeat(size)))),
+            }
+        }
+        let mut at = 0;
+        while at < messages.len() {
+            let chunk = next_chunk(&messages[at..], 1_000, 2_048).unwrap();
+            assert!(chunk.len > 0);
+            at += chunk.len;
+            let through = messages[at - 1].sequence;
+            assert!(
+                crate::domain::summary::is_boundary(&messages, through),
+                "a chunk ended inside a tool group at {through}"
+            );
+            let fitted = fit_chunk(&messages[at - chunk.len..at], chunk.room);
+            let tokens: usize = fitted.iter().map(message_tokens).sum();
+            assert!(
+                tokens <= chunk.room + 64,
+                "{tokens} tokens in a room of {}",
+                chunk.room
+            );
+        }
     }
 }

@@ -18,7 +18,7 @@ pub mod chunk;
 pub mod openai;
 pub mod prompts;
 
-use chunk::{fit_message, next_chunk, request_tokens};
+use chunk::{fit_chunk, next_chunk, request_tokens};
 use prompts::{
     EXTRACTION_SCHEMA_NAME, extraction_max_tokens, extraction_request, extraction_schema, parse_extraction,
     summary_request,
@@ -143,7 +143,7 @@ pub fn summary_chunk(
 ) -> Result<(Vec<Message>, usize), OpenAiError> {
     let fixed = request_tokens(&summary_request(previous, &[], max_summary_tokens)) + max_summary_tokens;
     let next = next_chunk(messages, fixed, context_tokens)?;
-    let chunk = fit_message(&messages[..next.len], next.room);
+    let chunk = fit_chunk(&messages[..next.len], next.room);
     Ok((summary_request(previous, &chunk, max_summary_tokens), next.len))
 }
 
@@ -158,7 +158,7 @@ pub fn extraction_chunk(
     let max_tokens = extraction_max_tokens(context_tokens);
     let fixed = request_tokens(&extraction_request(memory, &[])) + max_tokens;
     let next = next_chunk(messages, fixed, context_tokens)?;
-    let chunk = fit_message(&messages[..next.len], next.room);
+    let chunk = fit_chunk(&messages[..next.len], next.room);
     Ok((extraction_request(memory, &chunk), next.len, max_tokens))
 }
 

@@ -10,13 +10,17 @@ use tonic_types::StatusExt;
 
 use crate::{
     contract_tests,
-    helpers::{StoreKind, TestApp, assert_field_violation, assistant_calling, spawn_app, tool_result, user},
+    helpers::{
+        StoreKind, TestApp, assert_field_violation, assistant, assistant_calling, spawn_app, spawn_app_with,
+        tool_result, user,
+    },
 };
 
 contract_tests!(
     a_server_summary_folds_old_history_and_build_context_continues_after_it,
     summaries_and_appends_interleaved_never_leave_a_gap,
     prepare_stores_nothing_and_provided_stores_the_callers_summary,
+    prepare_steps_over_a_tool_group_larger_than_the_model_context,
     a_stale_provided_summary_is_aborted_and_changes_nothing,
     a_provided_summary_may_not_split_a_tool_group,
     concurrent_server_summaries_leave_one_consistent_result,
@@ -197,6 +201,66 @@ async fn prepare_stores_nothing_and_provided_stores_the_callers_summary(kind: St
         ("provided", request.through_sequence)
     );
     assert!(summary.tokens > 0);
+}
+
+/// PREPARE's steps always end where a provided summary may end: a tool group too large for the
+/// model's context is one step, its results cut to fit, never split.
+async fn prepare_steps_over_a_tool_group_larger_than_the_model_context(kind: StoreKind) {
+    let app = spawn_app_with(kind, &["--openai-context-tokens", "4096"]).await;
+    let file = "fn main() { println!(\"hello\"); }\n".repeat(400);
+    let mut messages = vec![user("Read the three files.")];
+    messages.push(assistant_calling(&["read-a", "read-b", "read-c"]));
+    for id in ["read-a", "read-b", "read-c"] {
+        messages.push(tool_result(id, &file));
+    }
+    messages.push(assistant("They print hello."));
+    messages.push(user("Thanks."));
+    app.append_ok("big-group", messages).await;
+    let mut steps = Vec::new();
+    loop {
+        let prepared = run(
+            &app,
+            proto::SummarizeRequest {
+                mode: SummarizeMode::Prepare as i32,
+                ..summarize("big-group", 1)
+            },
+        )
+        .await;
+        let Some(request) = prepared.prepared else {
+            break;
+        };
+        let rendered: Vec<Value> = serde_json::from_str(&request.rendered).unwrap();
+        let transcript = rendered[1]["content"].as_str().unwrap();
+        // The request fits the context at ctxd's estimate of one token per three bytes.
+        let estimate: usize = request
+            .messages
+            .iter()
+            .map(|m| m.content.len().div_ceil(3) + 8)
+            .sum();
+        assert!(
+            estimate + request.max_output_tokens as usize <= 4_096,
+            "{estimate} tokens and {} for the answer",
+            request.max_output_tokens
+        );
+        steps.push((request.through_sequence, transcript.contains("cut to fit")));
+        run(
+            &app,
+            proto::SummarizeRequest {
+                mode: SummarizeMode::Provided as i32,
+                summary_text: format!("Step {}.", steps.len()),
+                through_sequence: request.through_sequence,
+                expected_through_sequence: Some(request.base_through_sequence),
+                ..summarize("big-group", 0)
+            },
+        )
+        .await;
+        assert!(steps.len() < 10, "steps advance: {steps:?}");
+    }
+    assert!(
+        steps.iter().any(|&(through, cut)| through == 5 && cut),
+        "the group (2 to 5) was one step, its results cut: {steps:?}"
+    );
+    assert_eq!(steps.last().map(|s| s.0), Some(6), "{steps:?}");
 }
 
 async fn a_stale_provided_summary_is_aborted_and_changes_nothing(kind: StoreKind) {
