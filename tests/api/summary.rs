@@ -231,15 +231,16 @@ async fn prepare_steps_over_a_tool_group_larger_than_the_model_context(kind: Sto
         };
         let rendered: Vec<Value> = serde_json::from_str(&request.rendered).unwrap();
         let transcript = rendered[1]["content"].as_str().unwrap();
-        // The request fits the context at ctxd's estimate of one token per three bytes.
-        let estimate: usize = request
+        // The request fits the context, counted by a real tokenizer (with 8 tokens of chat
+        // framing per message).
+        let counted: usize = request
             .messages
             .iter()
-            .map(|m| m.content.len().div_ceil(3) + 8)
+            .map(|m| ctxd::tokenize::Tokenizer::Cl100kBase.count(&m.content) + 8)
             .sum();
         assert!(
-            estimate + request.max_output_tokens as usize <= 4_096,
-            "{estimate} tokens and {} for the answer",
+            counted + request.max_output_tokens as usize <= 4_096,
+            "{counted} tokens and {} for the answer",
             request.max_output_tokens
         );
         steps.push((request.through_sequence, transcript.contains("cut to fit")));
