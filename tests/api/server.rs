@@ -102,6 +102,42 @@ async fn the_migrate_subcommand_prepares_an_empty_database() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_newer_than_the_binary_is_served_with_a_warning() {
+    let url = fresh_database().await;
+    let migrate = || {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
+            .arg("migrate")
+            .env("DATABASE_URL", &url)
+            .output()
+    };
+    let first = migrate().await.unwrap();
+    assert!(first.status.success());
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .execute(
+            "INSERT INTO ctxd_schema_migrations (version, name) VALUES (9999, 'from_a_newer_ctxd')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let again = migrate().await.unwrap();
+    let logs = String::from_utf8_lossy(&again.stdout) + String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{logs}");
+    assert!(logs.contains("newer than this binary"), "{logs}");
+    assert!(logs.contains("9999"), "{logs}");
+    let app = spawn_on(Some(url), &[]).await;
+    assert_eq!(
+        app.append_ok("newer-schema", vec![user("hi")])
+            .await
+            .first_sequence,
+        1
+    );
+}
+
 #[tokio::test]
 async fn invalid_configuration_lists_every_problem_and_exits_2() {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))

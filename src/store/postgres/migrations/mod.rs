@@ -95,6 +95,17 @@ async fn apply_pending(client: &mut Client) -> Result<usize, StoreError> {
         )
         .await?;
     let current: i64 = row.get(0);
+    let known = MIGRATIONS.last().map_or(0, |m| m.version);
+    if current > known {
+        // A newer ctxd migrated this database. Refusing would stop a rolling upgrade or a
+        // rollback half-way, and migrations only add: this binary's statements still hold.
+        tracing::warn!(
+            database = current,
+            binary = known,
+            "the database schema is at a migration newer than this binary knows; a newer ctxd \
+             migrated it: finish the rollout (or roll back the schema) soon"
+        );
+    }
     let mut applied = 0;
     for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
         let tx = client.transaction().await?;
