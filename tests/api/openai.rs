@@ -423,14 +423,7 @@ async fn background_summaries_are_bounded_per_replica_and_a_skipped_check_comes_
     }
     // Appends to a conversation whose check runs start no second check for it.
     app.append_ok("c0", messages(17, 16)).await;
-    let settled = async {
-        while endpoint.calls.load(Ordering::SeqCst) < 2 || endpoint.in_flight.load(Ordering::SeqCst) > 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), settled)
-        .await
-        .unwrap();
+    settled(&endpoint, 2).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(endpoint.max_in_flight.load(Ordering::SeqCst), 2);
     assert_eq!(
@@ -440,15 +433,20 @@ async fn background_summaries_are_bounded_per_replica_and_a_skipped_check_comes_
     );
     // c0 and c1 ran; c7 was skipped, and its next check point runs its summary.
     app.append_ok("c7", messages(17, 16)).await;
-    let third = async {
-        while endpoint.calls.load(Ordering::SeqCst) < 3 || endpoint.in_flight.load(Ordering::SeqCst) > 0 {
+    settled(&endpoint, 3).await;
+    assert_eq!(endpoint.calls.load(Ordering::SeqCst), 3);
+}
+
+/// Waits (up to 10 s) until the endpoint received `calls` requests and answered them all.
+async fn settled(endpoint: &Endpoint, calls: usize) {
+    let answered = async {
+        while endpoint.calls.load(Ordering::SeqCst) < calls || endpoint.in_flight.load(Ordering::SeqCst) > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(10), third)
+    tokio::time::timeout(Duration::from_secs(10), answered)
         .await
         .unwrap();
-    assert_eq!(endpoint.calls.load(Ordering::SeqCst), 3);
 }
 
 fn refresh(conversation: &str) -> proto::GetWorkingMemoryRequest {
