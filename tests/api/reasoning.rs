@@ -287,8 +287,8 @@ async fn an_openai_responses_tool_loop_comes_back_item_for_item(kind: StoreKind)
     .await;
 }
 
-const CALL_SIGNATURE: &str = "CiQB0e2Kb7ZtPq3gemini-call-signature+/==";
-const TEXT_SIGNATURE: &str = "CiwB0e2Kb9gemini-text-signature==";
+const CALL_SIGNATURE: &str = "CiQB0e2Kb7ZtPq3+Z2VtaW5pLWNhbGwtc2lnbmF0dXJl/w==";
+const TEXT_SIGNATURE: &str = "CiwB0e2Kb9Z2VtaW5pLXRleHQtc2lnbmF0dXJl";
 
 async fn a_gemini_function_calling_turn_keeps_its_thought_signatures(kind: StoreKind) {
     let app = spawn_app(kind).await;
@@ -476,6 +476,17 @@ async fn malformed_reasoning_is_refused_and_nothing_is_stored(kind: StoreKind) {
                 ..assistant("ok")
             },
             "messages[0].content_item_id",
+        ),
+        (
+            // The google-genai SDKs give a signature as bytes; their repr is not its JSON form.
+            proto::Message {
+                tool_calls: vec![proto::ToolCall {
+                    signature: "b'\\n$\\x01\\xd1\\xed'".into(),
+                    ..call("c1", "get_weather", "{}")
+                }],
+                ..assistant("ok")
+            },
+            "messages[0].tool_calls[0].signature",
         ),
         (
             with(vec![proto::Reasoning {

@@ -68,6 +68,54 @@ pub(super) fn check_native(message: &Message, path: &str, limits: &AppendLimits,
     }
     check_one_provider(message, path, v);
     check_ids(message, path, v);
+    if message.native_provider() == Some(Provider::Gemini) {
+        check_gemini_signatures(message, path, v);
+    }
+}
+
+/// Gemini's `thoughtSignature` is a bytes field: the API decodes it as base64 and refuses a
+/// request whose signature does not decode. Checked here, where the caller learns which field
+/// it is, instead of by the provider on every later call.
+fn check_gemini_signatures(message: &Message, path: &str, v: &mut Violations) {
+    let signatures = std::iter::once((format!("{path}.content_signature"), &message.content_signature))
+        .chain(
+            message
+                .tool_calls
+                .iter()
+                .enumerate()
+                .map(|(j, call)| (format!("{path}.tool_calls[{j}].signature"), &call.signature)),
+        )
+        .chain(
+            message
+                .reasoning
+                .iter()
+                .enumerate()
+                .map(|(j, block)| (format!("{path}.reasoning[{j}].signature"), &block.signature)),
+        );
+    for (field, signature) in signatures {
+        if !signature.is_empty() && !is_base64(signature) {
+            v.add(
+                field,
+                "a Gemini thoughtSignature is base64 (standard or URL-safe), as the REST API \
+                 returns it; the SDKs give it as bytes, which must be base64-encoded",
+            );
+        }
+    }
+}
+
+/// Whether `text` decodes the way protobuf's JSON mapping decodes a bytes field: standard or
+/// URL-safe alphabet, padding optional.
+fn is_base64(text: &str) -> bool {
+    use base64::{
+        Engine, alphabet,
+        engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig},
+    };
+    let config = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    [alphabet::STANDARD, alphabet::URL_SAFE]
+        .iter()
+        .any(|alphabet| GeneralPurpose::new(alphabet, config).decode(text).is_ok())
 }
 
 /// What each kind requires and forbids.
@@ -268,11 +316,36 @@ mod tests {
             data: "x".into(),
             ..block(Provider::Anthropic, "redacted_thinking")
         }]);
-        message.tool_calls[0].signature = "gemini-sig".into();
+        message.tool_calls[0].signature = "Z2VtaW5p".into();
         message.content_item_id = "msg_1".into();
         assert_eq!(violations(&message), ["m.content_signature", "m.content_item_id"]);
         let mut user = Message::text(Role::User, "hi".into());
         user.content_signature = "sig".into();
         assert_eq!(violations(&user), ["m.reasoning"]);
+    }
+
+    #[test]
+    fn gemini_signatures_are_base64_in_either_alphabet() {
+        let thought = |signature: &str| Reasoning {
+            text: "t".into(),
+            signature: signature.into(),
+            ..block(Provider::Gemini, "thought")
+        };
+        let mut message = assistant(vec![thought("CiQB0e2K+/8=")]);
+        message.tool_calls[0].signature = "CiQB0e2K-_8".into();
+        message.content_signature = "skip_thought_signature_validator".into();
+        assert!(violations(&message).is_empty(), "{:?}", violations(&message));
+        let mut message = assistant(vec![thought("b'\\x0a\\x24'")]);
+        message.tool_calls[0].signature = "CiQB0e2K+_8=".into();
+        message.content_signature = "abcde".into();
+        assert_eq!(
+            violations(&message),
+            [
+                "m.content_signature",
+                "m.tool_calls[0].signature",
+                "m.reasoning[0].signature"
+            ],
+            "not base64, two alphabets mixed, an impossible length"
+        );
     }
 }
