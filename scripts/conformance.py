@@ -166,8 +166,39 @@ def json_object(text):
         return False
 
 
+# Images both OpenAI APIs take (PNG, JPEG, WEBP, non-animated GIF); a Chat Completions `file`
+# part takes PDF only (platform.openai.com/docs/guides/images-vision, guides/file-inputs).
+OPENAI_IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
+
+
+def data_uri_type(uri):
+    """The media type of a `data:` URI, None for any other URI."""
+    if not isinstance(uri, str) or not uri.startswith("data:"):
+        return None
+    return uri[len("data:"):].split(";", 1)[0].split(",", 1)[0]
+
+
+def openai_part_rules(i, part):
+    kind = part.get("type")
+    if kind in ("image_url", "input_image"):
+        url = part["image_url"]["url"] if kind == "image_url" else part.get("image_url")
+        media = data_uri_type(url)
+        if media is not None and media not in OPENAI_IMAGE_TYPES:
+            return [f"[{i}] image of type {media}"]
+    if kind == "file":
+        media = data_uri_type(part["file"].get("file_data"))
+        if media != "application/pdf":
+            return [f"[{i}] Chat Completions file part of type {media} (PDF only)"]
+    return []
+
+
+def content_parts(message):
+    content = message.get("content")
+    return [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+
+
 def openai_rules(pack, record):
-    problems = []
+    problems = [p for i, m in enumerate(pack) for part in content_parts(m) for p in openai_part_rules(i, part)]
     waiting = set()
     seen_ids = set()
     for i, m in enumerate(pack):
@@ -376,7 +407,8 @@ def is_output(item):
 
 
 def responses_rules(items, record):
-    return responses_call_rules(items) + responses_reasoning_rules(items) + duplicate_item_ids(items)
+    parts = [p for i, m in enumerate(items) for part in content_parts(m) for p in openai_part_rules(i, part)]
+    return parts + responses_call_rules(items) + responses_reasoning_rules(items) + duplicate_item_ids(items)
 
 
 def duplicate_item_ids(items):
@@ -673,6 +705,11 @@ BROKEN = [
                                          user([tool_result("a")])]}),
     ("anthropic_messages", {"messages": [user("q"), assistant([tool_use("a")]),
                                          user([{"type": "text", "text": "hurry"}, tool_result("a")])]}),
+    # OpenAI images are PNG, JPEG, WEBP or GIF; a Chat Completions file is a PDF.
+    ("openai_chat", [user([{"type": "image_url", "image_url": {"url": "data:image/svg+xml;base64,AA=="}}])]),
+    ("openai_chat", [user([{"type": "file", "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,AA=="}}])]),
+    ("openai_responses", [item("user", [{"type": "input_image", "image_url": "data:image/bmp;base64,Qk0=",
+                                         "detail": "auto"}])]),
     # Chat Completions carries no reasoning, signature or item id, nor another provider's data.
     ("openai_chat", [user("q"), {"role": "assistant", "content": "a", "reasoning_content": "plan"}]),
     ("openai_chat", [user("q"), {"role": "assistant", "content": None, "tool_calls": [

@@ -136,6 +136,17 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                             filename: "spec.pdf".into(),
                             source: AttachmentSource::Uri("https://example.com/spec.pdf".into()),
                         },
+                        // Types some formats cannot carry as they are.
+                        Attachment {
+                            mime_type: "image/svg+xml".into(),
+                            filename: "logo.svg".into(),
+                            source: AttachmentSource::Data(b"<svg/>".to_vec()),
+                        },
+                        Attachment {
+                            mime_type: "text/plain".into(),
+                            filename: "notes.txt".into(),
+                            source: AttachmentSource::Data(b"hello".to_vec()),
+                        },
                     ]
                 } else {
                     vec![]
@@ -676,8 +687,16 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
                     let kind = part["type"].as_str().unwrap_or_default();
                     let ok = match kind {
                         "text" => part["text"].is_string(),
-                        "image_url" => part["image_url"]["url"].is_string(),
-                        "file" => part["file"]["file_data"].is_string(),
+                        // PNG, JPEG, WEBP or GIF; a file is a PDF (OpenAI's docs).
+                        "image_url" => part["image_url"]["url"].as_str().is_some_and(|url| {
+                            !url.starts_with("data:")
+                                || ["png", "jpeg", "webp", "gif"]
+                                    .iter()
+                                    .any(|t| url.starts_with(&format!("data:image/{t};")))
+                        }),
+                        "file" => part["file"]["file_data"]
+                            .as_str()
+                            .is_some_and(|data| data.starts_with("data:application/pdf;")),
                         _ => false,
                     };
                     if !ok {

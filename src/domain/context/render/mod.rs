@@ -35,6 +35,10 @@ fn push_str(out: &mut Vec<u8>, text: &str) {
     serde_json::to_writer(out, text).expect("writing to a Vec cannot fail");
 }
 
+/// The image types OpenAI takes (Chat Completions `image_url`, Responses `input_image`): PNG,
+/// JPEG, WEBP and non-animated GIF. Other images become a text reference.
+const OPENAI_IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
+
 /// `data:` URI of inline bytes.
 fn data_uri(mime_type: &str, data: &[u8]) -> String {
     format!("data:{mime_type};base64,{}", STANDARD.encode(data))

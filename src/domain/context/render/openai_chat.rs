@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{attachment_reference, data_uri, push_str};
+use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri, push_str};
 use crate::domain::{
     context::{
         ContextMessage,
@@ -116,19 +116,21 @@ pub(super) fn openai_message(message: &Message) -> Value {
     Value::Object(out)
 }
 
+/// An attachment as a content part. Chat Completions takes images of [`OPENAI_IMAGE_TYPES`]
+/// and PDF files; anything else is a text line naming it.
 fn openai_attachment(attachment: &Attachment) -> Value {
-    let is_image = attachment.mime_type.starts_with("image/");
-    match (&attachment.source, is_image) {
-        (AttachmentSource::Uri(uri), true) => json!({"type": "image_url", "image_url": {"url": uri}}),
-        (AttachmentSource::Data(data), true) => {
-            json!({"type": "image_url", "image_url": {"url": data_uri(&attachment.mime_type, data)}})
+    let mime = attachment.mime_type.as_str();
+    match &attachment.source {
+        AttachmentSource::Uri(uri) if OPENAI_IMAGE_TYPES.contains(&mime) => {
+            json!({"type": "image_url", "image_url": {"url": uri}})
         }
-        (AttachmentSource::Data(data), false) => json!({"type": "file", "file": {
+        AttachmentSource::Data(data) if OPENAI_IMAGE_TYPES.contains(&mime) => {
+            json!({"type": "image_url", "image_url": {"url": data_uri(mime, data)}})
+        }
+        AttachmentSource::Data(data) if mime == "application/pdf" => json!({"type": "file", "file": {
             "filename": attachment.filename,
-            "file_data": data_uri(&attachment.mime_type, data),
+            "file_data": data_uri(mime, data),
         }}),
-        (AttachmentSource::Uri(uri), false) => {
-            json!({"type": "text", "text": attachment_reference(attachment, uri)})
-        }
+        _ => json!({"type": "text", "text": attachment_note(attachment)}),
     }
 }

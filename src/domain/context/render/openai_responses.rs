@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{attachment_note, data_uri};
+use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri};
 use crate::domain::{
     context::{
         ContextMessage,
@@ -147,13 +147,9 @@ fn reasoning_item(reasoning: &Reasoning) -> Value {
     Value::Object(item)
 }
 
-/// The image types the Responses API takes as `input_image`; other images become a text
-/// reference or a file.
-const RESPONSES_IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
-
 fn input_part(attachment: &Attachment) -> Value {
     let mime = attachment.mime_type.as_str();
-    let is_image = RESPONSES_IMAGE_TYPES.contains(&mime);
+    let is_image = OPENAI_IMAGE_TYPES.contains(&mime);
     match (&attachment.source, is_image) {
         (AttachmentSource::Uri(uri), true) => {
             json!({"type": "input_image", "image_url": uri, "detail": "auto"})
