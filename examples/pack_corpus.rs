@@ -188,6 +188,12 @@ fn add_reasoning(rng: &mut Rng, model: Model, message: &mut Message, tag: &str) 
             for (k, call) in message.tool_calls.iter_mut().enumerate() {
                 call.item_id = format!("fc_OPENAI-NATIVE-{tag}-{k}");
             }
+            if !message.content.is_empty() && rng.chance(60) {
+                message.content_phase = match message.tool_calls.is_empty() {
+                    true => "final_answer".into(),
+                    false => "commentary".into(),
+                };
+            }
         }
         Provider::Gemini => {
             if rng.chance(40) && !thought.is_empty() {

@@ -710,6 +710,9 @@ BROKEN = [
     ("openai_chat", [user([{"type": "file", "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,AA=="}}])]),
     ("openai_responses", [item("user", [{"type": "input_image", "image_url": "data:image/bmp;base64,Qk0=",
                                          "detail": "auto"}])]),
+    # A phase is OpenAI Responses' and one of its two labels.
+    ("openai_chat", [user("q"), {"role": "assistant", "content": "a", "phase": "final_answer"}]),
+    ("openai_responses", [item("user", "q"), item("assistant", "a", phase="final")]),
     # Chat Completions carries no reasoning, signature or item id, nor another provider's data.
     ("openai_chat", [user("q"), {"role": "assistant", "content": "a", "reasoning_content": "plan"}]),
     ("openai_chat", [user("q"), {"role": "assistant", "content": None, "tool_calls": [
@@ -810,7 +813,7 @@ VALID = [
         output("c1"), output("c2"),
         reasoning("rs_OPENAI-NATIVE-2", content=[{"text": "t", "type": "reasoning_text"}]),
         output_message(),
-        item("user", "thanks"), call("c3"), output("c3"), item("assistant", "you're welcome")]),
+        item("user", "thanks"), call("c3"), output("c3"), item("assistant", "you're welcome", phase="final_answer")]),
     # Only the first of parallel calls is signed; a signature may come on an empty text part.
     ("gemini", contents(
         ("user", [text("q"), {"inlineData": {"data": "iVBORw==", "mimeType": "image/png"}},

@@ -332,6 +332,7 @@ pub fn tombstone(message: &Message) -> Message {
         reasoning: Vec::new(),
         content_item_id: String::new(),
         content_signature: String::new(),
+        content_phase: String::new(),
     }
 }
 

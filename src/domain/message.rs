@@ -259,6 +259,11 @@ pub struct Message {
     /// Gemini: the `thoughtSignature` of the text part.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub content_signature: String,
+    /// OpenAI Responses: the `phase` of the text's `message` item (`commentary` or
+    /// `final_answer`). Not native data in the sense of [`Message::strip_native`]: OpenAI wants
+    /// it back on every assistant message, so only renderers of other formats leave it out.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content_phase: String,
 }
 
 impl Message {
@@ -279,6 +284,7 @@ impl Message {
             reasoning: Vec::new(),
             content_item_id: String::new(),
             content_signature: String::new(),
+            content_phase: String::new(),
         }
     }
 

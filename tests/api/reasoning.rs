@@ -14,6 +14,7 @@ use crate::{
 contract_tests!(
     an_anthropic_thinking_tool_loop_comes_back_block_for_block,
     an_openai_responses_tool_loop_comes_back_item_for_item,
+    openai_phases_come_back_on_every_assistant_message_of_a_responses_pack,
     a_gemini_function_calling_turn_keeps_its_thought_signatures,
     completed_turns_leave_their_reasoning_out_unless_asked,
     malformed_reasoning_is_refused_and_nothing_is_stored,
@@ -287,6 +288,96 @@ async fn an_openai_responses_tool_loop_comes_back_item_for_item(kind: StoreKind)
     .await;
 }
 
+async fn openai_phases_come_back_on_every_assistant_message_of_a_responses_pack(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    // gpt-5.3-codex style: commentary before a call, then the final answer; the next turn is
+    // pending, so the completed turn's reasoning is left out by default but its phases stay.
+    let commentary = proto::Message {
+        content: "Let me check the forecast.".into(),
+        content_item_id: "msg_c1".into(),
+        content_phase: "commentary".into(),
+        tool_calls: vec![proto::ToolCall {
+            item_id: "fc_c1".into(),
+            ..call("call_1", "get_weather", r#"{"city":"Oslo"}"#)
+        }],
+        reasoning: vec![proto::Reasoning {
+            id: "rs_c0".into(),
+            data: format!("{ENCRYPTED}c"),
+            ..reasoning(proto::Provider::Openai, "reasoning")
+        }],
+        ..assistant("")
+    };
+    let answer = proto::Message {
+        content_phase: "final_answer".into(),
+        ..assistant("It is 4°C in Oslo.")
+    };
+    app.append_ok(
+        "phases",
+        vec![
+            user("Weather in Oslo?"),
+            commentary,
+            tool_result("call_1", "4°C"),
+            answer,
+            user("And tomorrow?"),
+        ],
+    )
+    .await;
+    let stored = app.all_messages("phases").await.expect("the log reads back");
+    let phases: Vec<&str> = stored.iter().map(|m| m.content_phase.as_str()).collect();
+    assert_eq!(phases, ["", "commentary", "", "final_answer", ""]);
+
+    let response = build(&app, "phases", proto::Format::OpenaiResponses).await;
+    assert_eq!(
+        parsed(&response),
+        json!([
+            {"type": "message", "role": "system", "content": "You are the travel assistant."},
+            {"type": "message", "role": "user", "content": "Weather in Oslo?"},
+            {"type": "message", "role": "assistant", "content": "Let me check the forecast.", "phase": "commentary"},
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "4°C"},
+            {"type": "message", "role": "assistant", "content": "It is 4°C in Oslo.", "phase": "final_answer"},
+            {"type": "message", "role": "user", "content": "And tomorrow?"},
+        ]),
+        "the completed turn's reasoning and item ids are out, its phases are in"
+    );
+    let with_reasoning = build_with(
+        &app,
+        "phases",
+        proto::Format::OpenaiResponses,
+        proto::ReasoningPolicy::All,
+    )
+    .await;
+    assert_eq!(
+        parsed(&with_reasoning)[3],
+        json!({"type": "message", "role": "assistant", "id": "msg_c1", "status": "completed",
+               "phase": "commentary",
+               "content": [{"type": "output_text", "text": "Let me check the forecast.", "annotations": []}]}),
+    );
+    let phased: Vec<&str> = response
+        .messages
+        .iter()
+        .map(|m| m.content_phase.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    assert_eq!(phased, ["commentary", "final_answer"]);
+    for format in [
+        proto::Format::OpenaiChat,
+        proto::Format::AnthropicMessages,
+        proto::Format::Gemini,
+    ] {
+        let other = build(&app, "phases", format).await;
+        assert!(
+            !other.rendered.contains("phase"),
+            "{format:?}: {}",
+            other.rendered
+        );
+        assert!(
+            other.messages.iter().all(|m| m.content_phase.is_empty()),
+            "{format:?}"
+        );
+    }
+}
+
 const CALL_SIGNATURE: &str = "CiQB0e2Kb7ZtPq3+Z2VtaW5pLWNhbGwtc2lnbmF0dXJl/w==";
 const TEXT_SIGNATURE: &str = "CiwB0e2Kb9Z2VtaW5pLXRleHQtc2lnbmF0dXJl";
 
@@ -476,6 +567,13 @@ async fn malformed_reasoning_is_refused_and_nothing_is_stored(kind: StoreKind) {
                 ..assistant("ok")
             },
             "messages[0].content_item_id",
+        ),
+        (
+            proto::Message {
+                content_phase: "final".into(),
+                ..assistant("ok")
+            },
+            "messages[0].content_phase",
         ),
         (
             // The google-genai SDKs give a signature as bytes; their repr is not its JSON form.

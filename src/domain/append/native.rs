@@ -13,6 +13,7 @@ pub const MAX_REASONING_BLOCKS: usize = 64;
 
 /// Checks `message`'s native data; `path` is the message's field path.
 pub(super) fn check_native(message: &Message, path: &str, limits: &AppendLimits, v: &mut Violations) {
+    check_phase(message, path, v);
     if message.native_provider().is_none() {
         return;
     }
@@ -70,6 +71,33 @@ pub(super) fn check_native(message: &Message, path: &str, limits: &AppendLimits,
     check_ids(message, path, v);
     if message.native_provider() == Some(Provider::Gemini) {
         check_gemini_signatures(message, path, v);
+    }
+}
+
+/// The phases OpenAI labels an assistant `message` item with.
+const PHASES: [&str; 2] = ["commentary", "final_answer"];
+
+/// An OpenAI Responses `phase`: on an assistant text, one of [`PHASES`] (the API refuses
+/// another), and not on a reply whose other native data is another provider's.
+fn check_phase(message: &Message, path: &str, v: &mut Violations) {
+    if message.content_phase.is_empty() {
+        return;
+    }
+    let field = format!("{path}.content_phase");
+    if message.role != Role::Assistant {
+        v.add(field, "only assistant messages carry a phase");
+    } else if !PHASES.contains(&message.content_phase.as_str()) {
+        v.add(
+            field,
+            "`commentary` or `final_answer`, as OpenAI labels a message item",
+        );
+    } else if message.content.is_empty() {
+        v.add(field, "labels the item that carried `content`, which is empty");
+    } else if message.native_provider().is_some_and(|p| p != Provider::OpenAi) {
+        v.add(
+            field,
+            "a phase is OpenAI Responses'; this message's other native data is another provider's",
+        );
     }
 }
 
@@ -347,5 +375,30 @@ mod tests {
             ],
             "not base64, two alphabets mixed, an impossible length"
         );
+    }
+
+    #[test]
+    fn a_phase_is_an_openai_label_of_assistant_text() {
+        let with_phase = |role, phase: &str| Message {
+            content_phase: phase.into(),
+            ..Message::text(role, "text".into())
+        };
+        assert!(violations(&with_phase(Role::Assistant, "commentary")).is_empty());
+        assert!(violations(&with_phase(Role::Assistant, "final_answer")).is_empty());
+        assert_eq!(
+            violations(&with_phase(Role::Assistant, "final")),
+            ["m.content_phase"]
+        );
+        assert_eq!(
+            violations(&with_phase(Role::User, "commentary")),
+            ["m.content_phase"]
+        );
+        let mut gemini = with_phase(Role::Assistant, "commentary");
+        gemini.content_signature = "Z2VtaW5p".into();
+        assert_eq!(violations(&gemini), ["m.content_phase"]);
+        let mut silent = with_phase(Role::Assistant, "commentary");
+        silent.content.clear();
+        silent.tool_calls.push(ToolCall::new("c1", "f", "{}"));
+        assert_eq!(violations(&silent), ["m.content_phase"]);
     }
 }

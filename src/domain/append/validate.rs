@@ -318,6 +318,7 @@ mod tests {
             reasoning: vec![],
             content_item_id: String::new(),
             content_signature: String::new(),
+            content_phase: String::new(),
         }
     }
 

@@ -156,6 +156,7 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         reasoning,
         content_item_id,
         content_signature,
+        content_phase,
         ..
     } = stored_message(StoredMessage {
         sequence: Sequence::ZERO,
@@ -190,6 +191,7 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         reasoning,
         content_item_id,
         content_signature,
+        content_phase,
     }
 }
 

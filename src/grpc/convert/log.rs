@@ -88,6 +88,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         reasoning,
         content_item_id,
         content_signature,
+        content_phase,
         // Server-set fields are ignored on input, as the contract says.
         sequence: _,
         created_at: _,
@@ -154,6 +155,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         reasoning,
         content_item_id,
         content_signature,
+        content_phase,
     });
     match message {
         Some(m) if v.is_empty() => Ok(m),
@@ -326,6 +328,7 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         reasoning,
         content_item_id,
         content_signature,
+        content_phase,
     } = message;
     proto::Message {
         role: role_to_proto(role) as i32,
@@ -356,6 +359,7 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         content_item_id,
         content_signature,
         reasoning_tokens: Some(tokens_to_proto(reasoning_tokens)),
+        content_phase,
     }
 }
 

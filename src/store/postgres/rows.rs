@@ -109,6 +109,7 @@ pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
         reasoning: native.reasoning,
         content_item_id: native.content_item_id,
         content_signature: native.content_signature,
+        content_phase: native.content_phase,
     };
     Ok(StoredMessage {
         sequence: Sequence::from_stored(row.try_get(0).map_err(decode)?),
@@ -135,6 +136,8 @@ struct NativeColumn {
     content_item_id: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     content_signature: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    content_phase: String,
     #[serde(default)]
     tokens: [u32; 3],
 }
@@ -148,17 +151,22 @@ pub(super) struct NativeRef<'a> {
     content_item_id: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     content_signature: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    content_phase: &'a str,
     tokens: [u32; 3],
 }
 
 /// The `native` column of `message`, `None` when it carries no native data (its tool calls'
-/// signatures count: their tokens are stored here).
+/// signatures count: their tokens are stored here) and no phase.
 pub(super) fn native_column(message: &Message, tokens: TokenCounts) -> Option<Json<NativeRef<'_>>> {
-    message.native_provider()?;
+    if message.native_provider().is_none() && message.content_phase.is_empty() {
+        return None;
+    }
     Some(Json(NativeRef {
         reasoning: &message.reasoning,
         content_item_id: &message.content_item_id,
         content_signature: &message.content_signature,
+        content_phase: &message.content_phase,
         tokens: [tokens.o200k_base, tokens.cl100k_base, tokens.approx],
     }))
 }

@@ -27,7 +27,7 @@ use finish::{closing_reserve, summary_text};
 use super::render::anthropic_renders;
 
 use super::{
-    ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, HistoryPolicy,
+    ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, Format, HistoryPolicy,
     ReasoningPolicy, SUMMARY_CUT_MARKER, Source,
     cost::{context_text, message_cost_with_text, native_cost, saturate, text_message_cost},
 };
@@ -597,6 +597,9 @@ impl ContextPacker {
         if !keep && provider.is_some() {
             message.strip_native();
         }
+        if self.request.format != Format::OpenAiResponses {
+            message.content_phase.clear();
+        }
         let native = if keep { native } else { 0 };
         let mut cost = tokens.get(tokenizer) as usize;
         if let Some(limit) = self.request.tool_output_max_tokens.map(|l| l as usize)
@@ -685,6 +688,9 @@ fn keep_pending_reasoning(request: &mut ContextRequest) -> usize {
             kept += native_cost(message, request.tokenizer);
         } else {
             message.strip_native();
+        }
+        if request.format != Format::OpenAiResponses {
+            message.content_phase.clear();
         }
     }
     kept

@@ -102,7 +102,11 @@ fn assistant_items(message: &Message, text: &str) -> Vec<Value> {
 fn without_id(item: &mut Value) {
     if item["type"] == "message" {
         let text = item["content"][0]["text"].take();
+        let phase = item.get_mut("phase").map(Value::take);
         *item = json!({"type": "message", "role": "assistant", "content": text});
+        if let Some(phase) = phase {
+            item["phase"] = phase;
+        }
     } else if let Value::Object(map) = item {
         map.remove("id");
     }
@@ -111,16 +115,22 @@ fn without_id(item: &mut Value) {
 /// Assistant text: the output message item it came in when its id is known (so that the
 /// reasoning before it finds its following item), a plain message otherwise.
 fn assistant_text(message: &Message, text: &str) -> Value {
-    if message.content_item_id.is_empty() {
-        return json!({"type": "message", "role": "assistant", "content": text});
+    let mut item = if message.content_item_id.is_empty() {
+        json!({"type": "message", "role": "assistant", "content": text})
+    } else {
+        json!({
+            "type": "message",
+            "role": "assistant",
+            "id": message.content_item_id,
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        })
+    };
+    // OpenAI asks for the phase back on every assistant message, reasoning or not.
+    if !message.content_phase.is_empty() {
+        item["phase"] = json!(message.content_phase);
     }
-    json!({
-        "type": "message",
-        "role": "assistant",
-        "id": message.content_item_id,
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    })
+    item
 }
 
 /// A `reasoning` item as the API returned it: id, summary parts, and the encrypted content
