@@ -33,6 +33,7 @@ contract_tests!(
     store_summary_watermark_moves_only_forward_by_compare_and_set,
     store_memory_versions_are_compare_and_set,
     store_summarizer_lease_is_exclusive_until_released,
+    store_retention_lease_is_exclusive_until_released,
     store_refuses_derived_data_read_before_a_redaction,
     store_forks_keep_the_sources_log_positions,
 );
@@ -507,6 +508,15 @@ async fn store_summarizer_lease_is_exclusive_until_released(kind: StoreKind) {
     assert!(other.is_some(), "leases are per conversation");
     held.release().await;
     let again = store.try_summarizer_lease(&t, &c).await.unwrap();
+    assert!(again.is_some(), "a released lease can be taken again");
+}
+
+async fn store_retention_lease_is_exclusive_until_released(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let held = store.try_retention_lease().await.unwrap().expect("a free lease");
+    assert!(store.try_retention_lease().await.unwrap().is_none());
+    held.release().await;
+    let again = store.try_retention_lease().await.unwrap();
     assert!(again.is_some(), "a released lease can be taken again");
 }
 

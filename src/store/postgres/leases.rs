@@ -3,8 +3,9 @@
 //!
 //! An advisory lock exists only on the node that takes it. A conversation's lease is taken by
 //! a statement that reads the conversation's row, so on Citus it is taken on the worker that
-//! holds the conversation's shard, whichever node the replica is connected to; database-wide
-//! leases are taken on the node the replica talks to (the coordinator).
+//! holds the conversation's shard, whichever node the replica is connected to. A
+//! database-wide lease reads its own row of `ctxd_leases` (migration 8), a table distributed
+//! the same way, so it too is taken on one worker, wherever the replicas connect.
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -31,12 +32,23 @@ pub(super) async fn try_summarizer_lease(
     .await
 }
 
-/// The retention sweeper's lease: one per database.
+/// The retention sweeper's lease: one per database, on the row of `ctxd_leases` named after
+/// it.
 pub(super) async fn try_retention_lease(pool: &Pool) -> Result<Option<Lease>, StoreError> {
+    let name = "ctxd-retention";
+    // Migration 8 inserts the row; a database restored without it must not stop the sweeps.
+    pool.get()
+        .await?
+        .execute(
+            "INSERT INTO ctxd_leases (conversation_id) VALUES ($1) ON CONFLICT DO NOTHING",
+            &[&name],
+        )
+        .await?;
     try_lease(
         pool,
-        "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
-        &[&"ctxd-retention"],
+        "SELECT pg_try_advisory_xact_lock(hashtextextended(conversation_id, 0)) FROM ctxd_leases
+         WHERE conversation_id = $1",
+        &[&name],
     )
     .await
 }

@@ -55,6 +55,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "distribution",
         sql: include_str!("0007_distribution.sql"),
     },
+    Migration {
+        version: 8,
+        name: "leases",
+        sql: include_str!("0008_leases.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.
