@@ -496,7 +496,7 @@ def gemini_rules(pack, record):
     for i, content in enumerate(contents):
         problems += [f"[{i}] contents.parts must not be empty"] if not parts_of(content) else []
         problems += [p for part in parts_of(content) for p in gemini_part_rules(i, content.get("role"), part)]
-    problems += gemini_call_rules(contents)
+    problems += gemini_call_rules(contents) + gemini_response_rules(contents)
     if record.get("expect_signatures"):
         problems += gemini_signature_rules(contents)
     return problems
@@ -516,9 +516,25 @@ def gemini_role_rules(contents):
     problems = [] if roles[0] == "user" else ["the first content is not user"]
     problems += [f"[{i}] role {r!r} is neither user nor model"
                  for i, r in enumerate(roles) if r not in ("user", "model")]
-    # "Please ensure that multiturn requests alternate between user and model."
-    problems += [f"[{i + 1}] roles do not alternate" for i, (a, b) in enumerate(zip(roles, roles[1:])) if a == b]
+    # "Please ensure that multiturn requests alternate between user and model." The one user
+    # content that may follow another is a new turn's start after a content of function
+    # responses alone: Gemini 3 segments turns there (see gemini_response_rules).
+    problems += [f"[{i + 1}] roles do not alternate" for i, (a, b) in enumerate(zip(roles, roles[1:]))
+                 if a == b and not turn_boundary(contents[i], contents[i + 1])]
     return problems
+
+
+def turn_boundary(content, nxt):
+    only_responses = parts_of(content) and len(responses_of(content)) == len(parts_of(content))
+    return content.get("role") == "user" and only_responses and not responses_of(nxt)
+
+
+def gemini_response_rules(contents):
+    """A content with functionResponse parts carries nothing else: Gemini 3 ends a step at it
+    and answers 400 when text or files come with the responses (reported from production on
+    gemini-3.6-flash and reproduced on Vertex AI; ctxd's notes on issue 12)."""
+    return [f"[{i}] functionResponse parts share their content with other parts"
+            for i, c in enumerate(contents) if responses_of(c) and len(responses_of(c)) != len(parts_of(c))]
 
 
 def gemini_part_rules(i, role, part):
@@ -764,6 +780,9 @@ BROKEN = [
     ("gemini", contents(("user", [{"inline_data": {"data": "AA==", "mime_type": "image/png"}}]))),
     ("gemini", contents(ASK, ("model", [text("a", thoughtSignature="GEMINI-NATIVE-sig1")]))),
     ("gemini", contents(ASK, ("model", [text("a", thoughtSignature="ANTHROPIC-NATIVE-sig")]))),
+    # Gemini: function responses alone in their content; only a new turn's user text may follow them.
+    ("gemini", contents(ASK, ("model", [fcall("c1")]), ("user", [fresponse("c1"), text("hurry")]))),
+    ("gemini", contents(ASK, ("model", [fcall("c1")]), ("user", [fresponse("c1")]), ("user", [fresponse("c1")]))),
     # Gemini: calls only from the model, right after a user turn, all answered first thing next.
     ("gemini", contents(("model", [fcall("c1")]), ("user", [fresponse("c1")]))),
     ("gemini", contents(ASK, ("model", [fcall("c1"), fcall("c2")]), ("user", [fresponse("c1")]))),
@@ -819,7 +838,8 @@ VALID = [
         ("user", [text("q"), {"inlineData": {"data": "iVBORw==", "mimeType": "image/png"}},
                   {"fileData": {"fileUri": "https://example.com/a.pdf", "mimeType": "application/pdf"}}]),
         ("model", [text("plan", thought=True), fcall("c1", **SIGNED), fcall("c2", "g")]),
-        ("user", [fresponse("c1"), fresponse("c2", "g"), text("hurry")]),
+        ("user", [fresponse("c1"), fresponse("c2", "g")]),
+        ("user", [text("hurry")]),
         ("model", [text("checking"), fcall("c3", **SIGNED)]),
         ("user", [fresponse("c3")]),
         ("model", [text("done"), text("", thoughtSignature="GEMINI-NATIVE-sigQ")]),

@@ -16,6 +16,7 @@ contract_tests!(
     an_openai_responses_tool_loop_comes_back_item_for_item,
     openai_phases_come_back_on_every_assistant_message_of_a_responses_pack,
     a_gemini_function_calling_turn_keeps_its_thought_signatures,
+    gemini_function_responses_travel_alone_and_user_text_after_them_opens_a_new_content,
     completed_turns_leave_their_reasoning_out_unless_asked,
     malformed_reasoning_is_refused_and_nothing_is_stored,
 );
@@ -445,6 +446,53 @@ async fn a_gemini_function_calling_turn_keeps_its_thought_signatures(kind: Store
         &[CALL_SIGNATURE, TEXT_SIGNATURE, "Planning"],
     )
     .await;
+}
+
+async fn gemini_function_responses_travel_alone_and_user_text_after_them_opens_a_new_content(
+    kind: StoreKind,
+) {
+    let app = spawn_app(kind).await;
+    let calls = proto::Message {
+        tool_calls: vec![
+            proto::ToolCall {
+                signature: CALL_SIGNATURE.into(),
+                ..call("fc-1", "get_weather", r#"{"city":"Paris"}"#)
+            },
+            call("fc-2", "get_weather", r#"{"city":"Oslo"}"#),
+        ],
+        ..assistant("")
+    };
+    // The user types while the tools run; then the second result comes, then another message.
+    app.append_ok(
+        "mixed",
+        vec![
+            user("Weather in Paris and Oslo?"),
+            calls,
+            tool_result("fc-1", "18°C"),
+            user("Hurry, please."),
+            tool_result("fc-2", "4°C"),
+            user("And tomorrow?"),
+        ],
+    )
+    .await;
+    let response = build(&app, "mixed", proto::Format::Gemini).await;
+    let contents = parsed(&response)["contents"].clone();
+    assert_eq!(
+        contents,
+        json!([
+            {"role": "user", "parts": [{"text": "Weather in Paris and Oslo?"}]},
+            {"role": "model", "parts": [
+                {"functionCall": {"name": "get_weather", "id": "fc-1", "args": {"city": "Paris"}}, "thoughtSignature": CALL_SIGNATURE},
+                {"functionCall": {"name": "get_weather", "id": "fc-2", "args": {"city": "Oslo"}}},
+            ]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"name": "get_weather", "id": "fc-1", "response": {"output": "18°C"}}},
+                {"functionResponse": {"name": "get_weather", "id": "fc-2", "response": {"output": "4°C"}}},
+            ]},
+            {"role": "user", "parts": [{"text": "Hurry, please."}, {"text": "And tomorrow?"}]},
+        ]),
+        "Gemini 3 refuses text in the content of function responses"
+    );
 }
 
 async fn completed_turns_leave_their_reasoning_out_unless_asked(kind: StoreKind) {

@@ -1,8 +1,10 @@
 //! Gemini `generateContent` bodies: `{systemInstruction, contents}` in the REST API's JSON
-//! (camelCase). Roles alternate `user` / `model` (consecutive turns of one role are merged);
-//! tool results are `functionResponse` parts that open the user content after the calls, one
-//! per call, matched by id and name; thought parts and `thoughtSignature`s go back where the
-//! model put them.
+//! (camelCase). Roles alternate `user` / `model` (consecutive turns of one role are merged),
+//! with one exception: tool results are `functionResponse` parts, one per call, matched by id
+//! and name, that make up the user content after the calls on their own. Gemini 3 reads that
+//! content as the end of a step and refuses one that also carries text or files, so user text
+//! that follows the results goes in a user content of its own, the next turn's start. Thought
+//! parts and `thoughtSignature`s go back where the model put them.
 
 use std::collections::HashMap;
 
@@ -56,10 +58,8 @@ pub(super) fn gemini(messages: &[ContextMessage]) -> String {
             _ => contents.push((role, parts)),
         }
     }
-    for (_, parts) in &mut contents {
-        // The results must open the content that follows the calls.
-        parts.sort_by_key(|part| part.get("functionResponse").is_none());
-    }
+    let mut contents: Vec<(&'static str, Vec<Value>)> =
+        contents.into_iter().flat_map(split_responses).collect();
     sign_current_turn(&mut contents);
     let contents: Vec<Value> = contents
         .into_iter()
@@ -73,6 +73,18 @@ pub(super) fn gemini(messages: &[ContextMessage]) -> String {
             format!(r#"{{"systemInstruction":{instruction},"contents":{contents}}}"#)
         }
     }
+}
+
+/// A user content holding function responses and other parts becomes two: the responses
+/// (answering the calls before them), then the rest.
+fn split_responses((role, parts): (&'static str, Vec<Value>)) -> Vec<(&'static str, Vec<Value>)> {
+    let (responses, others): (Vec<Value>, Vec<Value>) = parts
+        .into_iter()
+        .partition(|part| part.get("functionResponse").is_some());
+    [(role, responses), (role, others)]
+        .into_iter()
+        .filter(|(_, parts)| !parts.is_empty())
+        .collect()
 }
 
 fn user_parts(message: &Message) -> Vec<Value> {
