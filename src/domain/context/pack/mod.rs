@@ -597,9 +597,7 @@ impl ContextPacker {
         if !keep && provider.is_some() {
             message.strip_native();
         }
-        if self.request.format != Format::OpenAiResponses {
-            message.content_phase.clear();
-        }
+        drop_foreign_phase(&mut message, self.request.format);
         let native = if keep { native } else { 0 };
         let mut cost = tokens.get(tokenizer) as usize;
         if let Some(limit) = self.request.tool_output_max_tokens.map(|l| l as usize)
@@ -689,11 +687,17 @@ fn keep_pending_reasoning(request: &mut ContextRequest) -> usize {
         } else {
             message.strip_native();
         }
-        if request.format != Format::OpenAiResponses {
-            message.content_phase.clear();
-        }
+        drop_foreign_phase(message, request.format);
     }
     kept
+}
+
+/// Clears an OpenAI phase outside Responses packs. Unlike the rest of the native data it is
+/// kept on every assistant message of its own format, reasoning or not.
+fn drop_foreign_phase(message: &mut Message, format: Format) {
+    if format != Format::OpenAiResponses {
+        message.content_phase.clear();
+    }
 }
 
 /// Tokens of a pending message (its native data as [`keep_pending_reasoning`] left it).
