@@ -26,7 +26,10 @@ use ctxd::{
         Attachment, AttachmentSource, ConversationId, LlmError, Message, Provider, Reasoning, Role, Sequence,
         TenantId, ToolCall,
         append::{AppendBatch, AppendLimits, check_message},
-        context::{ContextRequest, Format, HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy, TokenBudget},
+        context::{
+            ContextPack, ContextRequest, FinalAssistant, Format, HistoryPolicy, PLACEHOLDER_TURN,
+            ReasoningPolicy, Source, TokenBudget, render::anthropic_renders,
+        },
     },
     service::{AiSettings, Limits, Service, SummarizeMode, SummarizeRequest},
     store::MemoryStore,
@@ -461,7 +464,26 @@ fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Fo
             true => ReasoningPolicy::CurrentTurn,
             false => ReasoningPolicy::All,
         },
+        final_assistant: *rng.pick(&[
+            FinalAssistant::FormatDefault,
+            FinalAssistant::FormatDefault,
+            FinalAssistant::Keep,
+            FinalAssistant::Omit,
+        ]),
     }
+}
+
+/// Whether the pack's last turn is one the caller chose to end on: a pending assistant message
+/// (a prefill) or a pinned one.
+fn ends_on_callers_choice(pack: &ContextPack) -> bool {
+    let last_turn = pack
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+    last_turn.is_some_and(|m| {
+        m.message.role == Role::Assistant && (m.source == Source::Pending || m.message.pinned)
+    })
 }
 
 #[derive(Default)]
@@ -573,6 +595,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 Format::Gemini,
             ] {
                 let request = request(&mut rng, &id, pending.clone(), format);
+                let keeps_final_reply = !request.final_assistant.omits(format);
                 let case = format!("{seed}:{n}:{r}");
                 let (first, second) = (
                     service.build_context(&tenant, request.clone()).await,
@@ -628,6 +651,9 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                     // Every call step of a Gemini pack's current turn is signed (its own
                     // signature, or the documented placeholder).
                     "expect_signatures": format == Format::Gemini,
+                    // The pack may end on an assistant message: the request keeps a final
+                    // reply, or the caller's own prefill or a pinned message ends it.
+                    "final_assistant_allowed": keeps_final_reply || ends_on_callers_choice(pack),
                 });
                 use std::io::Write;
                 writeln!(out, "{line}").expect("writing the corpus");

@@ -252,7 +252,19 @@ def anthropic_rules(pack, record):
     problems += system_rules(pack.get("system")) + cache_rules(pack.get("system"), messages)
     problems += block_rules(messages) + tool_use_rules(messages) + prefill_rules(messages)
     problems += thinking_rules(messages) + open_loop_thinking_rule(messages, record)
+    problems += final_turn_rule(messages[-1].get("role"), "assistant", record)
     return problems
+
+
+def final_turn_rule(role, model_role, record):
+    """Claude 4.6 and later answer 400 "This model does not support assistant message prefill.
+    The conversation must end with a user message." (platform.claude.com, "What's new in Claude
+    4.6": prefill removal); Gemini 3 models "Requests ending with a model turn are not
+    supported" (anomalyco/opencode#45359, #47034, on gemini-3.7 and 3.8 flash). A pack may end on
+    the model only where the corpus line says the request allowed it."""
+    if role != model_role or record.get("final_assistant_allowed", True):
+        return []
+    return [f"the pack ends on a {model_role} turn, which current models refuse"]
 
 
 def system_rules(system):
@@ -497,6 +509,7 @@ def gemini_rules(pack, record):
         problems += [f"[{i}] contents.parts must not be empty"] if not parts_of(content) else []
         problems += [p for part in parts_of(content) for p in gemini_part_rules(i, content.get("role"), part)]
     problems += gemini_call_rules(contents) + gemini_response_rules(contents)
+    problems += final_turn_rule(contents[-1].get("role"), "model", record)
     if record.get("expect_signatures"):
         problems += gemini_signature_rules(contents)
     return problems
@@ -726,6 +739,9 @@ BROKEN = [
     ("openai_chat", [user([{"type": "file", "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,AA=="}}])]),
     ("openai_responses", [item("user", [{"type": "input_image", "image_url": "data:image/bmp;base64,Qk0=",
                                          "detail": "auto"}])]),
+    # Current Claude and Gemini models refuse a request that ends on the model's turn.
+    ("anthropic_messages", {"messages": [user("q"), assistant("a")]}, {"final_assistant_allowed": False}),
+    ("gemini", contents(ASK, ("model", [text("a")])), {"final_assistant_allowed": False}),
     # A phase is OpenAI Responses' and one of its two labels.
     ("openai_chat", [user("q"), {"role": "assistant", "content": "a", "phase": "final_answer"}]),
     ("openai_responses", [item("user", "q"), item("assistant", "a", phase="final")]),

@@ -30,6 +30,7 @@ struct Input {
     tool_output_max_tokens: u8,
     tokenizer: u8,
     format: u8,
+    final_assistant: u8,
     system_prompt: String,
 }
 
@@ -83,6 +84,7 @@ fuzz_target!(|input: Input| {
         }),
         tokenizer: i32::from(input.tokenizer % 4),
         format: i32::from(input.format % 6),
+        final_assistant: i32::from(input.final_assistant % 4),
         system_prompt: input.system_prompt,
         pending_messages: input.pending.iter().map(message).collect(),
         tool_output_max_tokens: u32::from(input.tool_output_max_tokens),

@@ -24,6 +24,7 @@ contract_tests!(
     anthropic_packs_alternate_roles,
     packs_of_the_reported_failure_classes_are_valid_for_both_providers,
     stored_messages_carry_their_token_counts,
+    a_final_reply_is_left_out_where_the_provider_refuses_one,
 );
 
 fn request(conversation: &str, max_tokens: u32) -> proto::BuildContextRequest {
@@ -103,6 +104,13 @@ async fn bad_budgets_and_enums_name_their_fields(kind: StoreKind) {
                 ..request("c", 100)
             },
             "format",
+        ),
+        (
+            proto::BuildContextRequest {
+                final_assistant: 9,
+                ..request("c", 100)
+            },
+            "final_assistant",
         ),
         (request("", 100), "conversation_id"),
         (
@@ -550,4 +558,90 @@ async fn stored_messages_carry_their_token_counts(kind: StoreKind) {
         8 + 3,
         "plus the reply priming"
     );
+}
+
+/// Claude 4.6 and later and Gemini 3 refuse a request that ends on the model's turn: packs in
+/// their formats leave out a final reply of the log (here a failed call's partial answer)
+/// unless asked to keep it; the OpenAI formats keep it unless asked to leave it out.
+async fn a_final_reply_is_left_out_where_the_provider_refuses_one(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let failed = proto::Message {
+        error: Some(proto::LlmError {
+            code: "timeout".into(),
+            message: "the model timed out".into(),
+            partial_output: "The capital of France is".into(),
+        }),
+        ..assistant("")
+    };
+    app.append_ok(
+        "retry",
+        vec![user("q1"), assistant("a1"), user("capital of France?"), failed],
+    )
+    .await;
+    let build_as =
+        |format: proto::Format, final_assistant: proto::FinalAssistant| proto::BuildContextRequest {
+            format: format as i32,
+            final_assistant: final_assistant as i32,
+            ..request("retry", 1_000)
+        };
+    let last_role = |response: &proto::BuildContextResponse, key: &str| -> String {
+        let pack: Value = serde_json::from_str(&response.rendered).unwrap();
+        let turns = match key {
+            "" => pack.as_array().unwrap().clone(),
+            key => pack[key].as_array().unwrap().clone(),
+        };
+        turns.last().unwrap()["role"].as_str().unwrap().to_owned()
+    };
+    let omitted = |response: &proto::BuildContextResponse| response.stats.unwrap().final_assistant_omitted;
+    use proto::{FinalAssistant as F, Format};
+
+    let anthropic = build(&app, build_as(Format::AnthropicMessages, F::Unspecified)).await;
+    assert_eq!(
+        (last_role(&anthropic, "messages").as_str(), omitted(&anthropic)),
+        ("user", 1)
+    );
+    let newest = anthropic.messages.last().unwrap();
+    assert_eq!(
+        (newest.sequence, newest.content.as_str()),
+        (3, "capital of France?")
+    );
+    let gemini = build(&app, build_as(Format::Gemini, F::Unspecified)).await;
+    assert_eq!(
+        (last_role(&gemini, "contents").as_str(), omitted(&gemini)),
+        ("user", 1)
+    );
+    let chat = build(&app, build_as(Format::OpenaiChat, F::Unspecified)).await;
+    assert_eq!((last_role(&chat, "").as_str(), omitted(&chat)), ("assistant", 0));
+    assert!(chat.rendered.contains("The capital of France is"));
+
+    let kept = build(&app, build_as(Format::AnthropicMessages, F::Keep)).await;
+    assert_eq!(
+        (last_role(&kept, "messages").as_str(), omitted(&kept)),
+        ("assistant", 0)
+    );
+    let left_out = build(&app, build_as(Format::OpenaiChat, F::Omit)).await;
+    assert_eq!(
+        (last_role(&left_out, "").as_str(), omitted(&left_out)),
+        ("user", 1)
+    );
+    let stats = left_out.stats.unwrap();
+    assert_eq!(
+        stats.total_tokens + chat.messages.last().unwrap().tokens,
+        chat.stats.unwrap().total_tokens,
+        "the left-out reply's tokens are not counted"
+    );
+    assert_eq!(stats.messages_dropped, 0, "older history is all there");
+
+    // The next user message brings it back, in its place.
+    app.append_ok("retry", vec![user("please finish")]).await;
+    let anthropic = build(&app, build_as(Format::AnthropicMessages, F::Unspecified)).await;
+    let pack: Value = serde_json::from_str(&anthropic.rendered).unwrap();
+    let roles: Vec<&str> = pack["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
+    assert_eq!(omitted(&anthropic), 0);
 }

@@ -415,7 +415,32 @@ async fn a_gemini_function_calling_turn_keeps_its_thought_signatures(kind: Store
         ],
     )
     .await;
+    // Gemini 3 refuses a request that ends on a model turn, so by default the pack leaves the
+    // final answer out; kept, it carries its signature (what older models and the next turn get).
     let response = build(&app, "gemini", proto::Format::Gemini).await;
+    let contents = parsed(&response)["contents"].as_array().unwrap().clone();
+    assert_eq!(contents.len(), 3);
+    assert_eq!(response.stats.unwrap().final_assistant_omitted, 1);
+    let mut client = app.client.clone();
+    let response = client
+        .build_context(proto::BuildContextRequest {
+            conversation_id: "gemini".into(),
+            budget: Some(proto::Budget {
+                max_tokens: 100_000,
+                ..Default::default()
+            }),
+            system_prompt: "You are the travel assistant.".into(),
+            format: proto::Format::Gemini as i32,
+            final_assistant: proto::FinalAssistant::Keep as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        parsed(&response)["contents"].as_array().unwrap()[..3],
+        contents[..]
+    );
     assert_eq!(
         parsed(&response),
         json!({

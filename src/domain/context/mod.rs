@@ -108,6 +108,12 @@ impl Format {
     pub fn opens_with_user_turn(self) -> bool {
         matches!(self, Format::AnthropicMessages | Format::Gemini)
     }
+
+    /// Whether the provider's current models refuse a request that ends on an assistant
+    /// message (see [`FinalAssistant`]).
+    pub fn refuses_final_assistant(self) -> bool {
+        matches!(self, Format::AnthropicMessages | Format::Gemini)
+    }
 }
 
 /// Which stored reasoning of the format's provider goes into a pack (DESIGN.md 2.2.2).
@@ -129,6 +135,33 @@ pub enum HistoryPolicy {
     CacheStable,
     /// The newest history that fits, however far back that starts.
     Newest,
+}
+
+/// Whether a pack may end on an assistant reply of the log (DESIGN.md 2.2.1). Claude 4.6 and
+/// later refuse a request that ends on an assistant message ("This model does not support
+/// assistant message prefill"), and Gemini 3 one that ends on a model turn; older models take it
+/// as a prefill to continue, and the OpenAI APIs as a turn like any other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FinalAssistant {
+    /// The format's rule (the default): left out for Anthropic Messages and Gemini, kept for
+    /// the OpenAI formats.
+    #[default]
+    FormatDefault,
+    /// Kept: the pack may end on it.
+    Keep,
+    /// Left out, whatever the format: the pack ends on the turn before it.
+    Omit,
+}
+
+impl FinalAssistant {
+    /// Whether a pack in `format` leaves out the assistant messages that would end it.
+    pub fn omits(self, format: Format) -> bool {
+        match self {
+            FinalAssistant::FormatDefault => format.refuses_final_assistant(),
+            FinalAssistant::Keep => false,
+            FinalAssistant::Omit => true,
+        }
+    }
 }
 
 /// A parsed BuildContext request.
@@ -156,6 +189,8 @@ pub struct ContextRequest {
     pub history: HistoryPolicy,
     /// Which reasoning goes into the pack.
     pub reasoning: ReasoningPolicy,
+    /// Whether the pack may end on an assistant reply of the log.
+    pub final_assistant: FinalAssistant,
 }
 
 /// The rolling summary as context assembly needs it.
@@ -296,6 +331,9 @@ pub struct ContextStats {
     /// The summary did not fit whole: its beginning and end are in the pack, with
     /// [`SUMMARY_CUT_MARKER`] between them.
     pub summary_cut: bool,
+    /// Assistant messages of the log that would have ended the pack, left out under
+    /// [`FinalAssistant`].
+    pub final_assistant_omitted: u32,
 }
 
 /// What stands where a summary that did not fit the budget was cut.

@@ -12,12 +12,13 @@ use serde_json::Value;
 
 use super::{
     super::memory::WorkingMemory,
-    ContextPack, ContextPacker, ContextRequest, ContextSnapshot, Format, HistoryPolicy, PLACEHOLDER_TURN,
-    ReasoningPolicy, SUMMARY_CUT_MARKER, Source, SummarySection, TokenBudget, TokenCounts,
+    ContextMessage, ContextPack, ContextPacker, ContextRequest, ContextSnapshot, FinalAssistant, Format,
+    HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy, SUMMARY_CUT_MARKER, Source, SummarySection,
+    TokenBudget, TokenCounts,
     anchor::LogEnd,
     cost::{context_text, message_cost_with_text},
     initial_page_limit,
-    render::render,
+    render::{anthropic_renders, render},
 };
 use crate::{
     domain::{
@@ -249,6 +250,7 @@ struct Case {
     pending: Pending,
     tokenizer: Tokenizer,
     history: HistoryPolicy,
+    final_assistant: FinalAssistant,
 }
 
 /// Pending messages of a request.
@@ -320,8 +322,9 @@ fn case() -> impl Strategy<Value = Case> {
         pending(),
         prop_oneof![4 => Just(Tokenizer::Approx), 1 => Just(Tokenizer::O200kBase), 1 => Just(Tokenizer::Cl100kBase)],
         prop_oneof![Just(HistoryPolicy::CacheStable), Just(HistoryPolicy::Newest)],
+        prop_oneof![Just(FinalAssistant::FormatDefault), Just(FinalAssistant::Keep), Just(FinalAssistant::Omit)],
     )
-        .prop_map(|(events, max_tokens, reserve, max_messages, max_turns, tool_max, summary, pending, tokenizer, history)| {
+        .prop_map(|(events, max_tokens, reserve, max_messages, max_turns, tool_max, summary, pending, tokenizer, history, final_assistant)| {
             let log = build_log(&events);
             Case {
                 summary_through: summary.map(|s| s.min(log.len() as u64)),
@@ -334,6 +337,7 @@ fn case() -> impl Strategy<Value = Case> {
                 pending,
                 tokenizer,
                 history,
+                final_assistant,
             }
         })
 }
@@ -357,6 +361,7 @@ fn request(case: &Case, max_tokens: u32, format: Format) -> ContextRequest {
         format,
         history: case.history,
         reasoning: ReasoningPolicy::CurrentTurn,
+        final_assistant: case.final_assistant,
     }
 }
 
@@ -528,7 +533,9 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
                 (true, Some(call)) => complete.contains(&call) && call >= oldest,
                 (true, None) => true,
             };
-            if whole {
+            // A reply left out because it would end the pack (checked under 7).
+            let final_reply = pack.stats.final_assistant_omitted > 0 && is_reply(m);
+            if whole && !final_reply {
                 prop_assert!(
                     included.contains(&m.sequence),
                     "hole at {} (window from {oldest})",
@@ -633,7 +640,35 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
         cut_in_pack,
         "truncated says whether a cut tool output is in the pack"
     );
+    // 7. Final assistant (DESIGN.md 2.2.1): when it is to be left out, the pack's last turn is
+    //    not an assistant reply of the log (a pinned one aside); otherwise none is left out.
+    match case.final_assistant.omits(Format::OpenAiChat) {
+        true => {
+            let last_turn = pack
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+            let ends_on_reply = last_turn.is_some_and(|m| {
+                m.source == Source::History
+                    && m.message.role == Role::Assistant
+                    && m.message.tool_calls.is_empty()
+                    && !m.message.pinned
+            });
+            prop_assert!(
+                !ends_on_reply,
+                "the pack ends on reply {:?}",
+                last_turn.and_then(|m| m.sequence)
+            );
+        }
+        false => prop_assert_eq!(pack.stats.final_assistant_omitted, 0),
+    }
     Ok(())
+}
+
+/// An assistant reply of the log that a pack may leave out when it would end the pack.
+fn is_reply(m: &StoredMessage) -> bool {
+    m.message.role == Role::Assistant && m.message.tool_calls.is_empty() && !m.message.pinned
 }
 
 /// Checks a rendered OpenAI pack against the Chat Completions message format: roles, content
@@ -867,6 +902,51 @@ proptest! {
         let pack = pack(&case, case.max_tokens, Format::AnthropicMessages);
         let rendered = render(&pack.messages, Format::AnthropicMessages);
         prop_assert!(check_anthropic_format(&rendered).is_ok(), "{:?}\n{rendered}", check_anthropic_format(&rendered));
+        // Claude 4.6 and later refuse a pack that ends on the assistant, unless the caller
+        // chose that ending (a pending prefill, a pinned message, or the option).
+        let ends_on_assistant = serde_json::from_str::<Value>(&rendered).unwrap()["messages"]
+            .as_array().and_then(|m| m.last()).is_some_and(|m| m["role"] == "assistant");
+        let chosen = matches!(case.pending, Pending::Assistant(_))
+            || case.final_assistant == FinalAssistant::Keep
+            || pack.messages.iter().rev().find(|m| anthropic_renders(&m.message)).is_some_and(|m| m.message.pinned);
+        prop_assert!(!ends_on_assistant || chosen, "{rendered}");
+    }
+
+    /// Leaving out the final assistant reply removes exactly the log's replies that end the
+    /// pack kept whole, and nothing else (a placeholder turn may open what is left).
+    #[test]
+    fn leaving_out_the_final_assistant_removes_only_the_replies_that_end_the_pack(case in case()) {
+        for format in [Format::OpenAiChat, Format::AnthropicMessages, Format::Gemini] {
+            let kept = pack(&Case { final_assistant: FinalAssistant::Keep, ..case.clone() }, case.max_tokens, format);
+            let left = pack(&Case { final_assistant: FinalAssistant::Omit, ..case.clone() }, case.max_tokens, format);
+            let without_placeholder = |p: &ContextPack| -> Vec<ContextMessage> {
+                p.messages.iter().filter(|m| m.source != Source::Placeholder).cloned().collect()
+            };
+            let (kept_messages, left_messages) = (without_placeholder(&kept), without_placeholder(&left));
+            let removed: Vec<&ContextMessage> = kept_messages.iter().filter(|m| !left_messages.contains(m)).collect();
+            prop_assert_eq!(removed.len() as u32, left.stats.final_assistant_omitted);
+            prop_assert_eq!(kept_messages.len() - removed.len(), left_messages.len());
+            let Some(first) = kept_messages.iter().position(|m| removed.contains(&m)) else {
+                prop_assert_eq!(&kept, &left);
+                continue;
+            };
+            for m in &kept_messages[first..] {
+                let is_removed = removed.contains(&m);
+                let reply = m.source == Source::History && m.message.role == Role::Assistant
+                    && m.message.tool_calls.is_empty() && !m.message.pinned;
+                let turn = m.message.role != Role::System && anthropic_renders(&m.message);
+                prop_assert!(if is_removed { reply } else { !turn }, "{:?} {:?} after the first left out", m.source, m.sequence);
+            }
+            let removed_tokens: u32 = removed.iter().map(|m| m.tokens).sum();
+            let placeholder = |p: &ContextPack| -> u32 {
+                p.messages.iter().filter(|m| m.source == Source::Placeholder).map(|m| m.tokens).sum()
+            };
+            prop_assert_eq!(
+                left.stats.total_tokens + removed_tokens,
+                kept.stats.total_tokens + placeholder(&left) - placeholder(&kept)
+            );
+            prop_assert_eq!(left.stats.history_tokens + removed_tokens, kept.stats.history_tokens);
+        }
     }
 
     #[test]
@@ -951,7 +1031,8 @@ proptest! {
     /// rendered bytes included (but for the closing bracket).
     #[test]
     fn cache_stable_packs_repeat_their_beginning_as_the_log_grows(case in case(), cut in 0.0f64..1.0) {
-        let case = Case { history: HistoryPolicy::CacheStable, pending: Pending::None, ..case };
+        // Packs that keep the final reply; one that leaves it out is checked at the end.
+        let case = Case { history: HistoryPolicy::CacheStable, pending: Pending::None, final_assistant: FinalAssistant::Keep, ..case };
         // Cut the log just before a turn start, so the shorter log has no group the longer
         // one completes.
         let starts: Vec<usize> = case.log.iter().enumerate()
@@ -979,6 +1060,18 @@ proptest! {
             let (a, b) = (render(&earlier.messages, Format::OpenAiChat), render(&later.messages, Format::OpenAiChat));
             prop_assert!(b.starts_with(&a[..a.len() - 1]), "{a}\n{b}");
             prop_assert_eq!(earlier.stats.stable_prefix_tokens, earlier.stats.total_tokens - REPLY_PRIMING as u32);
+            // Left out, the final replies come back in the later pack where they were: the
+            // earlier pack promises only what precedes them.
+            let omitting = Case { final_assistant: FinalAssistant::Omit, ..earlier_case };
+            let earlier = pack(&omitting, case.max_tokens, Format::OpenAiChat);
+            let mut promised = 0;
+            let repeated: Vec<ContextMessage> = earlier.messages.iter()
+                .take_while(|m| { promised += m.tokens; promised <= earlier.stats.stable_prefix_tokens })
+                .cloned()
+                .collect();
+            prop_assert!(later.messages.starts_with(&repeated), "promised {:?}\nlater {:?}", repeated, later.messages);
+            let whole: u32 = repeated.iter().map(|m| m.tokens).sum();
+            prop_assert_eq!(whole, earlier.stats.stable_prefix_tokens);
         }
     }
 }
@@ -1042,6 +1135,7 @@ fn pending_tool_results_keep_their_stored_call_in_the_pack() {
         pending: Pending::None,
         tokenizer: Tokenizer::Approx,
         history: HistoryPolicy::CacheStable,
+        final_assistant: FinalAssistant::FormatDefault,
     };
     let mut request = request(&case, 10_000, Format::OpenAiChat);
     request.pending = vec![Message {
@@ -1112,6 +1206,7 @@ fn simple_case(events: &[Event], max_tokens: u32, pending: Pending) -> Case {
         pending,
         tokenizer: Tokenizer::Approx,
         history: HistoryPolicy::Newest,
+        final_assistant: FinalAssistant::FormatDefault,
     }
 }
 
@@ -1226,6 +1321,103 @@ fn a_pending_assistant_message_alone_still_makes_a_valid_anthropic_pack() {
         turns[1]["content"][0]["text"], "Sure,",
         "the prefill loses its trailing space"
     );
+}
+
+/// Roles of the turns of a rendered Anthropic pack.
+fn anthropic_roles(anthropic: &Value) -> Vec<&str> {
+    anthropic["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn anthropic_and_gemini_packs_leave_out_a_final_reply_unless_asked_to_keep_it() {
+    let failed = Event::Assistant {
+        text: "The answer is".into(),
+        pinned: false,
+        failed: true,
+    };
+    let events = [user("q1"), assistant("a1", false), user("q2"), failed];
+    let case = simple_case(&events, 10_000, Pending::None);
+    let (openai_pack, openai, anthropic_pack, anthropic) = rendered_valid(&case, 10_000);
+    assert_eq!(roles(&openai), ["user", "assistant", "user", "assistant"]);
+    assert_eq!(openai_pack.stats.final_assistant_omitted, 0);
+    assert_eq!(anthropic_roles(&anthropic), ["user", "assistant", "user"]);
+    assert_eq!(anthropic_pack.stats.final_assistant_omitted, 1);
+    assert_eq!(
+        anthropic_pack.stats.messages_dropped, 0,
+        "older history is all there"
+    );
+    assert_eq!(
+        anthropic_pack.stats.total_tokens + openai_pack.messages.last().unwrap().tokens,
+        openai_pack.stats.total_tokens
+    );
+    let gemini = pack(&case, 10_000, Format::Gemini);
+    let contents: Value = serde_json::from_str(&render(&gemini.messages, Format::Gemini)).unwrap();
+    let last = contents["contents"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        (last["role"].as_str(), gemini.stats.final_assistant_omitted),
+        (Some("user"), 1)
+    );
+
+    let keep = Case {
+        final_assistant: FinalAssistant::Keep,
+        ..case.clone()
+    };
+    let (_, _, anthropic_pack, anthropic) = rendered_valid(&keep, 10_000);
+    assert_eq!(
+        anthropic_roles(&anthropic),
+        ["user", "assistant", "user", "assistant"]
+    );
+    assert_eq!(anthropic_pack.stats.final_assistant_omitted, 0);
+    let omit = Case {
+        final_assistant: FinalAssistant::Omit,
+        ..case
+    };
+    let (openai_pack, openai, _, _) = rendered_valid(&omit, 10_000);
+    assert_eq!(roles(&openai), ["user", "assistant", "user"]);
+    assert_eq!(openai_pack.stats.final_assistant_omitted, 1);
+}
+
+#[test]
+fn a_note_that_would_end_the_pack_after_pending_results_is_left_out() {
+    // The log: q, a call, a note typed while it ran; the result comes pending. Rendered, the
+    // result moves up to its call, and the note would end the pack.
+    let events = [user("q"), tools(1, Some((0, Role::Assistant)))];
+    let mut case = simple_case(&events, 10_000, Pending::Results);
+    case.log.retain(|m| m.message.role != Role::Tool);
+    let (_, _, anthropic_pack, anthropic) = rendered_valid(&case, 10_000);
+    assert_eq!(anthropic_roles(&anthropic), ["user", "assistant", "user"]);
+    assert_eq!(anthropic_pack.stats.final_assistant_omitted, 1);
+    let last = anthropic_pack.messages.last().unwrap();
+    assert_eq!((last.source, last.message.role), (Source::Pending, Role::Tool));
+}
+
+#[test]
+fn a_pinned_or_pending_final_assistant_message_stays() {
+    let case = simple_case(&[assistant("Welcome!", true)], 10_000, Pending::None);
+    let (_, _, anthropic_pack, anthropic) = rendered_valid(&case, 10_000);
+    assert_eq!(
+        anthropic_roles(&anthropic),
+        ["user", "assistant"],
+        "pinned: always kept"
+    );
+    assert_eq!(anthropic_pack.stats.final_assistant_omitted, 0);
+    let events = [user("q"), assistant("a", false)];
+    let case = simple_case(&events, 10_000, Pending::Assistant("Sure, ".into()));
+    let (_, _, anthropic_pack, anthropic) = rendered_valid(&case, 10_000);
+    assert_eq!(
+        anthropic["messages"].as_array().unwrap().last().unwrap()["content"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "the stored reply and the caller's prefill make one assistant turn"
+    );
+    assert_eq!(anthropic_pack.stats.final_assistant_omitted, 0);
 }
 
 #[test]

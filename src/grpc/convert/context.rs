@@ -9,7 +9,7 @@ use crate::{
     domain::{
         Sequence, StoredMessage, Violations,
         context::{
-            ContextMessage, ContextPack, ContextRequest, ContextStats, Format, HistoryPolicy,
+            ContextMessage, ContextPack, ContextRequest, ContextStats, FinalAssistant, Format, HistoryPolicy,
             ReasoningPolicy, Source, TokenBudget, TokenCounts,
         },
     },
@@ -34,6 +34,7 @@ pub(crate) fn context_request(
         format,
         history_policy,
         reasoning,
+        final_assistant,
     } = request;
     let mut v = Violations::default();
     let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
@@ -102,6 +103,18 @@ pub(crate) fn context_request(
             ReasoningPolicy::CurrentTurn
         }
     };
+    let final_assistant = match proto::FinalAssistant::try_from(final_assistant) {
+        Ok(proto::FinalAssistant::Unspecified) => FinalAssistant::FormatDefault,
+        Ok(proto::FinalAssistant::Keep) => FinalAssistant::Keep,
+        Ok(proto::FinalAssistant::Omit) => FinalAssistant::Omit,
+        Err(_) => {
+            v.add(
+                "final_assistant",
+                format!("unknown final assistant value {final_assistant}"),
+            );
+            FinalAssistant::FormatDefault
+        }
+    };
     match (conversation_id, budget, v.is_empty()) {
         (Some(conversation_id), Some(budget), true) => Ok(ContextRequest {
             conversation_id,
@@ -115,6 +128,7 @@ pub(crate) fn context_request(
             format,
             history,
             reasoning,
+            final_assistant,
         }),
         _ => Err(v),
     }
@@ -220,6 +234,7 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         reasoning_tokens,
         reasoning_tokens_omitted,
         summary_cut,
+        final_assistant_omitted,
     } = stats;
     proto::ContextStats {
         total_tokens,
@@ -245,5 +260,6 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         reasoning_tokens,
         reasoning_tokens_omitted,
         summary_cut,
+        final_assistant_omitted,
     }
 }

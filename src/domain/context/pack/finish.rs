@@ -92,6 +92,12 @@ impl ContextPacker {
             });
         }
         messages.extend(answers_after_calls(conversation));
+        // Where the left-out replies were: the next pack, built after a new user message,
+        // sends them there, so it repeats this pack only up to that point.
+        let omitted_at = match self.request.final_assistant.omits(self.request.format) {
+            true => self.omit_final_assistant(&mut messages),
+            false => None,
+        };
         self.stats.messages_included = messages.iter().filter(|m| m.source == Source::History).count() as u32;
         if self.request.format.opens_with_user_turn() {
             self.open_with_user_turn(&mut messages);
@@ -116,6 +122,19 @@ impl ContextPacker {
                 .map(|m| m.tokens)
                 .sum(),
         };
+        if let Some(at) = omitted_at {
+            // The messages that preceded them (`at` of them), and a placeholder among them.
+            let mut counted = 0;
+            let before: u32 = messages
+                .iter()
+                .take_while(|m| {
+                    counted += usize::from(m.source != Source::Placeholder);
+                    counted <= at
+                })
+                .map(|m| m.tokens)
+                .sum();
+            self.stats.stable_prefix_tokens = self.stats.stable_prefix_tokens.min(before);
+        }
         if self.request.reasoning == ReasoningPolicy::CurrentTurn {
             // The current turn's reasoning leaves the pack once a user message ends the turn:
             // the next pack may repeat only what precedes it.
@@ -133,6 +152,44 @@ impl ContextPacker {
             needs_summary,
             previous_response_id: self.snapshot.last_response_id.take(),
         }
+    }
+
+    /// Leaves out the log's assistant messages that would end the pack (DESIGN.md 2.2.1): the
+    /// pack then ends on the user turn or the tool results they answered. Messages that are not
+    /// turns (system parts, blank text) are looked past. A pending assistant message (the
+    /// caller's own prefill) or a pinned one (always kept) ends the search, and stays. Returns
+    /// where the first of them was, if any was left out.
+    fn omit_final_assistant(&mut self, messages: &mut Vec<ContextMessage>) -> Option<usize> {
+        let mut omitted = Vec::new();
+        for (i, m) in messages.iter().enumerate().rev() {
+            let history_reply = m.source == Source::History
+                && m.message.role == Role::Assistant
+                && m.message.tool_calls.is_empty()
+                && !self.is_pinned(m);
+            if history_reply {
+                omitted.push(i);
+            } else if m.message.role != Role::System && anthropic_renders(&m.message) {
+                break;
+            }
+        }
+        let first = *omitted.last()?;
+        for i in omitted {
+            let m = messages.remove(i);
+            let reasoning = native_cost(&m.message, self.tokenizer);
+            self.used -= m.tokens as usize;
+            self.stats.history_tokens -= m.tokens;
+            self.stats.reasoning_tokens = self.stats.reasoning_tokens.saturating_sub(saturate(reasoning));
+            self.stats.final_assistant_omitted += 1;
+        }
+        let oldest = messages
+            .iter()
+            .filter(|m| m.source == Source::History)
+            .filter_map(|m| m.sequence)
+            .map(Sequence::get)
+            .filter(|&s| s >= self.stats.oldest_included_sequence)
+            .min();
+        self.stats.oldest_included_sequence = oldest.unwrap_or(0);
+        Some(first)
     }
 
     /// Anthropic and Gemini require the first message to be a user turn: when the first
