@@ -90,7 +90,7 @@ const OUTPUTS: [&str; 5] = ["18°C, sunny", "", " ", "{\"rows\": []}", "エラ�
 fn attachment(rng: &mut Rng) -> Attachment {
     let data = |bytes: &[u8]| AttachmentSource::Data(bytes.to_vec());
     let uri = |u: &str| AttachmentSource::Uri(u.to_owned());
-    let (mime, filename, source) = match rng.below(9) {
+    let (mime, filename, source) = match rng.below(12) {
         0 => ("image/png", "chart.png", data(&[137, 80, 78, 71])),
         1 => ("image/jpeg", "photo.jpg", uri("https://example.com/photo.jpg")),
         2 => ("image/svg+xml", "logo.svg", data(b"<svg/>")),
@@ -99,6 +99,9 @@ fn attachment(rng: &mut Rng) -> Attachment {
         5 => ("image/bmp", "old.bmp", data(b"BM")),
         6 => ("application/pdf", "spec.pdf", uri("https://example.com/spec.pdf")),
         7 => ("application/pdf", "inline.pdf", data(b"%PDF-1.4")),
+        8 => ("audio/mpeg", "voice.mp3", data(b"ID3")),
+        9 => ("application/zip", "code.zip", data(b"PK")),
+        10 => ("text/markdown", "README", data(b"# Notes")),
         _ => ("text/plain", "notes.txt", data(b"hello")),
     };
     Attachment {

@@ -169,6 +169,39 @@ def json_object(text):
 # Images both OpenAI APIs take (PNG, JPEG, WEBP, non-animated GIF); a Chat Completions `file`
 # part takes PDF only (platform.openai.com/docs/guides/images-vision, guides/file-inputs).
 OPENAI_IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
+# The Responses API's `input_file` types (developers.openai.com, "File inputs", full list of
+# accepted file types); it tells a file's type by its name's extension and refuses a name
+# without one: "Expected context stuffing file type to be a supported format: ... but got none".
+INPUT_FILE_TYPES = {m.lower() for m in [
+    "application/csv", "application/graphql", "application/javascript", "application/json",
+    "application/json5", "application/msword", "application/pdf", "application/rtf", "application/toml",
+    "application/typescript", "application/vnd.apple.iwork", "application/vnd.apple.keynote",
+    "application/vnd.apple.pages", "application/vnd.google-apps.document",
+    "application/vnd.google-apps.presentation", "application/vnd.google-apps.spreadsheet",
+    "application/vnd.ms-excel", "application/vnd.ms-powerpoint", "application/vnd.oasis.opendocument.text",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document", "application/x-awk",
+    "application/x-bash", "application/x-graphql", "application/x-httpd-php",
+    "application/x-httpd-php-source", "application/x-iif", "application/x-json5", "application/x-ndjson",
+    "application/x-patch", "application/x-php", "application/x-powershell", "application/x-protobuf",
+    "application/x-rust", "application/x-scala", "application/x-sql", "application/x-subrip",
+    "application/x-terraform", "application/x-toml", "application/x-yaml", "application/yaml",
+    "message/rfc822", "text/calendar", "text/css", "text/csv", "text/html", "text/javascript", "text/jsx",
+    "text/markdown", "text/plain", "text/rtf", "text/srt", "text/tsv", "text/tsx", "text/vbscript",
+    "text/vtt", "text/x-asm", "text/x-astro", "text/x-awk", "text/x-bash", "text/x-c", "text/x-c++",
+    "text/x-clojure", "text/x-cmake", "text/x-csharp", "text/x-dart", "text/x-diff", "text/x-dockerfile",
+    "text/x-ejs", "text/x-elixir", "text/x-erb", "text/x-erlang", "text/x-go", "text/x-golang",
+    "text/x-gradle", "text/x-graphql", "text/x-groovy", "text/x-handlebars", "text/x-haskell", "text/x-hcl",
+    "text/x-iif", "text/x-ini", "text/x-jade", "text/x-java", "text/x-jinja2", "text/x-julia",
+    "text/x-kotlin", "text/x-less", "text/x-liquid", "text/x-lisp", "text/x-lua", "text/x-makefile",
+    "text/x-mustache", "text/x-objectivec", "text/x-objectivec++", "text/x-patch", "text/x-perl",
+    "text/x-php", "text/x-properties", "text/x-protobuf", "text/x-pug", "text/x-python", "text/x-R",
+    "text/x-r", "text/x-rst", "text/x-ruby", "text/x-rust", "text/x-sass", "text/x-scala",
+    "text/x-script.python", "text/x-scss", "text/x-sh", "text/x-shellscript", "text/x-sql", "text/x-subrip",
+    "text/x-swift", "text/x-terraform", "text/x-tex", "text/x-tmpl", "text/x-toml", "text/x-twig",
+    "text/x-typescript", "text/x-vcard", "text/x-yaml", "text/x-zsh", "text/xml",
+]}
 
 
 def data_uri_type(uri):
@@ -189,6 +222,13 @@ def openai_part_rules(i, part):
         media = data_uri_type(part["file"].get("file_data"))
         if media != "application/pdf":
             return [f"[{i}] Chat Completions file part of type {media} (PDF only)"]
+    if kind == "input_file" and part.get("file_data") is not None:
+        media = (data_uri_type(part["file_data"]) or "").lower()
+        stem, dot, extension = (part.get("filename") or "").rpartition(".")
+        if media not in INPUT_FILE_TYPES:
+            return [f"[{i}] input_file of type {media}"]
+        if not (dot and stem and extension):
+            return [f"[{i}] input_file named {part.get('filename')!r}, without an extension"]
     return []
 
 
@@ -742,6 +782,10 @@ BROKEN = [
     # Current Claude and Gemini models refuse a request that ends on the model's turn.
     ("anthropic_messages", {"messages": [user("q"), assistant("a")]}, {"final_assistant_allowed": False}),
     ("gemini", contents(ASK, ("model", [text("a")])), {"final_assistant_allowed": False}),
+    ("openai_responses", [item("user", [{"type": "input_file", "filename": "voice.mp3",
+                                         "file_data": "data:audio/mpeg;base64,AA=="}])]),
+    ("openai_responses", [item("user", [{"type": "input_file", "filename": "README",
+                                         "file_data": "data:text/markdown;base64,AA=="}])]),
     # A phase is OpenAI Responses' and one of its two labels.
     ("openai_chat", [user("q"), {"role": "assistant", "content": "a", "phase": "final_answer"}]),
     ("openai_responses", [item("user", "q"), item("assistant", "a", phase="final")]),

@@ -186,6 +186,43 @@ mod tests {
     }
 
     #[test]
+    fn responses_input_files_are_only_the_documented_types_and_carry_an_extension() {
+        let file = |mime: &str, filename: &str| Attachment {
+            mime_type: mime.into(),
+            filename: filename.into(),
+            source: AttachmentSource::Data(b"x".to_vec()),
+        };
+        let message = Message {
+            attachments: vec![
+                file("application/pdf", "spec.pdf"),
+                file("text/markdown", "README"),
+                file("APPLICATION/PDF", ""),
+                file("text/x-rust", "main.rs"),
+                file("audio/mpeg", "voice.mp3"),
+                file("application/zip", "code.zip"),
+                file("video/mp4", "clip.mp4"),
+            ],
+            ..Message::text(Role::User, "see attached".into())
+        };
+        let items: Value =
+            serde_json::from_str(&render(&[packed(message)], Format::OpenAiResponses)).unwrap();
+        let parts = items[0]["content"].as_array().unwrap();
+        let files: Vec<&str> = parts
+            .iter()
+            .filter(|p| p["type"] == "input_file")
+            .map(|p| p["filename"].as_str().unwrap())
+            .collect();
+        assert_eq!(files, ["spec.pdf", "README.md", "file.pdf", "main.rs"]);
+        let notes: Vec<&str> = parts
+            .iter()
+            .filter(|p| p["type"] == "input_text")
+            .map(|p| p["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(notes.len(), 4, "the text and three references: {notes:?}");
+        assert!(notes[1].contains("voice.mp3") && notes[3].contains("clip.mp4"));
+    }
+
+    #[test]
     fn gemini_current_turn_calls_without_a_signature_get_the_documented_placeholder() {
         let call = |id: &str| Message {
             tool_calls: vec![ToolCall::new(id, "f", "{}")],

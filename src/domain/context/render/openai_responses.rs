@@ -157,6 +157,9 @@ fn reasoning_item(reasoning: &Reasoning) -> Value {
     Value::Object(item)
 }
 
+/// An attachment as an input part: images of [`OPENAI_IMAGE_TYPES`] as `input_image`, inline
+/// files of [`INPUT_FILE_TYPES`] as `input_file`, anything else as a text reference (the API
+/// refuses other types: "Expected context stuffing file type to be a supported format").
 fn input_part(attachment: &Attachment) -> Value {
     let mime = attachment.mime_type.as_str();
     let is_image = OPENAI_IMAGE_TYPES.contains(&mime);
@@ -169,11 +172,198 @@ fn input_part(attachment: &Attachment) -> Value {
             "image_url": data_uri(mime, data),
             "detail": "auto",
         }),
-        (AttachmentSource::Data(data), false) if !mime.starts_with("image/") => json!({
+        (AttachmentSource::Data(data), false) if is_input_file_type(mime) => json!({
             "type": "input_file",
-            "filename": attachment.filename,
+            "filename": input_file_name(&attachment.filename, mime),
             "file_data": data_uri(mime, data),
         }),
         (_, false) => json!({"type": "input_text", "text": attachment_note(attachment)}),
     }
+}
+
+/// The file types the Responses API takes as `input_file` (developers.openai.com, "File
+/// inputs", full list of accepted file types): PDF, spreadsheets, rich documents,
+/// presentations, text and code. No image, audio or video type is among them.
+const INPUT_FILE_TYPES: [&str; 127] = [
+    "application/csv",
+    "application/graphql",
+    "application/javascript",
+    "application/json",
+    "application/json5",
+    "application/msword",
+    "application/pdf",
+    "application/rtf",
+    "application/toml",
+    "application/typescript",
+    "application/vnd.apple.iwork",
+    "application/vnd.apple.keynote",
+    "application/vnd.apple.pages",
+    "application/vnd.google-apps.document",
+    "application/vnd.google-apps.presentation",
+    "application/vnd.google-apps.spreadsheet",
+    "application/vnd.ms-excel",
+    "application/vnd.ms-powerpoint",
+    "application/vnd.oasis.opendocument.text",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/x-awk",
+    "application/x-bash",
+    "application/x-graphql",
+    "application/x-httpd-php",
+    "application/x-httpd-php-source",
+    "application/x-iif",
+    "application/x-json5",
+    "application/x-ndjson",
+    "application/x-patch",
+    "application/x-php",
+    "application/x-powershell",
+    "application/x-protobuf",
+    "application/x-rust",
+    "application/x-scala",
+    "application/x-sql",
+    "application/x-subrip",
+    "application/x-terraform",
+    "application/x-toml",
+    "application/x-yaml",
+    "application/yaml",
+    "message/rfc822",
+    "text/calendar",
+    "text/css",
+    "text/csv",
+    "text/html",
+    "text/javascript",
+    "text/jsx",
+    "text/markdown",
+    "text/plain",
+    "text/rtf",
+    "text/srt",
+    "text/tsv",
+    "text/tsx",
+    "text/vbscript",
+    "text/vtt",
+    "text/x-asm",
+    "text/x-astro",
+    "text/x-awk",
+    "text/x-bash",
+    "text/x-c",
+    "text/x-c++",
+    "text/x-clojure",
+    "text/x-cmake",
+    "text/x-csharp",
+    "text/x-dart",
+    "text/x-diff",
+    "text/x-dockerfile",
+    "text/x-ejs",
+    "text/x-elixir",
+    "text/x-erb",
+    "text/x-erlang",
+    "text/x-go",
+    "text/x-golang",
+    "text/x-gradle",
+    "text/x-graphql",
+    "text/x-groovy",
+    "text/x-handlebars",
+    "text/x-haskell",
+    "text/x-hcl",
+    "text/x-iif",
+    "text/x-ini",
+    "text/x-jade",
+    "text/x-java",
+    "text/x-jinja2",
+    "text/x-julia",
+    "text/x-kotlin",
+    "text/x-less",
+    "text/x-liquid",
+    "text/x-lisp",
+    "text/x-lua",
+    "text/x-makefile",
+    "text/x-mustache",
+    "text/x-objectivec",
+    "text/x-objectivec++",
+    "text/x-patch",
+    "text/x-perl",
+    "text/x-php",
+    "text/x-properties",
+    "text/x-protobuf",
+    "text/x-pug",
+    "text/x-python",
+    "text/x-r",
+    "text/x-R",
+    "text/x-rst",
+    "text/x-ruby",
+    "text/x-rust",
+    "text/x-sass",
+    "text/x-scala",
+    "text/x-script.python",
+    "text/x-scss",
+    "text/x-sh",
+    "text/x-shellscript",
+    "text/x-sql",
+    "text/x-subrip",
+    "text/x-swift",
+    "text/x-terraform",
+    "text/x-tex",
+    "text/x-tmpl",
+    "text/x-toml",
+    "text/x-twig",
+    "text/x-typescript",
+    "text/x-vcard",
+    "text/x-yaml",
+    "text/x-zsh",
+    "text/xml",
+];
+
+fn is_input_file_type(mime: &str) -> bool {
+    INPUT_FILE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(mime))
+}
+
+/// The file name an `input_file` goes with. The API tells a file's type by its name's
+/// extension and refuses a name without one ("but got none"), so a name without an extension
+/// gets the usual one of its MIME type (`text/*` types `.txt`); "file" stands in for no name.
+fn input_file_name(filename: &str, mime: &str) -> String {
+    let name = if filename.trim().is_empty() {
+        "file"
+    } else {
+        filename
+    };
+    let has_extension = name
+        .rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && !ext.is_empty());
+    if has_extension {
+        return name.to_owned();
+    }
+    let mime = mime.to_ascii_lowercase();
+    let extension = match mime.as_str() {
+        "application/pdf" => "pdf",
+        "application/msword" => "doc",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => "docx",
+        "application/vnd.ms-excel" => "xls",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => "xlsx",
+        "application/vnd.ms-powerpoint" => "ppt",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation" => "pptx",
+        "application/vnd.oasis.opendocument.text" => "odt",
+        "application/rtf" | "text/rtf" => "rtf",
+        "text/csv" | "application/csv" => "csv",
+        "text/tsv" => "tsv",
+        "text/x-iif" | "application/x-iif" => "iif",
+        "application/json" => "json",
+        "text/markdown" => "md",
+        "text/html" => "html",
+        "text/xml" => "xml",
+        "text/css" => "css",
+        "text/javascript" | "application/javascript" => "js",
+        "text/x-python" | "text/x-script.python" => "py",
+        "text/x-c" => "c",
+        "text/x-c++" => "cpp",
+        "text/x-sql" | "application/x-sql" => "sql",
+        "text/vtt" => "vtt",
+        "text/srt" | "text/x-subrip" | "application/x-subrip" => "srt",
+        "text/calendar" => "ics",
+        "text/x-vcard" => "vcf",
+        "message/rfc822" => "eml",
+        _ if mime.starts_with("text/") => "txt",
+        _ => return name.to_owned(),
+    };
+    format!("{name}.{extension}")
 }
