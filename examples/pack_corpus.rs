@@ -90,7 +90,7 @@ const OUTPUTS: [&str; 5] = ["18°C, sunny", "", " ", "{\"rows\": []}", "エラ�
 fn attachment(rng: &mut Rng) -> Attachment {
     let data = |bytes: &[u8]| AttachmentSource::Data(bytes.to_vec());
     let uri = |u: &str| AttachmentSource::Uri(u.to_owned());
-    let (mime, filename, source) = match rng.below(12) {
+    let (mime, filename, source) = match rng.below(13) {
         0 => ("image/png", "chart.png", data(&[137, 80, 78, 71])),
         1 => ("image/jpeg", "photo.jpg", uri("https://example.com/photo.jpg")),
         2 => ("image/svg+xml", "logo.svg", data(b"<svg/>")),
@@ -102,6 +102,7 @@ fn attachment(rng: &mut Rng) -> Attachment {
         8 => ("audio/mpeg", "voice.mp3", data(b"ID3")),
         9 => ("application/zip", "code.zip", data(b"PK")),
         10 => ("text/markdown", "README", data(b"# Notes")),
+        11 => ("text/plain; charset=utf-8", "v1.2/notes", data(b"hello")),
         _ => ("text/plain", "notes.txt", data(b"hello")),
     };
     Attachment {
@@ -477,16 +478,14 @@ fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Fo
 }
 
 /// Whether the pack's last turn is one the caller chose to end on: a pending assistant message
-/// (a prefill) or a pinned one.
+/// (a prefill).
 fn ends_on_callers_choice(pack: &ContextPack) -> bool {
     let last_turn = pack
         .messages
         .iter()
         .rev()
         .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
-    last_turn.is_some_and(|m| {
-        m.message.role == Role::Assistant && (m.source == Source::Pending || m.message.pinned)
-    })
+    last_turn.is_some_and(|m| m.message.role == Role::Assistant && m.source == Source::Pending)
 }
 
 #[derive(Default)]
@@ -655,7 +654,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                     // signature, or the documented placeholder).
                     "expect_signatures": format == Format::Gemini,
                     // The pack may end on an assistant message: the request keeps a final
-                    // reply, or the caller's own prefill or a pinned message ends it.
+                    // reply, or the caller's own prefill ends it.
                     "final_assistant_allowed": keeps_final_reply || ends_on_callers_choice(pack),
                 });
                 use std::io::Write;

@@ -15,6 +15,7 @@ Needs the `openai`, `anthropic` and `google-genai` packages (PyPI). Exit status 
 violation. Each rule names the provider error or documentation it comes from.
 """
 import json
+import re
 import sys
 from collections import Counter
 
@@ -172,6 +173,25 @@ OPENAI_IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
 # The Responses API's `input_file` types (developers.openai.com, "File inputs", full list of
 # accepted file types); it tells a file's type by its name's extension and refuses a name
 # without one: "Expected context stuffing file type to be a supported format: ... but got none".
+# The same list's extensions by category; every listed type not named here is text or code.
+INPUT_FILE_CATEGORIES = [
+    ({"pdf"}, {"application/pdf"}),
+    ({"xla", "xlb", "xlc", "xlm", "xls", "xlsx", "xlt", "xlw"},
+     {"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", "application/vnd.ms-excel"}),
+    ({"csv", "tsv", "iif"}, {"text/csv", "application/csv", "text/tsv", "text/x-iif", "application/x-iif",
+                             "application/vnd.google-apps.spreadsheet"}),
+    ({"doc", "docx", "dot", "odt", "rtf", "pot", "ppa", "pps", "ppt", "pptx", "pwz", "wiz"}, {"application/vnd.apple.iwork"}),
+    ({"doc", "docx", "dot", "odt", "rtf"},
+     {"application/vnd.openxmlformats-officedocument.wordprocessingml.document", "application/msword",
+      "application/rtf", "text/rtf", "application/vnd.oasis.opendocument.text", "application/vnd.apple.pages",
+      "application/vnd.google-apps.document"}),
+    ({"pot", "ppa", "pps", "ppt", "pptx", "pwz", "wiz"},
+     {"application/vnd.openxmlformats-officedocument.presentationml.presentation", "application/vnd.ms-powerpoint",
+      "application/vnd.apple.keynote", "application/vnd.google-apps.presentation"}),
+]
+TEXT_EXTENSIONS = set(
+    "asm bat c cc conf cpp css cxx def dic eml h hh htm html ics ifb in js json ksh list log markdown md mht "
+    "mhtml mime mjs nws pl py rst s sql srt text txt vcf vtt xml".split())
 INPUT_FILE_TYPES = {m.lower() for m in [
     "application/csv", "application/graphql", "application/javascript", "application/json",
     "application/json5", "application/msword", "application/pdf", "application/rtf", "application/toml",
@@ -224,12 +244,21 @@ def openai_part_rules(i, part):
             return [f"[{i}] Chat Completions file part of type {media} (PDF only)"]
     if kind == "input_file" and part.get("file_data") is not None:
         media = (data_uri_type(part["file_data"]) or "").lower()
-        stem, dot, extension = (part.get("filename") or "").rpartition(".")
+        base = re.split(r"[/\\]", part.get("filename") or "")[-1]
+        stem, dot, extension = base.rpartition(".")
         if media not in INPUT_FILE_TYPES:
             return [f"[{i}] input_file of type {media}"]
-        if not (dot and stem and extension):
-            return [f"[{i}] input_file named {part.get('filename')!r}, without an extension"]
+        if not (dot and stem and extension.lower() in input_file_extensions(media)):
+            return [f"[{i}] input_file of type {media} named {part.get('filename')!r}"]
     return []
+
+
+def input_file_extensions(media):
+    """The extensions the File inputs list accepts for a type, by its category."""
+    for extensions, types in INPUT_FILE_CATEGORIES:
+        if media in types:
+            return extensions
+    return TEXT_EXTENSIONS
 
 
 def content_parts(message):
@@ -786,6 +815,10 @@ BROKEN = [
                                          "file_data": "data:audio/mpeg;base64,AA=="}])]),
     ("openai_responses", [item("user", [{"type": "input_file", "filename": "README",
                                          "file_data": "data:text/markdown;base64,AA=="}])]),
+    ("openai_responses", [item("user", [{"type": "input_file", "filename": "v1.2/notes",
+                                         "file_data": "data:text/plain;base64,AA=="}])]),
+    ("openai_responses", [item("user", [{"type": "input_file", "filename": "report.final",
+                                         "file_data": "data:application/pdf;base64,AA=="}])]),
     # A phase is OpenAI Responses' and one of its two labels.
     ("openai_chat", [user("q"), {"role": "assistant", "content": "a", "phase": "final_answer"}]),
     ("openai_responses", [item("user", "q"), item("assistant", "a", phase="final")]),

@@ -13,7 +13,7 @@ mod tests;
 use std::collections::HashMap;
 
 pub use cost::TokenCounts;
-pub use pack::{ContextPacker, PLACEHOLDER_TURN, PageRequest, initial_page_limit};
+pub use pack::{CLOSING_TURN, ContextPacker, PLACEHOLDER_TURN, PageRequest, initial_page_limit};
 
 use super::{
     ids::{ConversationId, Sequence},
@@ -260,7 +260,8 @@ pub enum Source {
     History,
     /// A pending message of the request.
     Pending,
-    /// The user turn that opens an Anthropic pack whose history does not start with one.
+    /// The user turn that opens an Anthropic or Gemini pack whose history does not start with
+    /// one, or closes a pack that may not end on a (pinned) assistant message.
     Placeholder,
 }
 

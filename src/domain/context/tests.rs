@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::{
     super::memory::WorkingMemory,
-    ContextMessage, ContextPack, ContextPacker, ContextRequest, ContextSnapshot, FinalAssistant, Format,
-    HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy, SUMMARY_CUT_MARKER, Source, SummarySection,
-    TokenBudget, TokenCounts,
+    CLOSING_TURN, ContextMessage, ContextPack, ContextPacker, ContextRequest, ContextSnapshot,
+    FinalAssistant, Format, HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy, SUMMARY_CUT_MARKER, Source,
+    SummarySection, TokenBudget, TokenCounts,
     anchor::LogEnd,
     cost::{context_text, message_cost_with_text},
     initial_page_limit,
@@ -522,6 +522,7 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
         }
     }
     let oldest = Sequence::parse(pack.stats.oldest_included_sequence).unwrap();
+    let mut excused = 0u32;
     if oldest > Sequence::ZERO {
         for m in case
             .log
@@ -535,6 +536,7 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
             };
             // A reply left out because it would end the pack (checked under 7).
             let final_reply = pack.stats.final_assistant_omitted > 0 && is_reply(m);
+            excused += u32::from(whole && final_reply && !included.contains(&m.sequence));
             if whole && !final_reply {
                 prop_assert!(
                     included.contains(&m.sequence),
@@ -641,7 +643,12 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
         "truncated says whether a cut tool output is in the pack"
     );
     // 7. Final assistant (DESIGN.md 2.2.1): when it is to be left out, the pack's last turn is
-    //    not an assistant reply of the log (a pinned one aside); otherwise none is left out.
+    //    not an assistant message of the log (a pinned one is followed by the closing turn);
+    //    otherwise none is left out. Holes excused under 4 are among the replies left out.
+    prop_assert!(
+        excused <= pack.stats.final_assistant_omitted,
+        "{excused} holes excused"
+    );
     match case.final_assistant.omits(Format::OpenAiChat) {
         true => {
             let last_turn = pack
@@ -649,12 +656,8 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
                 .iter()
                 .rev()
                 .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
-            let ends_on_reply = last_turn.is_some_and(|m| {
-                m.source == Source::History
-                    && m.message.role == Role::Assistant
-                    && m.message.tool_calls.is_empty()
-                    && !m.message.pinned
-            });
+            let ends_on_reply =
+                last_turn.is_some_and(|m| m.source == Source::History && m.message.role == Role::Assistant);
             prop_assert!(
                 !ends_on_reply,
                 "the pack ends on reply {:?}",
@@ -906,9 +909,7 @@ proptest! {
         // chose that ending (a pending prefill, a pinned message, or the option).
         let ends_on_assistant = serde_json::from_str::<Value>(&rendered).unwrap()["messages"]
             .as_array().and_then(|m| m.last()).is_some_and(|m| m["role"] == "assistant");
-        let chosen = matches!(case.pending, Pending::Assistant(_))
-            || case.final_assistant == FinalAssistant::Keep
-            || pack.messages.iter().rev().find(|m| anthropic_renders(&m.message)).is_some_and(|m| m.message.pinned);
+        let chosen = matches!(case.pending, Pending::Assistant(_)) || case.final_assistant == FinalAssistant::Keep;
         prop_assert!(!ends_on_assistant || chosen, "{rendered}");
     }
 
@@ -926,10 +927,7 @@ proptest! {
             let removed: Vec<&ContextMessage> = kept_messages.iter().filter(|m| !left_messages.contains(m)).collect();
             prop_assert_eq!(removed.len() as u32, left.stats.final_assistant_omitted);
             prop_assert_eq!(kept_messages.len() - removed.len(), left_messages.len());
-            let Some(first) = kept_messages.iter().position(|m| removed.contains(&m)) else {
-                prop_assert_eq!(&kept, &left);
-                continue;
-            };
+            let first = kept_messages.iter().position(|m| removed.contains(&m)).unwrap_or(kept_messages.len());
             for m in &kept_messages[first..] {
                 let is_removed = removed.contains(&m);
                 let reply = m.source == Source::History && m.message.role == Role::Assistant
@@ -946,6 +944,10 @@ proptest! {
                 kept.stats.total_tokens + placeholder(&left) - placeholder(&kept)
             );
             prop_assert_eq!(left.stats.history_tokens + removed_tokens, kept.stats.history_tokens);
+            // A closing turn only where a stored assistant message would still end the pack.
+            let closing = left.messages.last().is_some_and(|m| m.source == Source::Placeholder && m.message.content == CLOSING_TURN);
+            let last_turn = left_messages.iter().rev().find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+            prop_assert_eq!(closing, last_turn.is_some_and(|m| m.source == Source::History && m.message.role == Role::Assistant));
         }
     }
 
@@ -1397,15 +1399,39 @@ fn a_note_that_would_end_the_pack_after_pending_results_is_left_out() {
 }
 
 #[test]
-fn a_pinned_or_pending_final_assistant_message_stays() {
+fn a_pinned_final_assistant_message_is_closed_by_a_user_turn_and_a_pending_one_stays() {
     let case = simple_case(&[assistant("Welcome!", true)], 10_000, Pending::None);
-    let (_, _, anthropic_pack, anthropic) = rendered_valid(&case, 10_000);
+    let (openai_pack, _, anthropic_pack, anthropic) = rendered_valid(&case, 10_000);
     assert_eq!(
         anthropic_roles(&anthropic),
-        ["user", "assistant"],
+        ["user", "assistant", "user"],
         "pinned: always kept"
     );
+    let closing = anthropic_pack.messages.last().unwrap();
+    assert_eq!(
+        (closing.source, closing.message.content.as_str()),
+        (Source::Placeholder, CLOSING_TURN)
+    );
+    let placeholders: u32 = anthropic_pack
+        .messages
+        .iter()
+        .filter(|m| m.source == Source::Placeholder)
+        .map(|m| m.tokens)
+        .sum();
+    assert_eq!(anthropic_pack.stats.truncation_notice_tokens, placeholders);
     assert_eq!(anthropic_pack.stats.final_assistant_omitted, 0);
+    assert!(
+        anthropic_pack.stats.stable_prefix_tokens
+            <= anthropic_pack.stats.total_tokens - closing.tokens - REPLY_PRIMING as u32,
+        "the next pack has no closing turn"
+    );
+    assert!(
+        openai_pack
+            .messages
+            .iter()
+            .all(|m| m.source != Source::Placeholder),
+        "OpenAI keeps it last"
+    );
     let events = [user("q"), assistant("a", false)];
     let case = simple_case(&events, 10_000, Pending::Assistant("Sure, ".into()));
     let (_, _, anthropic_pack, anthropic) = rendered_valid(&case, 10_000);

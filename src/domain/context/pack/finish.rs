@@ -94,7 +94,8 @@ impl ContextPacker {
         messages.extend(answers_after_calls(conversation));
         // Where the left-out replies were: the next pack, built after a new user message,
         // sends them there, so it repeats this pack only up to that point.
-        let omitted_at = match self.request.final_assistant.omits(self.request.format) {
+        let omits = self.request.final_assistant.omits(self.request.format);
+        let omitted_at = match omits {
             true => self.omit_final_assistant(&mut messages),
             false => None,
         };
@@ -102,7 +103,6 @@ impl ContextPacker {
         if self.request.format.opens_with_user_turn() {
             self.open_with_user_turn(&mut messages);
         }
-        self.stats.total_tokens = saturate(self.used);
         // What the next call repeats: with a stable start, everything before the pending
         // messages; otherwise only what precedes the notice, when history was left out.
         let sliding = self.request.history == HistoryPolicy::Newest && self.stats.messages_dropped > 0;
@@ -145,6 +145,12 @@ impl ContextPacker {
                 .sum();
             self.stats.stable_prefix_tokens = self.stats.stable_prefix_tokens.min(before_reasoning);
         }
+        // After the stable prefix: the next pack, built after a user message, has no closing
+        // turn.
+        if omits {
+            self.close_with_user_turn(&mut messages);
+        }
+        self.stats.total_tokens = saturate(self.used);
         self.stats.over_budget |= self.used > self.available;
         ContextPack {
             messages,
@@ -192,6 +198,31 @@ impl ContextPacker {
         Some(first)
     }
 
+    /// When a pack that may not end on an assistant message still does after
+    /// [`Self::omit_final_assistant`] (a pinned one, always kept, is its last turn), the
+    /// placeholder [`CLOSING_TURN`] closes it. A pending assistant message is the caller's own
+    /// prefill and stays last.
+    fn close_with_user_turn(&mut self, messages: &mut Vec<ContextMessage>) {
+        let last_turn = messages
+            .iter()
+            .rev()
+            .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+        let stored_reply =
+            last_turn.is_some_and(|m| m.message.role == Role::Assistant && m.source == Source::History);
+        if !stored_reply {
+            return;
+        }
+        let tokens = text_message_cost("user", CLOSING_TURN, self.tokenizer);
+        self.used += tokens;
+        self.stats.truncation_notice_tokens += saturate(tokens);
+        messages.push(ContextMessage {
+            source: Source::Placeholder,
+            sequence: None,
+            tokens: saturate(tokens),
+            message: Message::text(Role::User, CLOSING_TURN.to_owned()),
+        });
+    }
+
     /// Anthropic and Gemini require the first message to be a user turn: when the first
     /// message that renders is not one (an assistant opener, a window that starts inside a
     /// turn, no message at all), a placeholder user turn opens the conversation. Its room is
@@ -226,6 +257,10 @@ impl ContextPacker {
 /// The user turn that opens an Anthropic or Gemini pack whose first message would otherwise
 /// not be one.
 pub const PLACEHOLDER_TURN: &str = "[The conversation continues from earlier messages.]";
+
+/// The user turn that closes a pack which may not end on an assistant message when a pinned
+/// assistant message would end it.
+pub const CLOSING_TURN: &str = "[The conversation continues.]";
 
 /// The conversation part of a pack (history, then pending messages) with every tool result
 /// moved up to follow its call: messages that the log recorded between a call and its results

@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-pub use finish::PLACEHOLDER_TURN;
+pub use finish::{CLOSING_TURN, PLACEHOLDER_TURN};
 use finish::{closing_reserve, summary_text};
 
 use super::render::anthropic_renders;

@@ -198,8 +198,11 @@ mod tests {
                 file("text/markdown", "README"),
                 file("APPLICATION/PDF", ""),
                 file("text/x-rust", "main.rs"),
+                file("text/plain; charset=utf-8", "v1.2/notes"),
+                file("application/pdf", "report.final"),
                 file("audio/mpeg", "voice.mp3"),
                 file("application/zip", "code.zip"),
+                file("application/vnd.google-apps.document", "plan"),
                 file("video/mp4", "clip.mp4"),
             ],
             ..Message::text(Role::User, "see attached".into())
@@ -212,14 +215,26 @@ mod tests {
             .filter(|p| p["type"] == "input_file")
             .map(|p| p["filename"].as_str().unwrap())
             .collect();
-        assert_eq!(files, ["spec.pdf", "README.md", "file.pdf", "main.rs"]);
+        assert_eq!(
+            files,
+            [
+                "spec.pdf",
+                "README.md",
+                "file.pdf",
+                "main.rs.txt",
+                "v1.2/notes.txt",
+                "report.final.pdf"
+            ]
+        );
+        let data: Vec<&str> = parts.iter().filter_map(|p| p["file_data"].as_str()).collect();
+        assert!(data[4].starts_with("data:text/plain;base64,"), "{}", data[4]);
         let notes: Vec<&str> = parts
             .iter()
             .filter(|p| p["type"] == "input_text")
             .map(|p| p["text"].as_str().unwrap())
             .collect();
-        assert_eq!(notes.len(), 4, "the text and three references: {notes:?}");
-        assert!(notes[1].contains("voice.mp3") && notes[3].contains("clip.mp4"));
+        assert_eq!(notes.len(), 5, "the text and four references: {notes:?}");
+        assert!(notes[1].contains("voice.mp3") && notes[3].contains("plan") && notes[4].contains("clip.mp4"));
     }
 
     #[test]

@@ -161,8 +161,10 @@ fn reasoning_item(reasoning: &Reasoning) -> Value {
 /// files of [`INPUT_FILE_TYPES`] as `input_file`, anything else as a text reference (the API
 /// refuses other types: "Expected context stuffing file type to be a supported format").
 fn input_part(attachment: &Attachment) -> Value {
-    let mime = attachment.mime_type.as_str();
-    let is_image = OPENAI_IMAGE_TYPES.contains(&mime);
+    // Parameters (`; charset=utf-8`) are not part of the type.
+    let mime = attachment.mime_type.split(';').next().unwrap_or_default().trim();
+    let is_image = OPENAI_IMAGE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(mime));
+    let file_name = || input_file_name(&attachment.filename, mime);
     match (&attachment.source, is_image) {
         (AttachmentSource::Uri(uri), true) => {
             json!({"type": "input_image", "image_url": uri, "detail": "auto"})
@@ -172,12 +174,17 @@ fn input_part(attachment: &Attachment) -> Value {
             "image_url": data_uri(mime, data),
             "detail": "auto",
         }),
-        (AttachmentSource::Data(data), false) if is_input_file_type(mime) => json!({
-            "type": "input_file",
-            "filename": input_file_name(&attachment.filename, mime),
-            "file_data": data_uri(mime, data),
-        }),
-        (_, false) => json!({"type": "input_text", "text": attachment_note(attachment)}),
+        (AttachmentSource::Data(data), false) => match file_name() {
+            Some(filename) => json!({
+                "type": "input_file",
+                "filename": filename,
+                "file_data": data_uri(mime, data),
+            }),
+            None => json!({"type": "input_text", "text": attachment_note(attachment)}),
+        },
+        (AttachmentSource::Uri(_), false) => {
+            json!({"type": "input_text", "text": attachment_note(attachment)})
+        }
     }
 }
 
@@ -314,41 +321,56 @@ const INPUT_FILE_TYPES: [&str; 127] = [
     "text/xml",
 ];
 
-fn is_input_file_type(mime: &str) -> bool {
-    INPUT_FILE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(mime))
+/// The extensions the same list accepts, by category.
+const PDF_EXTENSIONS: &[&str] = &["pdf"];
+const EXCEL_EXTENSIONS: &[&str] = &["xla", "xlb", "xlc", "xlm", "xls", "xlsx", "xlt", "xlw"];
+const SHEET_TEXT_EXTENSIONS: &[&str] = &["csv", "tsv", "iif"];
+const DOCUMENT_EXTENSIONS: &[&str] = &["doc", "docx", "dot", "odt", "rtf"];
+const PRESENTATION_EXTENSIONS: &[&str] = &["pot", "ppa", "pps", "ppt", "pptx", "pwz", "wiz"];
+const TEXT_EXTENSIONS: &[&str] = &[
+    "asm", "bat", "c", "cc", "conf", "cpp", "css", "cxx", "def", "dic", "eml", "h", "hh", "htm", "html",
+    "ics", "ifb", "in", "js", "json", "ksh", "list", "log", "markdown", "md", "mht", "mhtml", "mime", "mjs",
+    "nws", "pl", "py", "rst", "s", "sql", "srt", "text", "txt", "vcf", "vtt", "xml",
+];
+
+/// The extensions an `input_file` of `mime` may carry, and the one a name without them gets
+/// (`None`: the type has no extension of its own in the list, e.g. Google Docs).
+fn input_file_extensions(mime: &str) -> (&'static [&'static str], Option<&'static str>) {
+    match mime.to_ascii_lowercase().as_str() {
+        "application/pdf" => (PDF_EXTENSIONS, Some("pdf")),
+        "application/vnd.ms-excel" => (EXCEL_EXTENSIONS, Some("xls")),
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => {
+            (EXCEL_EXTENSIONS, Some("xlsx"))
+        }
+        "text/csv" | "application/csv" => (SHEET_TEXT_EXTENSIONS, Some("csv")),
+        "text/tsv" => (SHEET_TEXT_EXTENSIONS, Some("tsv")),
+        "text/x-iif" | "application/x-iif" => (SHEET_TEXT_EXTENSIONS, Some("iif")),
+        "application/vnd.google-apps.spreadsheet" => (SHEET_TEXT_EXTENSIONS, None),
+        "application/msword" => (DOCUMENT_EXTENSIONS, Some("doc")),
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => {
+            (DOCUMENT_EXTENSIONS, Some("docx"))
+        }
+        "application/vnd.oasis.opendocument.text" => (DOCUMENT_EXTENSIONS, Some("odt")),
+        "application/rtf" | "text/rtf" => (DOCUMENT_EXTENSIONS, Some("rtf")),
+        "application/vnd.apple.pages" | "application/vnd.google-apps.document" => (DOCUMENT_EXTENSIONS, None),
+        "application/vnd.ms-powerpoint" => (PRESENTATION_EXTENSIONS, Some("ppt")),
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation" => {
+            (PRESENTATION_EXTENSIONS, Some("pptx"))
+        }
+        "application/vnd.apple.keynote" | "application/vnd.google-apps.presentation" => {
+            (PRESENTATION_EXTENSIONS, None)
+        }
+        "application/vnd.apple.iwork" => (&[], None),
+        // The rest of the list is text and code, all of which the text extensions cover.
+        mime => (TEXT_EXTENSIONS, Some(text_extension(mime))),
+    }
 }
 
-/// The file name an `input_file` goes with. The API tells a file's type by its name's
-/// extension and refuses a name without one ("but got none"), so a name without an extension
-/// gets the usual one of its MIME type (`text/*` types `.txt`); "file" stands in for no name.
-fn input_file_name(filename: &str, mime: &str) -> String {
-    let name = if filename.trim().is_empty() {
-        "file"
-    } else {
-        filename
-    };
-    let has_extension = name
-        .rsplit_once('.')
-        .is_some_and(|(stem, ext)| !stem.is_empty() && !ext.is_empty());
-    if has_extension {
-        return name.to_owned();
-    }
-    let mime = mime.to_ascii_lowercase();
-    let extension = match mime.as_str() {
-        "application/pdf" => "pdf",
-        "application/msword" => "doc",
-        "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => "docx",
-        "application/vnd.ms-excel" => "xls",
-        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => "xlsx",
-        "application/vnd.ms-powerpoint" => "ppt",
-        "application/vnd.openxmlformats-officedocument.presentationml.presentation" => "pptx",
-        "application/vnd.oasis.opendocument.text" => "odt",
-        "application/rtf" | "text/rtf" => "rtf",
-        "text/csv" | "application/csv" => "csv",
-        "text/tsv" => "tsv",
-        "text/x-iif" | "application/x-iif" => "iif",
-        "application/json" => "json",
+/// The usual extension of a text or code type, among [`TEXT_EXTENSIONS`] (`txt` for the others).
+fn text_extension(mime: &str) -> &'static str {
+    match mime {
         "text/markdown" => "md",
+        "application/json" => "json",
         "text/html" => "html",
         "text/xml" => "xml",
         "text/css" => "css",
@@ -362,8 +384,33 @@ fn input_file_name(filename: &str, mime: &str) -> String {
         "text/calendar" => "ics",
         "text/x-vcard" => "vcf",
         "message/rfc822" => "eml",
-        _ if mime.starts_with("text/") => "txt",
-        _ => return name.to_owned(),
+        _ => "txt",
+    }
+}
+
+/// The file name an `input_file` of `mime` goes with, or `None` if the type is not one the API
+/// takes, or takes only under an extension it cannot be given. The API tells a file's type by
+/// its name's extension and refuses one it does not list, or a name without one ("but got
+/// none"), so a name (after its last `/`) whose extension the list does not accept for the
+/// type gets the type's own (`README` as `text/markdown` goes as `README.md`, `main.rs` as
+/// `main.rs.txt`); "file" stands in for no name.
+fn input_file_name(filename: &str, mime: &str) -> Option<String> {
+    if !INPUT_FILE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(mime)) {
+        return None;
+    }
+    let name = if filename.trim().is_empty() {
+        "file"
+    } else {
+        filename
     };
-    format!("{name}.{extension}")
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let (accepted, own) = input_file_extensions(mime);
+    let extension = base
+        .rsplit_once('.')
+        .filter(|(stem, _)| !stem.is_empty())
+        .map(|(_, e)| e);
+    if extension.is_some_and(|e| accepted.iter().any(|a| a.eq_ignore_ascii_case(e))) {
+        return Some(name.to_owned());
+    }
+    own.map(|own| format!("{name}.{own}"))
 }
