@@ -46,7 +46,7 @@ pub(crate) async fn run(
         let seeded = Instant::now();
         seed(&client, &conversation, size).await?;
         let seed_secs = seeded.elapsed().as_secs_f64();
-        let (mut latencies, included) = measure_build(&client, &conversation, scale.samples).await?;
+        let (mut latencies, included) = measure_build(&client, &conversation, scale.samples, false).await?;
         let (p50, p99) = (percentile(&mut latencies, 0.50), percentile(&mut latencies, 0.99));
         println!(
             "messages={size:>6}  p50={:>7.3} ms  p99={:>7.3} ms  included={included}  (seeded in {seed_secs:.1} s, {:.0} msg/s)",
@@ -71,6 +71,15 @@ pub(crate) async fn run(
         large.2,
         ms(raw),
         large.1.as_secs_f64() / raw.as_secs_f64()
+    );
+    // The same pack with `omit_messages`: `rendered` alone, as a caller that sends it as is asks.
+    let (mut rendered_only, _) = measure_build(&client, &history(large.0), scale.samples, true).await?;
+    let rendered_p50 = percentile(&mut rendered_only, 0.50);
+    println!(
+        "BuildContext with omit_messages (rendered only), {} messages: p50={:.3} ms; /raw = {:.2}",
+        large.0,
+        ms(rendered_p50),
+        rendered_p50.as_secs_f64() / raw.as_secs_f64()
     );
 
     // The middle size is the LangChain comparison's conversation (10k in the full run).
@@ -161,6 +170,7 @@ async fn measure_build(
     client: &ContextServiceClient<Channel>,
     conversation: &str,
     samples: usize,
+    omit_messages: bool,
 ) -> anyhow::Result<(Vec<Duration>, usize)> {
     let mut client = client.clone();
     let request = proto::BuildContextRequest {
@@ -171,6 +181,7 @@ async fn measure_build(
             ..Default::default()
         }),
         system_prompt: "You are an operations assistant.".into(),
+        omit_messages,
         ..Default::default()
     };
     let mut included = 0;

@@ -12,9 +12,10 @@ impl ContextApi {
         tenant: TenantId,
         request: proto::BuildContextRequest,
     ) -> Result<Reply<proto::BuildContextResponse>, ApiError> {
+        let with_messages = !request.omit_messages;
         let request = convert::context_request(request, self.service.limits())?;
         let outcome = self.service.build_context(&tenant, request).await?;
-        let response = convert::context_response(outcome.pack, outcome.rendered);
+        let response = convert::context_response(outcome.pack, outcome.rendered, with_messages);
         Ok(Reply::holding(response, outcome.reservation))
     }
 

@@ -25,6 +25,7 @@ contract_tests!(
     packs_of_the_reported_failure_classes_are_valid_for_both_providers,
     stored_messages_carry_their_token_counts,
     a_final_reply_is_left_out_where_the_provider_refuses_one,
+    omit_messages_returns_the_same_pack_rendered_only,
 );
 
 fn request(conversation: &str, max_tokens: u32) -> proto::BuildContextRequest {
@@ -644,4 +645,35 @@ async fn a_final_reply_is_left_out_where_the_provider_refuses_one(kind: StoreKin
         .collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
     assert_eq!(omitted(&anthropic), 0);
+}
+
+async fn omit_messages_returns_the_same_pack_rendered_only(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    app.append_ok("lean", vec![user("q"), assistant("a"), user("and?")])
+        .await;
+    let full = build(&app, request("lean", 1_000)).await;
+    let lean = build(
+        &app,
+        proto::BuildContextRequest {
+            omit_messages: true,
+            ..request("lean", 1_000)
+        },
+    )
+    .await;
+    assert_eq!(full.messages.len(), 3);
+    assert!(lean.messages.is_empty());
+    assert_eq!(
+        (
+            &lean.rendered,
+            lean.stats,
+            lean.needs_summary,
+            &lean.previous_response_id
+        ),
+        (
+            &full.rendered,
+            full.stats,
+            full.needs_summary,
+            &full.previous_response_id
+        )
+    );
 }

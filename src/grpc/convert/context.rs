@@ -35,6 +35,7 @@ pub(crate) fn context_request(
         history_policy,
         reasoning,
         final_assistant,
+        omit_messages: _,
     } = request;
     let mut v = Violations::default();
     let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
@@ -134,8 +135,13 @@ pub(crate) fn context_request(
     }
 }
 
-/// The wire form of a pack.
-pub(crate) fn context_response(pack: ContextPack, rendered: String) -> proto::BuildContextResponse {
+/// The wire form of a pack; `with_messages` false leaves the typed messages out
+/// (`BuildContextRequest.omit_messages`).
+pub(crate) fn context_response(
+    pack: ContextPack,
+    rendered: String,
+    with_messages: bool,
+) -> proto::BuildContextResponse {
     let ContextPack {
         messages,
         stats,
@@ -143,7 +149,10 @@ pub(crate) fn context_response(pack: ContextPack, rendered: String) -> proto::Bu
         previous_response_id,
     } = pack;
     proto::BuildContextResponse {
-        messages: messages.into_iter().map(context_message).collect(),
+        messages: match with_messages {
+            true => messages.into_iter().map(context_message).collect(),
+            false => Vec::new(),
+        },
         rendered,
         stats: Some(context_stats(stats)),
         needs_summary,
