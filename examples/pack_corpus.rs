@@ -283,10 +283,19 @@ fn assistant(rng: &mut Rng) -> Message {
 
 fn calls(rng: &mut Rng, prefix: &str) -> Message {
     let n = 1 + rng.below(4);
+    // Ids as providers make them: OpenAI's and Anthropic's, Kimi's and DeepSeek's
+    // `functions.name:k` (not an Anthropic id), and Responses item ids over 40 characters (not a
+    // Chat Completions id); the prefix keeps them unique.
+    let style = rng.below(4);
     let tool_calls = (0..n)
         .map(|k| {
+            let id = match style {
+                0 => format!("functions.{prefix}:{k}"),
+                1 => format!("fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f-{prefix}-{k}"),
+                _ => format!("{prefix}-{k}"),
+            };
             ToolCall::new(
-                format!("{prefix}-{k}"),
+                id,
                 rng.pick(&["weather", "search", "run_sql"]).to_string(),
                 rng.pick(&ARGUMENTS).to_string(),
             )

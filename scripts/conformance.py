@@ -286,6 +286,10 @@ def openai_rules(pack, record):
             for c in calls:
                 if c["id"] in seen_ids:
                     problems.append(f"[{i}] call id {c['id']!r} used twice")
+                # "Invalid 'messages[N].tool_calls[0].id': string too long. Expected a string
+                # with maximum length 40" (e.g. agno-agi/agno#5382, openclaw/openclaw#875).
+                if len(c["id"]) > 40:
+                    problems.append(f"[{i}] call id {c['id']!r} is over 40 characters")
                 seen_ids.add(c["id"])
                 # Client libraries and OpenAI-compatible servers parse the arguments as JSON.
                 if not json_object(c["function"]["arguments"]):
@@ -307,6 +311,21 @@ def blocks_of(message):
     return [{"type": "text", "text": content}] if isinstance(content, str) else content or []
 
 
+# "messages.N.content.M.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'" (the same
+# for tool_result.tool_use_id; e.g. BerriAI/litellm#21215, maximhq/bifrost#5097).
+ANTHROPIC_TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def tool_id_rules(messages):
+    problems = []
+    for i, m in enumerate(messages):
+        for block in blocks_of(m):
+            key = {"tool_use": "id", "tool_result": "tool_use_id"}.get(block.get("type"))
+            if key and not ANTHROPIC_TOOL_ID.fullmatch(str(block.get(key, ""))):
+                problems.append(f"[{i}] {block['type']}.{key} {block.get(key)!r} is not ^[a-zA-Z0-9_-]+$")
+    return problems
+
+
 def has_tool_result(message):
     return any(b.get("type") == "tool_result" for b in blocks_of(message))
 
@@ -322,6 +341,7 @@ def anthropic_rules(pack, record):
     problems += block_rules(messages) + tool_use_rules(messages) + prefill_rules(messages)
     problems += thinking_rules(messages) + open_loop_thinking_rule(messages, record)
     problems += final_turn_rule(messages[-1].get("role"), "assistant", record)
+    problems += tool_id_rules(messages)
     return problems
 
 
@@ -808,6 +828,10 @@ BROKEN = [
     ("openai_chat", [user([{"type": "file", "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,AA=="}}])]),
     ("openai_responses", [item("user", [{"type": "input_image", "image_url": "data:image/bmp;base64,Qk0=",
                                          "detail": "auto"}])]),
+    ("anthropic_messages", {"messages": [user("q"), assistant([tool_use("functions.f:0")]),
+                                         user([tool_result("functions.f:0")])]}),
+    ("openai_chat", [user("q"), {"role": "assistant", "content": None, "tool_calls": [chat_call("c" * 41)]},
+                     {"role": "tool", "tool_call_id": "c" * 41, "content": "r"}]),
     # Current Claude and Gemini models refuse a request that ends on the model's turn.
     ("anthropic_messages", {"messages": [user("q"), assistant("a")]}, {"final_assistant_allowed": False}),
     ("gemini", contents(ASK, ("model", [text("a")])), {"final_assistant_allowed": False}),

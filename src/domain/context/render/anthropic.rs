@@ -3,7 +3,7 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use super::attachment_note;
+use super::{anthropic_tool_id, attachment_note};
 use crate::domain::{
     context::{
         ContextMessage,
@@ -127,7 +127,7 @@ pub fn anthropic_renders(message: &Message) -> bool {
 fn tool_result_block(message: &Message) -> Value {
     let mut block = json!({
         "type": "tool_result",
-        "tool_use_id": message.tool_call_id.clone().unwrap_or_default(),
+        "tool_use_id": anthropic_tool_id(message.tool_call_id.as_deref().unwrap_or_default()),
     });
     let text = context_text(message);
     if !text.trim().is_empty() {
@@ -173,7 +173,7 @@ fn assistant_blocks(message: &Message) -> Vec<Value> {
             Block::Text if !text.trim().is_empty() => blocks.push(json!({"type": "text", "text": text})),
             Block::Text => {}
             Block::Call(call) => blocks.push(json!({
-                "type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(&call.arguments),
+                "type": "tool_use", "id": anthropic_tool_id(&call.id), "name": call.name, "input": arguments_object(&call.arguments),
             })),
             Block::Reasoning(r) => match r.known_kind() {
                 Some(ReasoningKind::AnthropicThinking) => {

@@ -15,6 +15,8 @@ mod openai_responses;
 
 pub use anthropic::anthropic_renders;
 
+use std::borrow::Cow;
+
 use base64::{Engine, engine::general_purpose::STANDARD};
 
 use super::{ContextMessage, Format};
@@ -38,6 +40,46 @@ fn push_str(out: &mut Vec<u8>, text: &str) {
 /// The image types OpenAI takes (Chat Completions `image_url`, Responses `input_image`): PNG,
 /// JPEG, WEBP and non-animated GIF. Other images become a text reference.
 const OPENAI_IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
+
+/// A tool call id as Anthropic takes it in `tool_use.id` and `tool_result.tool_use_id`: the API
+/// refuses one that does not match `^[a-zA-Z0-9_-]+$` ("String should match pattern"), as
+/// other providers' ids can (Kimi's and DeepSeek's `functions.Bash:0`, MCP-qualified names).
+/// A valid id goes as it is; another becomes its valid characters, `_` for the others, then
+/// `_` and a digest of the whole id, so distinct ids stay distinct and a call and its result,
+/// mapped alike, still pair. The same id always maps to the same text.
+fn anthropic_tool_id(id: &str) -> Cow<'_, str> {
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !id.is_empty() && id.chars().all(valid) {
+        return Cow::Borrowed(id);
+    }
+    let kept: String = id.chars().map(|c| if valid(c) { c } else { '_' }).collect();
+    Cow::Owned(format!("{kept}_{}", id_digest(id)))
+}
+
+/// Longest tool call id Chat Completions takes ("string too long. Expected a string with
+/// maximum length 40").
+const CHAT_TOOL_ID_MAX: usize = 40;
+
+/// A tool call id as Chat Completions takes it in `tool_calls[].id` and `tool_call_id`: one
+/// longer than [`CHAT_TOOL_ID_MAX`] characters (Responses' `fc_...` item ids, other providers'
+/// ids) becomes its beginning, `_` and a digest of the whole id, 40 characters in all.
+fn chat_tool_id(id: &str) -> Cow<'_, str> {
+    if id.chars().count() <= CHAT_TOOL_ID_MAX {
+        return Cow::Borrowed(id);
+    }
+    let digest = id_digest(id);
+    let head: String = id.chars().take(CHAT_TOOL_ID_MAX - digest.len() - 1).collect();
+    Cow::Owned(format!("{head}_{digest}"))
+}
+
+/// 12 hex digits of the SHA-256 of `id`: stable across builds and replicas.
+fn id_digest(id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(id.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 /// `data:` URI of inline bytes.
 fn data_uri(mime_type: &str, data: &[u8]) -> String {
@@ -235,6 +277,73 @@ mod tests {
             .collect();
         assert_eq!(notes.len(), 5, "the text and four references: {notes:?}");
         assert!(notes[1].contains("voice.mp3") && notes[3].contains("plan") && notes[4].contains("clip.mp4"));
+    }
+
+    #[test]
+    fn tool_call_ids_are_made_valid_for_anthropic_and_chat_completions_and_still_pair() {
+        let long = "fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f";
+        let ids = [
+            "toolu_01A09q90qw90lq917835lq9",
+            "functions.Bash:0",
+            "functions.Bash_0",
+            long,
+        ];
+        let call = Message {
+            tool_calls: ids.iter().map(|id| ToolCall::new(*id, "f", "{}")).collect(),
+            ..Message::text(Role::Assistant, String::new())
+        };
+        let results = ids.iter().map(|id| Message {
+            tool_call_id: Some((*id).into()),
+            ..Message::text(Role::Tool, "r".into())
+        });
+        let pack: Vec<ContextMessage> = std::iter::once(Message::text(Role::User, "q".into()))
+            .chain(std::iter::once(call))
+            .chain(results)
+            .map(packed)
+            .collect();
+
+        let anthropic: Value = serde_json::from_str(&render(&pack, Format::AnthropicMessages)).unwrap();
+        let uses: Vec<&str> = anthropic["messages"][1]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["id"].as_str().unwrap())
+            .collect();
+        let answers: Vec<&str> = anthropic["messages"][2]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["tool_use_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(uses, answers, "each result still answers its call");
+        assert_eq!(uses[0], ids[0], "a valid id goes as it is");
+        assert_eq!(uses[3], long);
+        assert!(uses[1].starts_with("functions_Bash_0_") && uses[1].len() == "functions_Bash_0_".len() + 12);
+        assert_ne!(uses[1], uses[2], "ids that differ stay different");
+        let anthropic_id = |id: &str| {
+            id.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        assert!(uses.iter().all(|id| anthropic_id(id)), "{uses:?}");
+
+        let chat: Value = serde_json::from_str(&render(&pack, Format::OpenAiChat)).unwrap();
+        let calls: Vec<&str> = chat[1]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap())
+            .collect();
+        let answers: Vec<&str> = (2..6)
+            .map(|i| chat[i]["tool_call_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(calls, answers);
+        assert_eq!(
+            &calls[..3],
+            &ids[..3],
+            "ids of 40 characters or fewer go as they are"
+        );
+        assert_eq!(calls[3].len(), 40);
+        assert!(calls[3].starts_with(&long[..27]));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri, push_str};
+use super::{OPENAI_IMAGE_TYPES, attachment_note, chat_tool_id, data_uri, push_str};
 use crate::domain::{
     context::{
         ContextMessage,
@@ -51,7 +51,10 @@ fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
     push_str(out, message.role.as_str());
     if message.role == Role::Tool {
         out.extend_from_slice(b",\"tool_call_id\":");
-        push_str(out, message.tool_call_id.as_deref().unwrap_or_default());
+        push_str(
+            out,
+            &chat_tool_id(message.tool_call_id.as_deref().unwrap_or_default()),
+        );
     }
     if message.role == Role::Assistant && !message.tool_calls.is_empty() {
         out.extend_from_slice(b",\"tool_calls\":[");
@@ -64,7 +67,7 @@ fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
             out.extend_from_slice(b",\"name\":");
             push_str(out, &call.name);
             out.extend_from_slice(b"},\"id\":");
-            push_str(out, &call.id);
+            push_str(out, &chat_tool_id(&call.id));
             out.extend_from_slice(b",\"type\":\"function\"}");
         }
         out.push(b']');
@@ -81,7 +84,7 @@ pub(super) fn openai_message(message: &Message) -> Value {
         Role::Tool => {
             out.insert(
                 "tool_call_id".into(),
-                json!(message.tool_call_id.clone().unwrap_or_default()),
+                json!(chat_tool_id(message.tool_call_id.as_deref().unwrap_or_default())),
             );
             out.insert("content".into(), json!(text));
         }
@@ -92,7 +95,7 @@ pub(super) fn openai_message(message: &Message) -> Value {
                     .tool_calls
                     .iter()
                     .map(|c| {
-                        json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": pack_arguments(&c.arguments)}})
+                        json!({"id": chat_tool_id(&c.id), "type": "function", "function": {"name": c.name, "arguments": pack_arguments(&c.arguments)}})
                     })
                     .collect();
                 out.insert("tool_calls".into(), Value::Array(calls));
