@@ -261,6 +261,8 @@ fn user(rng: &mut Rng) -> Message {
     }
     m.pinned = rng.chance(6);
     m.exclude_from_context = !m.pinned && rng.chance(8);
+    // Author names as multi-user chats record them; OpenAI takes ^[a-zA-Z0-9_-]+$ only.
+    m.name = rng.pick(&["", "", "", "ann", "Ann Lee", "josé"]).to_string();
     m
 }
 
@@ -296,7 +298,8 @@ fn calls(rng: &mut Rng, prefix: &str) -> Message {
             };
             ToolCall::new(
                 id,
-                rng.pick(&["weather", "search", "run_sql"]).to_string(),
+                rng.pick(&["weather", "search", "run_sql", "mcp.github/search"])
+                    .to_string(),
                 rng.pick(&ARGUMENTS).to_string(),
             )
         })

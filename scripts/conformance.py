@@ -266,6 +266,12 @@ def content_parts(message):
     return [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
 
 
+# "Invalid 'messages[5].name': string does not match pattern. Expected a string that matches the
+# pattern '^[a-zA-Z0-9_-]+$'" (FlowiseAI/Flowise#2948), likewise
+# 'messages[9].tool_calls[0].function.name' (mcp-use/mcp-use#90); 64 characters at most.
+OPENAI_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
 def openai_rules(pack, record):
     problems = [p for i, m in enumerate(pack) for part in content_parts(m) for p in openai_part_rules(i, part)]
     waiting = set()
@@ -280,6 +286,8 @@ def openai_rules(pack, record):
         if waiting:
             problems.append(f"[{i}] {role} message before calls {sorted(waiting)} were answered")
             waiting = set()
+        if "name" in m and not OPENAI_NAME.fullmatch(str(m["name"])):
+            problems.append(f"[{i}] name {m['name']!r} is not {OPENAI_NAME.pattern}")
         if role == "assistant":
             calls = m.get("tool_calls") or []
             waiting = {c["id"] for c in calls}
@@ -290,6 +298,8 @@ def openai_rules(pack, record):
                 # with maximum length 40" (e.g. agno-agi/agno#5382, openclaw/openclaw#875).
                 if len(c["id"]) > 40:
                     problems.append(f"[{i}] call id {c['id']!r} is over 40 characters")
+                if not OPENAI_NAME.fullmatch(c["function"]["name"]):
+                    problems.append(f"[{i}] function name {c['function']['name']!r} is not {OPENAI_NAME.pattern}")
                 seen_ids.add(c["id"])
                 # Client libraries and OpenAI-compatible servers parse the arguments as JSON.
                 if not json_object(c["function"]["arguments"]):
@@ -535,6 +545,8 @@ def responses_call_rules(items):
                 problems.append(f"[{i}] call_id {call_id!r} used twice")
             if not json_object(item.get("arguments")):
                 problems.append(f"[{i}] arguments of {call_id!r} are not a JSON object")
+            if not OPENAI_NAME.fullmatch(str(item.get("name"))):
+                problems.append(f"[{i}] function name {item.get('name')!r} is not {OPENAI_NAME.pattern}")
             waiting.add(call_id)
             called.add(call_id)
         elif kind == "message" and waiting:
@@ -832,6 +844,8 @@ BROKEN = [
                                          user([tool_result("functions.f:0")])]}),
     ("openai_chat", [user("q"), {"role": "assistant", "content": None, "tool_calls": [chat_call("c" * 41)]},
                      {"role": "tool", "tool_call_id": "c" * 41, "content": "r"}]),
+    ("openai_chat", [{"role": "user", "content": "q", "name": "Ann Lee"}]),
+    ("openai_responses", [item("user", "q"), call("c1", name="mcp.search"), output("c1")]),
     # Current Claude and Gemini models refuse a request that ends on the model's turn.
     ("anthropic_messages", {"messages": [user("q"), assistant("a")]}, {"final_assistant_allowed": False}),
     ("gemini", contents(ASK, ("model", [text("a")])), {"final_assistant_allowed": False}),

@@ -109,15 +109,37 @@ pub fn pack_arguments(arguments: &str) -> Cow<'_, str> {
     Cow::Owned(serde_json::json!({ "_raw": arguments }).to_string())
 }
 
+/// A message author's or a function's name as the OpenAI APIs take it: they refuse one that does
+/// not match `^[a-zA-Z0-9_-]+$` ("string does not match pattern"), at most 64 characters. Other
+/// characters become `_` (so `mcp.search` goes as `mcp_search`, the name OpenAI tool
+/// definitions must use anyway), and a longer name is cut; `None` for an empty one. Token counts
+/// count names this way, so OpenAI packs are counted as sent.
+pub fn openai_name(name: &str) -> Option<Cow<'_, str>> {
+    const MAX: usize = 64;
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if name.is_empty() {
+        return None;
+    }
+    if name.len() <= MAX && name.chars().all(valid) {
+        return Some(Cow::Borrowed(name));
+    }
+    Some(Cow::Owned(
+        name.chars()
+            .take(MAX)
+            .map(|c| if valid(c) { c } else { '_' })
+            .collect(),
+    ))
+}
+
 /// Tokens of `message` in a pack when its rendered text is `text` (possibly cut).
 pub fn message_cost_with_text(message: &Message, text: &str, tokenizer: Tokenizer) -> usize {
     let mut tokens = MESSAGE_OVERHEAD + tokenizer.count(message.role.as_str()) + tokenizer.count(text);
-    if !message.name.is_empty() {
-        tokens += tokenizer.count(&message.name) + NAME_OVERHEAD;
+    if let Some(name) = openai_name(&message.name) {
+        tokens += tokenizer.count(&name) + NAME_OVERHEAD;
     }
     for call in &message.tool_calls {
         tokens += TOOL_CALL_OVERHEAD
-            + tokenizer.count(&call.name)
+            + tokenizer.count(&openai_name(&call.name).unwrap_or_default())
             + tokenizer.count(&pack_arguments(&call.arguments));
     }
     for attachment in &message.attachments {

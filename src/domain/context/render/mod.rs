@@ -347,6 +347,36 @@ mod tests {
     }
 
     #[test]
+    fn openai_packs_carry_names_of_the_pattern_openai_takes() {
+        let user = Message {
+            name: "Ann Lee".into(),
+            ..Message::text(Role::User, "q".into())
+        };
+        let call = Message {
+            tool_calls: vec![ToolCall::new("c1", "mcp.github/search", "{}")],
+            name: "bot".into(),
+            ..Message::text(Role::Assistant, String::new())
+        };
+        let result = Message {
+            tool_call_id: Some("c1".into()),
+            ..Message::text(Role::Tool, "r".into())
+        };
+        let pack: Vec<ContextMessage> = [user, call, result].into_iter().map(packed).collect();
+        let chat: Value = serde_json::from_str(&render(&pack, Format::OpenAiChat)).unwrap();
+        assert_eq!(chat[0]["name"], "Ann_Lee");
+        assert_eq!(chat[1]["name"], "bot");
+        assert_eq!(chat[1]["tool_calls"][0]["function"]["name"], "mcp_github_search");
+        let items: Value = serde_json::from_str(&render(&pack, Format::OpenAiResponses)).unwrap();
+        assert_eq!(items[1]["name"], "mcp_github_search");
+        let long = "n".repeat(70);
+        assert_eq!(
+            crate::domain::context::cost::openai_name(&long).unwrap().len(),
+            64
+        );
+        assert_eq!(crate::domain::context::cost::openai_name(""), None);
+    }
+
+    #[test]
     fn gemini_current_turn_calls_without_a_signature_get_the_documented_placeholder() {
         let call = |id: &str| Message {
             tool_calls: vec![ToolCall::new(id, "f", "{}")],

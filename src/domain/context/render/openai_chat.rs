@@ -7,7 +7,7 @@ use super::{OPENAI_IMAGE_TYPES, attachment_note, chat_tool_id, data_uri, push_st
 use crate::domain::{
     context::{
         ContextMessage,
-        cost::{context_text, pack_arguments},
+        cost::{context_text, openai_name, pack_arguments},
     },
     message::{Attachment, AttachmentSource, Message, Role},
 };
@@ -43,9 +43,9 @@ fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
     // both, llama.cpp's server only a string.
     out.extend_from_slice(b"{\"content\":");
     push_str(out, &text);
-    if !message.name.is_empty() && message.role != Role::Tool {
+    if let Some(name) = openai_name(&message.name).filter(|_| message.role != Role::Tool) {
         out.extend_from_slice(b",\"name\":");
-        push_str(out, &message.name);
+        push_str(out, &name);
     }
     out.extend_from_slice(b",\"role\":");
     push_str(out, message.role.as_str());
@@ -65,7 +65,7 @@ fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
             out.extend_from_slice(b"{\"function\":{\"arguments\":");
             push_str(out, &pack_arguments(&call.arguments));
             out.extend_from_slice(b",\"name\":");
-            push_str(out, &call.name);
+            push_str(out, &openai_name(&call.name).unwrap_or_default());
             out.extend_from_slice(b"},\"id\":");
             push_str(out, &chat_tool_id(&call.id));
             out.extend_from_slice(b",\"type\":\"function\"}");
@@ -95,7 +95,7 @@ pub(super) fn openai_message(message: &Message) -> Value {
                     .tool_calls
                     .iter()
                     .map(|c| {
-                        json!({"id": chat_tool_id(&c.id), "type": "function", "function": {"name": c.name, "arguments": pack_arguments(&c.arguments)}})
+                        json!({"id": chat_tool_id(&c.id), "type": "function", "function": {"name": openai_name(&c.name).unwrap_or_default(), "arguments": pack_arguments(&c.arguments)}})
                     })
                     .collect();
                 out.insert("tool_calls".into(), Value::Array(calls));
@@ -113,8 +113,8 @@ pub(super) fn openai_message(message: &Message) -> Value {
             out.insert("content".into(), json!(text));
         }
     }
-    if !message.name.is_empty() && message.role != Role::Tool {
-        out.insert("name".into(), json!(message.name));
+    if let Some(name) = openai_name(&message.name).filter(|_| message.role != Role::Tool) {
+        out.insert("name".into(), json!(name));
     }
     Value::Object(out)
 }

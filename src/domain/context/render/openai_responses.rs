@@ -9,7 +9,7 @@ use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri};
 use crate::domain::{
     context::{
         ContextMessage,
-        cost::{context_text, pack_arguments},
+        cost::{context_text, openai_name, pack_arguments},
     },
     message::{Attachment, AttachmentSource, Block, Message, Reasoning, ReasoningKind, Role},
 };
@@ -61,7 +61,7 @@ fn assistant_items(message: &Message, text: &str) -> Vec<Value> {
                 let mut item = json!({
                     "type": "function_call",
                     "call_id": call.id,
-                    "name": call.name,
+                    "name": openai_name(&call.name).unwrap_or_default(),
                     "arguments": pack_arguments(&call.arguments),
                 });
                 if !call.item_id.is_empty() {
