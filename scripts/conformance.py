@@ -404,6 +404,9 @@ def block_rules(messages):
             if kind == "image" and block.get("source", {}).get("type") == "base64":
                 if block["source"].get("media_type") not in ANTHROPIC_IMAGE_TYPES:
                     problems.append(f"[{i}] image of type {block['source'].get('media_type')}")
+                # "image exceeds 5 MB maximum: ... bytes > 5242880 bytes", on the base64 text.
+                if len(block["source"].get("data") or "") > 5 * 1024 * 1024:
+                    problems.append(f"[{i}] inline image over 5 MB of base64")
     return problems
 
 
@@ -846,6 +849,8 @@ BROKEN = [
                      {"role": "tool", "tool_call_id": "c" * 41, "content": "r"}]),
     ("openai_chat", [{"role": "user", "content": "q", "name": "Ann Lee"}]),
     ("openai_responses", [item("user", "q"), call("c1", name="mcp.search"), output("c1")]),
+    ("anthropic_messages", {"messages": [user([{"type": "image", "source": {
+        "type": "base64", "media_type": "image/png", "data": "A" * (5 * 1024 * 1024 + 4)}}])]}),
     # Current Claude and Gemini models refuse a request that ends on the model's turn.
     ("anthropic_messages", {"messages": [user("q"), assistant("a")]}, {"final_assistant_allowed": False}),
     ("gemini", contents(ASK, ("model", [text("a")])), {"final_assistant_allowed": False}),

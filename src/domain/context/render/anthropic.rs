@@ -99,6 +99,10 @@ fn mark_cache_breakpoints(system: &mut [Value], turns: &mut [(&'static str, Vec<
 /// reference, like any other attachment it cannot take.
 const ANTHROPIC_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
+/// Largest inline image Anthropic takes, as base64 text: "image exceeds 5 MB maximum: ... bytes
+/// > 5242880 bytes". A larger one (ctxd stores up to 8 MiB by default) becomes a text reference.
+const ANTHROPIC_IMAGE_MAX_BASE64: usize = 5 * 1024 * 1024;
+
 /// Anthropic refuses a final assistant message that ends in whitespace (it is the prefill the
 /// model continues from): the last text block loses its trailing whitespace.
 fn trim_final_text(content: &mut [Value]) {
@@ -144,8 +148,12 @@ fn user_blocks(message: &Message) -> Vec<Value> {
         blocks.push(json!({"type": "text", "text": text}));
     }
     for attachment in &message.attachments {
+        let too_large = match &attachment.source {
+            AttachmentSource::Data(data) => data.len().div_ceil(3) * 4 > ANTHROPIC_IMAGE_MAX_BASE64,
+            AttachmentSource::Uri(_) => false,
+        };
         let kind = match attachment.mime_type.as_str() {
-            mime if ANTHROPIC_IMAGE_TYPES.contains(&mime) => "image",
+            mime if ANTHROPIC_IMAGE_TYPES.contains(&mime) && !too_large => "image",
             "application/pdf" => "document",
             _ => {
                 blocks.push(json!({"type": "text", "text": attachment_note(attachment)}));

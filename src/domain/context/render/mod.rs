@@ -347,6 +347,30 @@ mod tests {
     }
 
     #[test]
+    fn anthropic_packs_carry_inline_images_of_at_most_5_mb_in_base64() {
+        let image = |bytes: usize| Attachment {
+            mime_type: "image/png".into(),
+            filename: format!("{bytes}.png"),
+            source: AttachmentSource::Data(vec![0; bytes]),
+        };
+        // 3,932,160 bytes are exactly 5 MiB of base64; one more is over.
+        let message = Message {
+            attachments: vec![image(3_932_160), image(3_932_161)],
+            ..Message::text(Role::User, "see".into())
+        };
+        let rendered: Value =
+            serde_json::from_str(&render(&[packed(message)], Format::AnthropicMessages)).unwrap();
+        let blocks = rendered["messages"][0]["content"].as_array().unwrap();
+        let kinds: Vec<&str> = blocks.iter().map(|b| b["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["text", "image", "text"]);
+        assert_eq!(
+            blocks[1]["source"]["data"].as_str().unwrap().len(),
+            5 * 1024 * 1024
+        );
+        assert!(blocks[2]["text"].as_str().unwrap().contains("3932161.png"));
+    }
+
+    #[test]
     fn openai_packs_carry_names_of_the_pattern_openai_takes() {
         let user = Message {
             name: "Ann Lee".into(),
