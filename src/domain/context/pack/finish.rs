@@ -14,11 +14,14 @@ impl ContextPacker {
         self.settle_stable_start();
         let tokenizer = self.tokenizer;
         self.window.reverse();
+        // Where the history the pack accounts for begins: replies left out because they would
+        // end the pack are counted apart (`final_assistant_omitted`), not as dropped history.
         let oldest = self
             .window
             .first()
             .and_then(|m| m.sequence)
-            .unwrap_or(self.snapshot.last_sequence.plus(1));
+            .unwrap_or(self.snapshot.last_sequence.plus(1))
+            .min(self.oldest_omitted.unwrap_or(Sequence::MAX));
         self.stats.oldest_included_sequence = self
             .window
             .first()
@@ -95,10 +98,16 @@ impl ContextPacker {
         // Where the left-out replies were: the next pack, built after a new user message,
         // sends them there, so it repeats this pack only up to that point.
         let omits = self.request.final_assistant.omits(self.request.format);
+        // The walk left these replies out already (`omit_trailing_reply`), before spending budget
+        // on them; this pass over the pack as it renders is the backstop.
         let omitted_at = match omits {
             true => self.omit_final_assistant(&mut messages),
             false => None,
         };
+        debug_assert!(
+            omitted_at.is_none(),
+            "a reply that would end the pack got past the walk"
+        );
         self.stats.messages_included = messages.iter().filter(|m| m.source == Source::History).count() as u32;
         if self.request.format.opens_with_user_turn() {
             self.open_with_user_turn(&mut messages);
@@ -122,6 +131,18 @@ impl ContextPacker {
                 .map(|m| m.tokens)
                 .sum(),
         };
+        if let Some(oldest) = self.oldest_omitted {
+            // The replies left out during the walk come back, in the next pack, before the
+            // log's messages that followed them; or they do not fit there, and the notice
+            // counts them.
+            let before: u32 = messages
+                .iter()
+                .take_while(|m| m.source != Source::TruncationNotice)
+                .take_while(|m| m.source != Source::History || m.sequence.is_none_or(|s| s < oldest))
+                .map(|m| m.tokens)
+                .sum();
+            self.stats.stable_prefix_tokens = self.stats.stable_prefix_tokens.min(before);
+        }
         if let Some(at) = omitted_at {
             // The messages that preceded them (`at` of them), and a placeholder among them.
             let mut counted = 0;

@@ -129,6 +129,11 @@ pub struct ContextPacker {
     turns: u32,
     /// History messages included by the walk, pinned ones aside (what `max_messages` caps).
     window_messages: u32,
+    /// The walk is still among the messages that would end the pack, where assistant replies
+    /// are left out under [`super::FinalAssistant`] (before any budget is spent on them).
+    trailing_replies: bool,
+    /// The oldest reply left out that way.
+    oldest_omitted: Option<Sequence>,
     stats: ContextStats,
 }
 
@@ -153,6 +158,13 @@ impl ContextPacker {
             false => text_message_cost("system", &request.system_prompt, tokenizer),
         };
         let pending_user = request.pending.iter().any(|m| m.role == Role::User);
+        // Pending results go right after their calls, so only another pending turn ends the
+        // pack in place of the log's replies.
+        let pending_turn = request
+            .pending
+            .iter()
+            .any(|m| !matches!(m.role, Role::Tool | Role::System) && anthropic_renders(m));
+        let trailing_replies = request.final_assistant.omits(request.format) && !pending_turn;
         let newest_user = snapshot.last_user_sequence.filter(|_| !pending_user);
         let reasoning = match request.reasoning {
             _ if request.format.provider().is_none() => ReasoningScope::None,
@@ -187,7 +199,8 @@ impl ContextPacker {
             mandatory_until,
             pending_calls: snapshot.pending_calls.clone(),
             optional_floor: Sequence::ZERO,
-            notice_reserve: closing_reserve(snapshot.last_sequence, request.format, tokenizer),
+            notice_reserve: closing_reserve(snapshot.last_sequence, request.format, tokenizer)
+                + closing_turn_reserve(&request, &snapshot, tokenizer),
             pinned: snapshot.pinned.iter().map(|m| m.sequence).collect(),
             cut: HashSet::new(),
             unit: Vec::new(),
@@ -202,6 +215,8 @@ impl ContextPacker {
             sections: Vec::new(),
             turns: 0,
             window_messages: 0,
+            trailing_replies,
+            oldest_omitted: None,
             stats,
             request,
             snapshot,
@@ -278,6 +293,9 @@ impl ContextPacker {
 
     /// Adds one message (older than every message taken so far) to the unit being built.
     fn take(&mut self, message: StoredMessage) {
+        if self.trailing_replies && self.omit_trailing_reply(&message) {
+            return;
+        }
         if self.reasoning.keeps(&message.message) {
             self.keeps_reasoning.insert(message.sequence);
         }
@@ -302,6 +320,7 @@ impl ContextPacker {
             incomplete |= !answered_in_unit && !answered_by_pending;
         }
         let is_call = !m.tool_calls.is_empty();
+        self.trailing_replies &= !is_call || incomplete;
         self.unit.push(message);
         if is_call && incomplete {
             self.stats.incomplete_tool_groups += 1;
@@ -310,6 +329,29 @@ impl ContextPacker {
         if self.open.is_empty() {
             self.close_unit();
         }
+    }
+
+    /// While the walk is among the messages that would end the pack: leaves out an assistant
+    /// reply (not pinned, no calls) and says so; the first other turn ends that stretch. Tool
+    /// results do not: the pack places them right after their calls, before any reply of the log
+    /// that came between. System parts, blank messages and incomplete tool groups are no turns
+    /// of the pack.
+    fn omit_trailing_reply(&mut self, stored: &StoredMessage) -> bool {
+        let m = &stored.message;
+        let reply =
+            m.role == Role::Assistant && m.tool_calls.is_empty() && !self.pinned.contains(&stored.sequence);
+        if reply {
+            self.stats.final_assistant_omitted += 1;
+            self.oldest_omitted = Some(stored.sequence);
+            return true;
+        }
+        // A call ends it once its group is known to be complete (in `take`): an incomplete one
+        // is left out of the pack.
+        let call = !m.tool_calls.is_empty();
+        if !call && !matches!(m.role, Role::Tool | Role::System) && anthropic_renders(m) {
+            self.trailing_replies = false;
+        }
+        false
     }
 
     /// Removes the newest-taken call message and its results from the unit.
@@ -697,6 +739,16 @@ fn keep_pending_reasoning(request: &mut ContextRequest) -> usize {
 fn drop_foreign_phase(message: &mut Message, format: Format) {
     if format != Format::OpenAiResponses {
         message.content_phase.clear();
+    }
+}
+
+/// Room for the closing turn ([`CLOSING_TURN`]) where a pinned assistant message could end a
+/// pack that may not end on one.
+fn closing_turn_reserve(request: &ContextRequest, snapshot: &ContextSnapshot, tokenizer: Tokenizer) -> usize {
+    let pinned_reply = snapshot.pinned.iter().any(|m| m.message.role == Role::Assistant);
+    match request.final_assistant.omits(request.format) && pinned_reply {
+        true => text_message_cost("user", CLOSING_TURN, tokenizer),
+        false => 0,
     }
 }
 
