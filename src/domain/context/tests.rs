@@ -941,8 +941,14 @@ proptest! {
             // Where the kept pack had to leave some of them out for the budget, they still count.
             prop_assert!(left.stats.final_assistant_omitted >= ending.len() as u32);
             prop_assert!(ending.iter().all(|m| left.messages.iter().all(|l| l.sequence != m.sequence)));
-            // (The test snapshot always has working memory: left out, it did not fit.)
-            let fits_whole = !kept.stats.over_budget
+            // (The test snapshot always has working memory: left out, it did not fit. A pinned
+            // reply after the newest user message makes room for the closing turn.)
+            let newest_user = case.log.iter().rev().find(|m| m.message.role == Role::User && !m.message.exclude_from_context);
+            let closing_room = case.log.iter().any(|m| {
+                m.message.pinned && m.message.role == Role::Assistant && newest_user.is_none_or(|u| m.sequence > u.sequence)
+            });
+            let fits_whole = !closing_room
+                && !kept.stats.over_budget
                 && kept.stats.messages_dropped == 0
                 && !kept.stats.summary_cut
                 && kept.stats.working_memory_tokens > 0;
@@ -1086,11 +1092,17 @@ proptest! {
             prop_assert!(b.starts_with(&a[..a.len() - 1]), "{a}\n{b}");
             prop_assert_eq!(earlier.stats.stable_prefix_tokens, earlier.stats.total_tokens - REPLY_PRIMING as u32);
             // Left out, the final replies come back in the later pack where they were: the
-            // earlier pack promises only what precedes them (where it starts where the later
-            // one does: leaving them out before the budget is shared can move its start).
+            // earlier pack promises only what precedes them, or only what precedes history when
+            // the room they left went to older history.
             let omitting = Case { final_assistant: FinalAssistant::Omit, ..earlier_case };
             let earlier = pack(&omitting, case.max_tokens, Format::OpenAiChat);
-            prop_assume!(start(&earlier) == start(&later) && !earlier.stats.over_budget);
+            prop_assume!(!earlier.stats.over_budget);
+            // A promise that reaches into history holds while history starts where it did.
+            let before_history: u32 = earlier.messages.iter()
+                .take_while(|m| !matches!(m.source, Source::History | Source::TruncationNotice) || m.message.pinned)
+                .map(|m| m.tokens)
+                .sum();
+            prop_assume!(earlier.stats.stable_prefix_tokens <= before_history || start(&earlier) == start(&later));
             let mut promised = 0;
             let repeated: Vec<ContextMessage> = earlier.messages.iter()
                 .take_while(|m| { promised += m.tokens; promised <= earlier.stats.stable_prefix_tokens })
@@ -1440,6 +1452,39 @@ fn a_final_reply_left_out_costs_no_budget() {
         .collect();
     assert_eq!(history, [1, 2, 3], "the earlier turn fits again");
     assert!(left.messages.iter().any(|m| m.source == Source::WorkingMemory));
+}
+
+#[test]
+fn a_reply_left_out_inside_a_dropped_group_is_not_counted_twice() {
+    // A call, a note typed while it ran, and a result too large for the budget: the note is
+    // left out as a final reply, and the group as history that does not fit.
+    let events = [Event::Tools {
+        calls: 1,
+        answered: vec![true],
+        output: "lorem ipsum ".repeat(300),
+        huge: false,
+        arguments: ARGUMENTS[0],
+        interleave: Some((0, Role::Assistant)),
+    }];
+    let case = simple_case(&events, 200, Pending::None);
+    let pack = pack(&case, 200, Format::AnthropicMessages);
+    assert_eq!(pack.stats.final_assistant_omitted, 1);
+    assert_eq!(pack.stats.messages_dropped, 2, "the call and its result");
+    let notice = pack
+        .messages
+        .iter()
+        .find(|m| m.source == Source::TruncationNotice)
+        .unwrap();
+    assert!(
+        notice.message.content.contains("[2 earlier messages"),
+        "{}",
+        notice.message.content
+    );
+    assert!(
+        notice.message.content.contains("sequences 1 to 3"),
+        "{}",
+        notice.message.content
+    );
 }
 
 #[test]

@@ -15,13 +15,14 @@ impl ContextPacker {
         let tokenizer = self.tokenizer;
         self.window.reverse();
         // Where the history the pack accounts for begins: replies left out because they would
-        // end the pack are counted apart (`final_assistant_omitted`), not as dropped history.
+        // end the pack are counted apart (`final_assistant_omitted`), not as dropped history;
+        // one inside a tool group goes with the group, which may have been dropped.
         let oldest = self
             .window
             .first()
             .and_then(|m| m.sequence)
             .unwrap_or(self.snapshot.last_sequence.plus(1))
-            .min(self.oldest_omitted.unwrap_or(Sequence::MAX));
+            .min(self.oldest_free_omitted.unwrap_or(Sequence::MAX));
         self.stats.oldest_included_sequence = self
             .window
             .first()
@@ -36,16 +37,17 @@ impl ContextPacker {
             .filter(|m| !in_window.contains(&m.sequence))
             .cloned()
             .collect();
-        // Log positions strictly between `floor` and the window, pinned ones (shown) aside.
+        // Log positions strictly between `floor` and the window, pinned ones (shown) aside, and
+        // replies left out because they would end the pack (counted apart, in
+        // `final_assistant_omitted`).
         let missing_after = |floor: u64| {
-            let pinned = older_pinned
-                .iter()
-                .filter(|m| m.sequence.get() > floor && m.sequence < oldest)
-                .count();
+            let between = |s: Sequence| s.get() > floor && s < oldest;
+            let pinned = older_pinned.iter().filter(|m| between(m.sequence)).count();
+            let omitted = self.omitted.iter().filter(|&&s| between(s)).count();
             oldest
                 .get()
                 .saturating_sub(floor + 1)
-                .saturating_sub(pinned as u64)
+                .saturating_sub((pinned + omitted) as u64)
         };
         let included_floor = self.stats.summary_through_sequence;
         self.stats.messages_dropped = saturate(missing_after(included_floor) as usize);
@@ -131,14 +133,20 @@ impl ContextPacker {
                 .map(|m| m.tokens)
                 .sum(),
         };
-        if let Some(oldest) = self.oldest_omitted {
+        if let Some(&oldest) = self.omitted.iter().min() {
             // The replies left out during the walk come back, in the next pack, before the
             // log's messages that followed them; or they do not fit there, and the notice
-            // counts them.
+            // counts them. When the room they left went to older history, the next pack has
+            // to give that up for them: only what precedes history repeats.
+            let crowded = self.used + self.omitted_tokens > self.available;
             let before: u32 = messages
                 .iter()
                 .take_while(|m| m.source != Source::TruncationNotice)
-                .take_while(|m| m.source != Source::History || m.sequence.is_none_or(|s| s < oldest))
+                .take_while(|m| match m.source {
+                    Source::History if crowded => self.is_pinned(m) && m.sequence.is_some_and(|s| s < oldest),
+                    Source::History => m.sequence.is_none_or(|s| s < oldest),
+                    _ => true,
+                })
                 .map(|m| m.tokens)
                 .sum();
             self.stats.stable_prefix_tokens = self.stats.stable_prefix_tokens.min(before);

@@ -29,7 +29,7 @@ use super::render::anthropic_renders;
 use super::{
     ContextMessage, ContextPack, ContextRequest, ContextSnapshot, ContextStats, Format, HistoryPolicy,
     ReasoningPolicy, SUMMARY_CUT_MARKER, Source,
-    cost::{context_text, message_cost_with_text, native_cost, saturate, text_message_cost},
+    cost::{context_text, message_cost_with_text, native_cost, openai_name, saturate, text_message_cost},
 };
 use crate::{
     domain::{
@@ -132,8 +132,12 @@ pub struct ContextPacker {
     /// The walk is still among the messages that would end the pack, where assistant replies
     /// are left out under [`super::FinalAssistant`] (before any budget is spent on them).
     trailing_replies: bool,
-    /// The oldest reply left out that way.
-    oldest_omitted: Option<Sequence>,
+    /// The replies left out that way, newest first, and their tokens.
+    omitted: Vec<Sequence>,
+    /// The oldest of them that was not inside a tool group being walked (a group whose
+    /// results came after it): history the pack accounts for starts no later than it.
+    oldest_free_omitted: Option<Sequence>,
+    omitted_tokens: usize,
     stats: ContextStats,
 }
 
@@ -145,7 +149,10 @@ impl ContextPacker {
         let pinned_cost: usize = snapshot
             .pinned
             .iter()
-            .map(|m| m.tokens.get(tokenizer) as usize)
+            .map(|m| match renamed_for_openai(&m.message) {
+                true => message_cost_with_text(&m.message, &context_text(&m.message), tokenizer),
+                false => m.tokens.get(tokenizer) as usize,
+            })
             .sum();
         let pending_reasoning = keep_pending_reasoning(&mut request);
         let pending_cost: usize = request
@@ -200,7 +207,7 @@ impl ContextPacker {
             pending_calls: snapshot.pending_calls.clone(),
             optional_floor: Sequence::ZERO,
             notice_reserve: closing_reserve(snapshot.last_sequence, request.format, tokenizer)
-                + closing_turn_reserve(&request, &snapshot, tokenizer),
+                + closing_turn_reserve(trailing_replies, &snapshot, tokenizer),
             pinned: snapshot.pinned.iter().map(|m| m.sequence).collect(),
             cut: HashSet::new(),
             unit: Vec::new(),
@@ -216,7 +223,9 @@ impl ContextPacker {
             turns: 0,
             window_messages: 0,
             trailing_replies,
-            oldest_omitted: None,
+            omitted: Vec::new(),
+            oldest_free_omitted: None,
+            omitted_tokens: 0,
             stats,
             request,
             snapshot,
@@ -342,7 +351,12 @@ impl ContextPacker {
             m.role == Role::Assistant && m.tool_calls.is_empty() && !self.pinned.contains(&stored.sequence);
         if reply {
             self.stats.final_assistant_omitted += 1;
-            self.oldest_omitted = Some(stored.sequence);
+            self.omitted.push(stored.sequence);
+            if self.unit.is_empty() {
+                self.oldest_free_omitted = Some(stored.sequence);
+            }
+            self.omitted_tokens +=
+                (stored.tokens.get(self.tokenizer) + stored.reasoning_tokens.get(self.tokenizer)) as usize;
             return true;
         }
         // A call ends it once its group is known to be complete (in `take`): an incomplete one
@@ -641,7 +655,10 @@ impl ContextPacker {
         }
         drop_foreign_phase(&mut message, self.request.format);
         let native = if keep { native } else { 0 };
-        let mut cost = tokens.get(tokenizer) as usize;
+        let mut cost = match renamed_for_openai(&message) {
+            true => message_cost_with_text(&message, &context_text(&message), tokenizer),
+            false => tokens.get(tokenizer) as usize,
+        };
         if let Some(limit) = self.request.tool_output_max_tokens.map(|l| l as usize)
             && message.role == Role::Tool
             && cost > limit
@@ -742,11 +759,22 @@ fn drop_foreign_phase(message: &mut Message, format: Format) {
     }
 }
 
+/// Whether OpenAI packs carry `message` under other names than stored (see
+/// [`openai_name`]). Counts stored before names were counted that way are then recounted.
+fn renamed_for_openai(message: &Message) -> bool {
+    let renamed = |name: &str| openai_name(name).is_some_and(|n| n != name);
+    renamed(&message.name) || message.tool_calls.iter().any(|c| renamed(&c.name))
+}
+
 /// Room for the closing turn ([`CLOSING_TURN`]) where a pinned assistant message could end a
-/// pack that may not end on one.
-fn closing_turn_reserve(request: &ContextRequest, snapshot: &ContextSnapshot, tokenizer: Tokenizer) -> usize {
-    let pinned_reply = snapshot.pinned.iter().any(|m| m.message.role == Role::Assistant);
-    match request.final_assistant.omits(request.format) && pinned_reply {
+/// pack that may not end on one: one newer than the newest user message.
+fn closing_turn_reserve(trailing_replies: bool, snapshot: &ContextSnapshot, tokenizer: Tokenizer) -> usize {
+    let newest_user = snapshot.last_user_sequence.unwrap_or(Sequence::ZERO);
+    let pinned_reply = snapshot
+        .pinned
+        .iter()
+        .any(|m| m.message.role == Role::Assistant && m.sequence > newest_user);
+    match trailing_replies && pinned_reply {
         true => text_message_cost("user", CLOSING_TURN, tokenizer),
         false => 0,
     }
