@@ -109,6 +109,12 @@ pub fn pack_arguments(arguments: &str) -> Cow<'_, str> {
     Cow::Owned(serde_json::json!({ "_raw": arguments }).to_string())
 }
 
+/// Whether `c` may stand in an id or name the providers check against `^[a-zA-Z0-9_-]+$`
+/// (OpenAI names, Anthropic tool call ids).
+pub fn api_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
 /// A message author's or a function's name as the OpenAI APIs take it: they refuse one that does
 /// not match `^[a-zA-Z0-9_-]+$` ("string does not match pattern"), at most 64 characters. Other
 /// characters become `_` (so `mcp.search` goes as `mcp_search`, the name OpenAI tool
@@ -116,7 +122,7 @@ pub fn pack_arguments(arguments: &str) -> Cow<'_, str> {
 /// count names this way, so OpenAI packs are counted as sent.
 pub fn openai_name(name: &str) -> Option<Cow<'_, str>> {
     const MAX: usize = 64;
-    let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let valid = api_name_char;
     if name.is_empty() {
         return None;
     }

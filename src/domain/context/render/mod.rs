@@ -19,7 +19,7 @@ use std::borrow::Cow;
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 
-use super::{ContextMessage, Format};
+use super::{ContextMessage, Format, cost::api_name_char};
 use crate::domain::message::{Attachment, AttachmentSource};
 
 /// Renders `messages` (in pack order) in `format` as compact JSON text.
@@ -48,7 +48,7 @@ const OPENAI_IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", 
 /// `_` and a digest of the whole id, so distinct ids stay distinct and a call and its result,
 /// mapped alike, still pair. The same id always maps to the same text.
 fn anthropic_tool_id(id: &str) -> Cow<'_, str> {
-    let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let valid = api_name_char;
     if !id.is_empty() && id.chars().all(valid) {
         return Cow::Borrowed(id);
     }
@@ -303,36 +303,21 @@ mod tests {
             .collect();
 
         let anthropic: Value = serde_json::from_str(&render(&pack, Format::AnthropicMessages)).unwrap();
-        let uses: Vec<&str> = anthropic["messages"][1]["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["id"].as_str().unwrap())
-            .collect();
-        let answers: Vec<&str> = anthropic["messages"][2]["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["tool_use_id"].as_str().unwrap())
-            .collect();
+        let strings = |list: &Value, key: &str| -> Vec<String> {
+            let items = list.as_array().unwrap().iter();
+            items.map(|item| item[key].as_str().unwrap().to_owned()).collect()
+        };
+        let uses = strings(&anthropic["messages"][1]["content"], "id");
+        let answers = strings(&anthropic["messages"][2]["content"], "tool_use_id");
         assert_eq!(uses, answers, "each result still answers its call");
         assert_eq!(uses[0], ids[0], "a valid id goes as it is");
         assert_eq!(uses[3], long);
         assert!(uses[1].starts_with("functions_Bash_0_") && uses[1].len() == "functions_Bash_0_".len() + 12);
         assert_ne!(uses[1], uses[2], "ids that differ stay different");
-        let anthropic_id = |id: &str| {
-            id.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        };
-        assert!(uses.iter().all(|id| anthropic_id(id)), "{uses:?}");
+        assert!(uses.iter().all(|id| id.chars().all(api_name_char)), "{uses:?}");
 
         let chat: Value = serde_json::from_str(&render(&pack, Format::OpenAiChat)).unwrap();
-        let calls: Vec<&str> = chat[1]["tool_calls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["id"].as_str().unwrap())
-            .collect();
+        let calls = strings(&chat[1]["tool_calls"], "id");
         let answers: Vec<&str> = (2..6)
             .map(|i| chat[i]["tool_call_id"].as_str().unwrap())
             .collect();
