@@ -32,7 +32,7 @@ use ctxd::{
         },
     },
     service::{AiSettings, Limits, Service, SummarizeMode, SummarizeRequest},
-    store::MemoryStore,
+    store::InMemoryStore,
     tokenize::Tokenizer,
 };
 
@@ -535,7 +535,7 @@ fn main() -> ExitCode {
 
 async fn run(seed: u64, packs: usize) -> ExitCode {
     let service = Service::new(
-        Arc::new(MemoryStore::new()),
+        Arc::new(InMemoryStore::new()),
         Limits::default(),
         AiSettings::default(),
     );

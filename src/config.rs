@@ -475,7 +475,7 @@ impl Config {
                 TokenizerName::Approx => Tokenizer::Approx,
             },
             max_response_bytes: self.max_response_bytes,
-            response_memory_bytes: self.response_memory_mib.saturating_mul(1 << 20),
+            response_budget_bytes: self.response_memory_mib.saturating_mul(1 << 20),
         }
     }
 

@@ -12,7 +12,7 @@ use crate::{
     grpc::convert,
     proto,
     service::{AiSettings, Limits, Service},
-    store::MemoryStore,
+    store::InMemoryStore,
     tokenize::Tokenizer,
 };
 
@@ -59,7 +59,7 @@ pub fn build_context(log: proto::AppendMessageRequest, mut request: proto::Build
     let Ok(request) = convert::context_request(request, &limits) else {
         return;
     };
-    let service = Service::new(Arc::new(MemoryStore::new()), limits, AiSettings::default());
+    let service = Service::new(Arc::new(InMemoryStore::new()), limits, AiSettings::default());
     let tenant = TenantId::parse("fuzz").expect("a valid tenant");
     RUNTIME.with(|runtime| runtime.block_on(append_then_build(&service, &tenant, batch, request)));
 }

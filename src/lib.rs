@@ -15,7 +15,7 @@ pub mod grpc;
 pub mod metrics;
 pub mod net;
 pub mod proto;
-pub mod response_memory;
+pub mod response_budget;
 pub mod service;
 pub mod startup;
 pub mod store;

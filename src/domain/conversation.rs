@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::{
     ConversationId, Message, Sequence, ToolCall,
-    memory::WorkingMemory,
     violation::{Violations, check_no_nul},
+    working_memory::WorkingMemory,
 };
 
 /// Bytes a title may have.
@@ -395,7 +395,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::domain::memory::{Category, Supersedes};
+    use crate::domain::working_memory::{Category, Supersedes};
 
     fn query(status: Option<ConversationStatus>, labels: &[(&str, &str)]) -> ListQuery {
         ListQuery {
@@ -493,7 +493,7 @@ mod tests {
         })
     }
 
-    fn every_item(memory: &WorkingMemory) -> Vec<&crate::domain::memory::MemoryItem> {
+    fn every_item(memory: &WorkingMemory) -> Vec<&crate::domain::working_memory::MemoryItem> {
         Category::ALL.iter().flat_map(|c| memory.items(*c)).collect()
     }
 

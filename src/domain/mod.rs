@@ -5,11 +5,11 @@ pub mod append;
 pub mod context;
 pub mod conversation;
 pub mod ids;
-pub mod memory;
 pub mod message;
 pub mod summary;
 pub mod tool_protocol;
 pub mod violation;
+pub mod working_memory;
 
 pub use append::{
     AppendBatch, AppendLimits, AppendOutcome, AppendPlan, AppendRejection, AppendState, IdempotencyRecord,

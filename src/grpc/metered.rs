@@ -3,7 +3,7 @@
 //! outermost layer, so a call is observed once, when its status is known: from the response
 //! headers for an error (gRPC "trailers-only"), else from the body's trailers; a response the
 //! client stops reading counts as CANCELLED. The body also keeps the response's memory
-//! reservation (see [`crate::response_memory`]), so it is freed when the body is, sent or not.
+//! reservation (see [`crate::response_budget`]), so it is freed when the body is, sent or not.
 
 use std::{
     future::Future,

@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     proto::{self, context_service_server::ContextService},
-    response_memory::Reservation,
+    response_budget::Reservation,
     service::Service,
     telemetry::ErrorChain,
 };
@@ -18,13 +18,13 @@ mod context;
 mod conversations;
 pub(crate) mod convert;
 pub mod deadline;
-mod log;
-mod memory;
+mod messages;
 pub mod metered;
 pub mod request_id;
 pub mod status;
 mod summary;
 pub mod tenant;
+mod working_memory;
 
 pub use crate::auth::ApiKey;
 pub use status::ApiError;
@@ -46,7 +46,7 @@ impl ContextApi {
 type RpcResult<T> = Result<Response<T>, Status>;
 
 /// A handler's answer: the response message and, for responses that load messages, the memory
-/// they hold ([`crate::response_memory`]) until the client has read them.
+/// they hold ([`crate::response_budget`]) until the client has read them.
 #[derive(Debug)]
 pub(crate) struct Reply<T> {
     value: T,

@@ -14,7 +14,7 @@ use crate::{
         },
     },
     metrics::METRICS,
-    response_memory::Reservation,
+    response_budget::Reservation,
     store::Store,
     tokenize::Tokenizer,
 };
@@ -42,8 +42,14 @@ impl Service {
         request: ContextRequest,
     ) -> Result<ContextOutcome, ServiceError> {
         let max_response = self.limits.max_response_bytes;
-        let outcome =
-            build_context_pack(&*self.store, tenant, request, self.memory.reserve(), max_response).await?;
+        let outcome = build_context_pack(
+            &*self.store,
+            tenant,
+            request,
+            self.response_budget.reserve(),
+            max_response,
+        )
+        .await?;
         let s = &outcome.pack.stats;
         METRICS.context_tokens.observe(f64::from(s.total_tokens));
         METRICS.messages_dropped.inc_by(u64::from(s.messages_dropped));

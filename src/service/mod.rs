@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::{
     domain::{AppendLimits, Violations},
-    response_memory::{Refusal, ResponseMemory},
+    response_budget::{Refusal, ResponseBudget},
     store::{Store, StoreError},
     summarize::{Extractor, ModelError, Summarizer},
     tokenize::Tokenizer,
@@ -15,17 +15,17 @@ use crate::{
 
 mod context;
 mod conversations;
-mod log;
-mod memory;
+mod messages;
 pub mod retention;
 mod summary;
 mod tasks;
+mod working_memory;
 
 pub use context::ContextOutcome;
-pub use log::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
-pub use memory::MemoryOutcome;
+pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use summary::{AutoSummarize, PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
 pub use tasks::BackgroundTasks;
+pub use working_memory::MemoryOutcome;
 
 /// Texts and requests larger than this are tokenized on the blocking pool, off the async
 /// workers.
@@ -43,7 +43,7 @@ pub struct Limits {
     /// ListMessages' page, a prepared request).
     pub max_response_bytes: usize,
     /// The memory all calls' loaded messages and responses may hold at once.
-    pub response_memory_bytes: usize,
+    pub response_budget_bytes: usize,
 }
 
 impl Default for Limits {
@@ -52,17 +52,17 @@ impl Default for Limits {
             append: AppendLimits::default(),
             default_tokenizer: Tokenizer::O200kBase,
             max_response_bytes: 16 << 20,
-            response_memory_bytes: 256 << 20,
+            response_budget_bytes: 256 << 20,
         }
     }
 }
 
 impl Limits {
-    /// The replica's [`ResponseMemory`]: the configured total, and for one call twice its
+    /// The replica's [`ResponseBudget`]: the configured total, and for one call twice its
     /// largest response (the messages it loads, then the response and its encoding).
-    pub fn response_memory(&self) -> ResponseMemory {
-        ResponseMemory::new(
-            self.response_memory_bytes,
+    pub fn response_budget(&self) -> ResponseBudget {
+        ResponseBudget::new(
+            self.response_budget_bytes,
             self.max_response_bytes.saturating_mul(2),
         )
     }
@@ -145,7 +145,7 @@ impl From<Violations> for ServiceError {
 pub struct Service {
     store: Arc<dyn Store>,
     limits: Limits,
-    memory: ResponseMemory,
+    response_budget: ResponseBudget,
     ai: AiSettings,
     tasks: Arc<BackgroundTasks>,
 }
@@ -155,7 +155,7 @@ impl Service {
     pub fn new(store: Arc<dyn Store>, limits: Limits, ai: AiSettings) -> Self {
         Self {
             store,
-            memory: limits.response_memory(),
+            response_budget: limits.response_budget(),
             limits,
             ai,
             tasks: Arc::new(BackgroundTasks::default()),

@@ -7,7 +7,7 @@ use crate::{
         message::Message,
         summary::{Summary, is_boundary, messages_to_fold},
     },
-    response_memory::Reservation,
+    response_budget::Reservation,
     store::{NewSummary, StoreError, SummaryState},
     summarize::{ModelError, ModelRole, prompts::render_chat, summary_chunk},
     tokenize::Tokenizer,
@@ -175,7 +175,7 @@ impl Service {
         tenant: &TenantId,
         conversation: &ConversationId,
     ) -> Result<(SummaryState, Reservation), ServiceError> {
-        let mut reservation = self.memory.reserve();
+        let mut reservation = self.response_budget.reserve();
         let read = reservation.begin_read()?;
         let state = self.store.summary_state(tenant, conversation, read.limit).await?;
         reservation.end_read(read, super::context::loaded_bytes(&state.messages))?;

@@ -18,14 +18,14 @@ use crate::domain::{
     Violations,
     context::{ContextSnapshot, PageRequest},
     conversation::{Conversation, ConversationPage, ConversationPatch, ListQuery},
-    memory::WorkingMemory,
     summary::Summary,
+    working_memory::WorkingMemory,
 };
 
-pub mod memory;
+pub mod in_memory;
 pub mod postgres;
 
-pub use memory::MemoryStore;
+pub use in_memory::InMemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 
 /// Opens the configured store: PostgreSQL when `postgres` is set, else the in-memory store.
@@ -41,7 +41,7 @@ pub fn open(postgres: Option<&PostgresOptions>) -> Result<Arc<dyn Store>, StoreE
                 "NO DATABASE_URL: serving from the IN-MEMORY store. \
                  All data is lost when this process stops. Set DATABASE_URL for production."
             );
-            Arc::new(MemoryStore::new())
+            Arc::new(InMemoryStore::new())
         }
     })
 }

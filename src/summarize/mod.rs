@@ -6,9 +6,9 @@ use std::sync::Arc;
 use crate::{
     domain::{
         ids::Sequence,
-        memory::{WorkingMemory, extract_rules},
         message::{Message, StoredMessage},
         summary::{Summary, extractive_summary},
+        working_memory::{WorkingMemory, extract_rules},
     },
     metrics::METRICS,
     tokenize::Tokenizer,

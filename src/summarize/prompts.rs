@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use crate::domain::{
     context::cost::context_text,
     ids::Sequence,
-    memory::{Category, ExtractedItem, Extraction, GlossaryEntry, WorkingMemory},
     message::{Message, Role, StoredMessage},
     violation::clip,
+    working_memory::{Category, ExtractedItem, Extraction, GlossaryEntry, WorkingMemory},
 };
 
 /// Instructions given to an LLM summarizer (the `openai` summarizer and PREPARE).

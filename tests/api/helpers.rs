@@ -25,7 +25,7 @@ use tonic_types::StatusExt;
 /// Which store a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
-    Memory,
+    InMemory,
     Postgres,
 }
 
@@ -52,7 +52,7 @@ pub async fn spawn_app(kind: StoreKind) -> TestApp {
 /// Spawns a server with extra command-line flags.
 pub async fn spawn_app_with(kind: StoreKind, flags: &[&str]) -> TestApp {
     let database_url = match kind {
-        StoreKind::Memory => None,
+        StoreKind::InMemory => None,
         StoreKind::Postgres => Some(fresh_database().await),
     };
     spawn_on(database_url, flags).await
@@ -405,11 +405,11 @@ fn free_port() -> u16 {
 #[macro_export]
 macro_rules! contract_tests {
     ($($name:ident),* $(,)?) => {
-        mod memory {
+        mod in_memory {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name($crate::helpers::StoreKind::Memory).await
+                    super::$name($crate::helpers::StoreKind::InMemory).await
                 }
             )*
         }

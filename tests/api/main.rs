@@ -4,16 +4,18 @@
 mod helpers;
 
 mod append;
+mod auth;
 mod cache;
 mod context;
 mod conversations;
-mod log;
-mod memory;
+mod fact_retention;
+mod messages;
+mod observability;
 mod openai;
-mod production;
+mod outage;
 mod real_model;
 mod reasoning;
-mod retention;
+mod response_limits;
 mod server;
 mod store_contract;
 mod summary;
@@ -21,3 +23,4 @@ mod tenancy;
 mod tls;
 mod tokenize;
 mod validation;
+mod working_memory;

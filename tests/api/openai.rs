@@ -198,7 +198,7 @@ async fn ctxd_with(addr: SocketAddr, extra: &[&str]) -> TestApp {
         .flat_map(|(flag, value)| [*flag, *value])
         .collect();
     flags.extend_from_slice(extra);
-    let app = spawn_app_with(StoreKind::Memory, &flags).await;
+    let app = spawn_app_with(StoreKind::InMemory, &flags).await;
     app.append_ok(
         "o",
         vec![
@@ -407,7 +407,7 @@ async fn background_summaries_are_bounded_per_replica_and_a_skipped_check_comes_
         "--auto-summarize-concurrency",
         "2",
     ];
-    let app = spawn_app_with(StoreKind::Memory, &flags).await;
+    let app = spawn_app_with(StoreKind::InMemory, &flags).await;
     let messages = |from: usize, count: usize| -> Vec<proto::Message> {
         (from..from + count)
             .map(|i| {

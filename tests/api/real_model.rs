@@ -86,7 +86,7 @@ async fn ctxd_on(addr: SocketAddr) -> TestApp {
         "--request-timeout-secs",
         "600",
     ];
-    spawn_app_with(StoreKind::Memory, &flags).await
+    spawn_app_with(StoreKind::InMemory, &flags).await
 }
 
 /// A 200-message conversation with facts and tool calls.

@@ -10,7 +10,7 @@ use crate::helpers::{StoreKind, fresh_database, spawn_app, spawn_on, user};
 
 #[tokio::test]
 async fn health_reports_serving_for_the_server_and_the_service() {
-    let app = spawn_app(StoreKind::Memory).await;
+    let app = spawn_app(StoreKind::InMemory).await;
     let mut health = HealthClient::new(
         tonic::transport::Channel::from_shared(format!("http://{}", app.addr))
             .unwrap()
@@ -33,7 +33,7 @@ async fn health_reports_serving_for_the_server_and_the_service() {
 #[tokio::test]
 async fn an_oversize_request_is_resource_exhausted() {
     let app = crate::helpers::spawn_app_with(
-        StoreKind::Memory,
+        StoreKind::InMemory,
         &[
             "--max-request-bytes",
             "4096",

@@ -8,7 +8,7 @@ use ctxd::{
     domain::{
         AppendBatch, ConversationId, IdempotencyKey, Message, Role, Sequence, TenantId, ToolCall,
         context::{PageRequest, TokenCounts, anchor::LogEnd},
-        memory::WorkingMemory,
+        working_memory::WorkingMemory,
     },
     store::{self, NewSummary, PostgresOptions, Store, StoreError},
 };
@@ -41,7 +41,7 @@ contract_tests!(
 /// A fresh, empty store of `kind`, migrated.
 async fn store_of(kind: StoreKind) -> Arc<dyn Store> {
     match kind {
-        StoreKind::Memory => {
+        StoreKind::InMemory => {
             let store = store::open(None).expect("store opens");
             store.migrate().await.expect("store migrates");
             store

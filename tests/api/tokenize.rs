@@ -52,7 +52,7 @@ fn counts_equal_tiktoken_on_the_whole_corpus_for_both_encodings() {
 
 #[tokio::test]
 async fn count_tokens_serves_exactly_those_counts() {
-    let app = spawn_app(StoreKind::Memory).await;
+    let app = spawn_app(StoreKind::InMemory).await;
     let mut client = app.client.clone();
     for (name, text, expected) in corpus().into_iter().filter(|(_, t, _)| t.len() < 200_000) {
         for (tokenizer, key) in [

@@ -17,9 +17,9 @@ pub use pack::{CLOSING_TURN, ContextPacker, PLACEHOLDER_TURN, PageRequest, initi
 
 use super::{
     ids::{ConversationId, Sequence},
-    memory::WorkingMemory,
     message::{Message, Provider, Role, StoredMessage},
     violation::Violations,
+    working_memory::WorkingMemory,
 };
 use crate::tokenize::Tokenizer;
 

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::{
-    super::memory::WorkingMemory,
+    super::working_memory::WorkingMemory,
     CLOSING_TURN, ContextMessage, ContextPack, ContextPacker, ContextRequest, ContextSnapshot,
     FinalAssistant, Format, HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy, SUMMARY_CUT_MARKER, Source,
     SummarySection, TokenBudget, TokenCounts,

@@ -2,7 +2,7 @@
 
 use super::{
     conversation_id,
-    log::{messages, stored_message},
+    messages::{messages, stored_message},
     tokenizer,
 };
 use crate::{

@@ -10,18 +10,18 @@ use crate::{
 
 mod context;
 mod conversations;
-mod log;
-mod memory;
+mod messages;
 mod summary;
+mod working_memory;
 
 pub(crate) use context::{context_request, context_response};
 pub(crate) use conversations::{
     conversation, fork_request, get_request, list_request as list_conversations_request, redact_request,
     update_request,
 };
-pub(crate) use log::{append_batch, list_request, stored_message};
-pub(crate) use memory::{memory_from_proto, memory_to_proto};
+pub(crate) use messages::{append_batch, list_request, stored_message};
 pub(crate) use summary::{prepared_request, summarize_request, summary};
+pub(crate) use working_memory::{memory_from_proto, memory_to_proto};
 
 /// Parses a conversation id field, recording a violation under `field`.
 pub(crate) fn conversation_id(raw: String, field: &str, v: &mut Violations) -> Option<ConversationId> {

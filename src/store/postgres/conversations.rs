@@ -18,7 +18,7 @@ use crate::{
             self, Conversation, ConversationPage, ConversationPatch, ConversationStatus, ForkRefusal,
             ListQuery,
         },
-        memory::WorkingMemory,
+        working_memory::WorkingMemory,
     },
     store::{Redaction, RetentionRule, StoreError, Swept},
 };
@@ -476,7 +476,7 @@ pub(super) async fn sweep(pool: &Pool, rule: RetentionRule) -> Result<Swept, Sto
         if removed == 0 {
             continue;
         }
-        let messages = super::log::delete_rows(&tx, &t, &c).await?;
+        let messages = super::messages::delete_rows(&tx, &t, &c).await?;
         tx.commit().await?;
         swept.conversations += 1;
         swept.messages += messages;

@@ -21,8 +21,8 @@ use crate::domain::{
     AppendBatch, AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId,
     context::{ContextSnapshot, PageRequest},
     conversation::{Conversation, ConversationPage, ConversationPatch, ListQuery},
-    memory::WorkingMemory,
     summary::Summary,
+    working_memory::WorkingMemory,
 };
 
 mod append;
@@ -30,11 +30,11 @@ mod context;
 mod conversations;
 mod gate;
 mod leases;
-mod log;
-mod memory;
+mod messages;
 mod migrations;
 mod rows;
 mod summary;
+mod working_memory;
 
 /// Pool and connection settings of the Postgres store.
 #[derive(Debug, Clone)]
@@ -230,7 +230,7 @@ impl Store for PostgresStore {
         limit: usize,
         max_bytes: usize,
     ) -> Result<MessagePage, StoreError> {
-        log::list_messages(&self.pool, tenant, conversation, after, limit, max_bytes).await
+        messages::list_messages(&self.pool, tenant, conversation, after, limit, max_bytes).await
     }
 
     async fn delete_conversation(
@@ -239,7 +239,7 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
     ) -> Result<u64, StoreError> {
         let _slot = self.write_slot(tenant, conversation).await?;
-        log::delete_conversation(&self.pool, tenant, conversation).await
+        messages::delete_conversation(&self.pool, tenant, conversation).await
     }
 
     async fn open_context(
@@ -297,7 +297,7 @@ impl Store for PostgresStore {
         with_messages: bool,
         max_bytes: usize,
     ) -> Result<MemoryState, StoreError> {
-        memory::memory_state(&self.pool, tenant, conversation, with_messages, max_bytes).await
+        working_memory::memory_state(&self.pool, tenant, conversation, with_messages, max_bytes).await
     }
 
     async fn store_memory(
@@ -308,7 +308,7 @@ impl Store for PostgresStore {
         memory: &WorkingMemory,
     ) -> Result<WorkingMemory, StoreError> {
         let _slot = self.write_slot(tenant, conversation).await?;
-        memory::store_memory(&self.pool, tenant, conversation, expected_version, memory).await
+        working_memory::store_memory(&self.pool, tenant, conversation, expected_version, memory).await
     }
 
     async fn try_summarizer_lease(

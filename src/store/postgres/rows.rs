@@ -14,8 +14,8 @@ use crate::{
     domain::{
         AppendBatch, Role, Sequence, StoredMessage,
         context::{TokenCounts, anchor::LogPosition},
-        memory::WorkingMemory,
         message::{Attachment, LlmError, Message, Reasoning, ToolCall},
+        working_memory::WorkingMemory,
     },
     store::StoreError,
 };

@@ -4,7 +4,7 @@
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
-use super::log::messages_after;
+use super::messages::messages_after;
 use crate::{
     domain::{ConversationId, Sequence, TenantId, summary::Summary},
     store::{NewSummary, StoreError, SummaryState},

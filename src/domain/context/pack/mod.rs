@@ -34,8 +34,8 @@ use super::{
 use crate::{
     domain::{
         ids::Sequence,
-        memory::WorkingMemory,
         message::{Message, Role, StoredMessage},
+        working_memory::WorkingMemory,
     },
     tokenize::{REPLY_PRIMING, Tokenizer},
 };

@@ -3,8 +3,8 @@
 
 use super::{PreparedRequest, Service, ServiceError};
 use crate::{
-    domain::{ConversationId, TenantId, Violations, memory::WorkingMemory},
-    response_memory::Reservation,
+    domain::{ConversationId, TenantId, Violations, working_memory::WorkingMemory},
+    response_budget::Reservation,
     store::{MemoryState, StoreError},
     summarize::{ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format},
 };
@@ -40,7 +40,7 @@ impl Service {
         for attempt in 1..=REFRESH_ATTEMPTS {
             // The messages after the watermark come at most a read's worth at a time: a refresh
             // or a prepared request over a long backlog advances through it in steps.
-            let mut reservation = self.memory.reserve();
+            let mut reservation = self.response_budget.reserve();
             let read = reservation.begin_read()?;
             let MemoryState { memory, messages, .. } = self
                 .store

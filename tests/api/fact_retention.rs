@@ -42,7 +42,7 @@ const FILLER: &[&str] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_summary_and_memory_retain_planted_facts() {
-    let app = spawn_app(StoreKind::Memory).await;
+    let app = spawn_app(StoreKind::InMemory).await;
     let mut client = app.client.clone();
     // 200 messages: user/assistant pairs, a fact planted every tenth message.
     for i in 0..100 {
@@ -159,7 +159,7 @@ async fn the_rules_extractor_on_a_labelled_conversation_it_was_not_tuned_on() {
         key: String,
     }
     let eval: Eval = serde_json::from_str(include_str!("../data/rules_eval.json")).unwrap();
-    let app = spawn_app(StoreKind::Memory).await;
+    let app = spawn_app(StoreKind::InMemory).await;
     let messages: Vec<proto::Message> = eval
         .messages
         .iter()

@@ -3,7 +3,7 @@
 use super::{Service, ServiceError, offload};
 use crate::{
     domain::{AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId},
-    response_memory::Reservation,
+    response_budget::Reservation,
     store::MessagePage,
 };
 
@@ -55,7 +55,7 @@ impl Service {
         };
         // A page stops at the read's byte limit (with `has_more`): large messages make short
         // pages, never a large response.
-        let mut reservation = self.memory.reserve();
+        let mut reservation = self.response_budget.reserve();
         let read = reservation.begin_read()?;
         let page = self
             .store

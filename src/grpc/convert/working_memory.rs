@@ -3,8 +3,8 @@
 use crate::{
     domain::{
         AppendLimits, Sequence, Violations,
-        memory::{Category, GlossaryEntry, MAX_MEMORY_ITEMS, WorkingMemory},
         violation::NUL_DESCRIPTION,
+        working_memory::{Category, GlossaryEntry, MAX_MEMORY_ITEMS, WorkingMemory},
     },
     proto,
 };

@@ -3,9 +3,9 @@
 use deadpool_postgres::Pool;
 use tokio_postgres::types::{Json, ToSql};
 
-use super::{log::messages_after, rows::memory_from_row};
+use super::{messages::messages_after, rows::memory_from_row};
 use crate::{
-    domain::{ConversationId, Sequence, TenantId, memory::WorkingMemory},
+    domain::{ConversationId, Sequence, TenantId, working_memory::WorkingMemory},
     store::{MemoryState, StoreError},
 };
 

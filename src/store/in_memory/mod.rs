@@ -24,9 +24,9 @@ use crate::domain::{
         self, ActivityKey, ConversationPage, ConversationPatch, ConversationStatus, ForkRefusal, ListQuery,
         micros,
     },
-    memory::WorkingMemory,
     summary::Summary,
     tool_protocol::mentioned_call_ids,
+    working_memory::WorkingMemory,
 };
 
 type Key = (TenantId, ConversationId);
@@ -251,7 +251,7 @@ impl State {
 
 /// Conversations held in process memory.
 #[derive(Debug, Default)]
-pub struct MemoryStore {
+pub struct InMemoryStore {
     conversations: Mutex<State>,
     leases: Arc<Mutex<HashSet<Key>>>,
     /// True while the retention sweeper's lease is held.
@@ -294,7 +294,7 @@ impl Drop for MemoryLease {
     }
 }
 
-impl MemoryStore {
+impl InMemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -312,7 +312,7 @@ fn key(tenant: &TenantId, conversation: &ConversationId) -> Key {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl Store for InMemoryStore {
     async fn append_messages(
         &self,
         tenant: &TenantId,

@@ -28,7 +28,7 @@ pub struct Read {
 
 /// The process-wide amount and the per-call limit.
 #[derive(Debug, Clone)]
-pub struct ResponseMemory {
+pub struct ResponseBudget {
     units: Arc<Semaphore>,
     total_bytes: usize,
     per_call_bytes: usize,
@@ -51,7 +51,7 @@ pub enum Refusal {
     },
 }
 
-impl ResponseMemory {
+impl ResponseBudget {
     /// `total_bytes` for all calls at once, at most `per_call_bytes` for one.
     pub fn new(total_bytes: usize, per_call_bytes: usize) -> Self {
         let units = (total_bytes / UNIT).clamp(1, Semaphore::MAX_PERMITS);
@@ -77,7 +77,7 @@ impl ResponseMemory {
     }
 }
 
-impl Default for ResponseMemory {
+impl Default for ResponseBudget {
     /// 256 MiB in all, 32 MiB per call: the defaults.
     fn default() -> Self {
         Self::new(256 << 20, 32 << 20)
@@ -88,7 +88,7 @@ impl Default for ResponseMemory {
 /// the connection is gone).
 #[derive(Debug)]
 pub struct Reservation {
-    memory: ResponseMemory,
+    memory: ResponseBudget,
     held: Option<OwnedSemaphorePermit>,
     bytes: usize,
 }
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn calls_share_the_total_and_none_passes_its_own_limit() {
-        let memory = ResponseMemory::new(10 * UNIT, 6 * UNIT);
+        let memory = ResponseBudget::new(10 * UNIT, 6 * UNIT);
         let mut a = memory.reserve();
         a.grow(4 * UNIT).unwrap();
         assert_eq!(a.grow(3 * UNIT), Err(Refusal::TooLarge { limit: 6 * UNIT }));
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn reads_reserve_before_and_settle_after() {
-        let memory = ResponseMemory::new(READ_BYTES * 16, READ_BYTES * 6);
+        let memory = ResponseBudget::new(READ_BYTES * 16, READ_BYTES * 6);
         let mut call = memory.reserve();
         let read = call.begin_read().unwrap();
         assert_eq!(read.limit, READ_BYTES);
@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn small_growths_round_up_once() {
-        let memory = ResponseMemory::new(4 * UNIT, 4 * UNIT);
+        let memory = ResponseBudget::new(4 * UNIT, 4 * UNIT);
         let mut a = memory.reserve();
         for _ in 0..UNIT {
             a.grow(1).unwrap();

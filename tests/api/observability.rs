@@ -1,0 +1,234 @@
+//! What operators see: request ids, metrics on their own port, and no message content in logs
+//! even at the most verbose level.
+
+use std::{process::Stdio, time::Duration};
+
+use ctxd::proto;
+use tokio::io::AsyncReadExt;
+use tonic::Request;
+
+use crate::helpers::{append, assistant, assistant_calling, fresh_database, spawn_on, user};
+
+#[tokio::test]
+async fn request_ids_are_echoed_or_generated() {
+    let app = spawn_on(None, &[]).await;
+    let mut request = Request::new(append("r", vec![user("hi")]));
+    request
+        .metadata_mut()
+        .insert("x-request-id", "req-123".parse().unwrap());
+    let response = app.client.clone().append_message(request).await.unwrap();
+    assert_eq!(response.metadata().get("x-request-id").unwrap(), "req-123");
+    let response = app
+        .client
+        .clone()
+        .append_message(append("r", vec![user("again")]))
+        .await
+        .unwrap();
+    assert!(!response.metadata().get("x-request-id").unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn metrics_are_served_on_their_own_port() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let app = spawn_on(None, &["--metrics-listen", &listen]).await;
+    app.append_ok("m", vec![user("hi")]).await;
+    let build = proto::BuildContextRequest {
+        conversation_id: "m".into(),
+        budget: Some(proto::Budget {
+            max_tokens: 1000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    app.client.clone().build_context(build).await.unwrap();
+    // A call refused before any store work is counted too, with its code.
+    let refused = app
+        .client
+        .clone()
+        .build_context(proto::BuildContextRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    app.client
+        .clone()
+        .summarize(proto::SummarizeRequest {
+            conversation_id: "m".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut stream = tokio::net::TcpStream::connect(&listen).await.unwrap();
+    use tokio::io::AsyncWriteExt;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.unwrap();
+    for name in [
+        "ctxd_rpc_duration_seconds_bucket{code=\"OK\",method=\"AppendMessage\"",
+        "ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"BuildContext\"}",
+        "ctxd_rpc_duration_seconds_count{code=\"INVALID_ARGUMENT\",method=\"BuildContext\"}",
+        "ctxd_context_tokens_count",
+        "ctxd_context_messages_dropped_total",
+        "ctxd_summarizer_calls_total{engine=\"extractive\",outcome=\"ok\"}",
+    ] {
+        assert!(body.contains(name), "metrics lack {name}:\n{body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_content_never_reaches_the_logs_even_at_trace_level() {
+    let url = fresh_database().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .env("DATABASE_URL", &url)
+        .env("CTXD_LISTEN", format!("127.0.0.1:{port}"))
+        .env(
+            "CTXD_LOG",
+            "trace,tokio_postgres=trace,tokio_postgres::query=trace",
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Trace logging is voluminous: drain both pipes while the server runs, or it blocks on them.
+    let drain = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| {
+        tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text).await;
+            text
+        })
+    };
+    let stdout = drain(Box::new(server.stdout.take().unwrap()));
+    let stderr = drain(Box::new(server.stderr.take().unwrap()));
+    let canary = "CANARY-7f3a9c-do-not-log";
+    let mut client = None;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Ok(c) =
+            proto::context_service_client::ContextServiceClient::connect(format!("http://127.0.0.1:{port}"))
+                .await
+        {
+            client = Some(c);
+            break;
+        }
+    }
+    let mut c = client.expect("server started");
+    let message = proto::Message {
+        name: format!("{canary}-name"),
+        metadata: [("note".to_string(), format!("{canary}-meta"))].into(),
+        ..user(&format!("We decided: {canary}. Must keep {canary}?"))
+    };
+    c.append_message(append("logs", vec![message])).await.unwrap();
+    let bad = proto::Message {
+        role: 2,
+        tool_call_id: format!("{canary}-id"),
+        ..user(canary)
+    };
+    let _ = c.append_message(append("logs", vec![bad])).await;
+    // Rejections whose descriptions would echo caller values: an unknown call id, a huge
+    // metadata key, a duplicated call id.
+    let orphan = proto::Message {
+        role: proto::Role::Tool as i32,
+        tool_call_id: format!("{canary}-orphan"),
+        ..user("out")
+    };
+    let huge_key = proto::Message {
+        metadata: [(format!("{canary}{}", "k".repeat(10_000)), "v".to_string())].into(),
+        ..user("x")
+    };
+    let twice = proto::Message {
+        tool_calls: [
+            assistant_calling(&[&format!("{canary}-dup")]).tool_calls,
+            assistant_calling(&[&format!("{canary}-dup")]).tool_calls,
+        ]
+        .concat(),
+        ..assistant("")
+    };
+    for rejected in [orphan, huge_key, twice] {
+        let status = c
+            .append_message(append("logs", vec![rejected]))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status.message().len() < 8_192,
+            "the status echoes at most a clipped value"
+        );
+    }
+    c.summarize(proto::SummarizeRequest {
+        conversation_id: "logs".into(),
+        mode: proto::SummarizeMode::Provided as i32,
+        summary_text: format!("{canary}-provided-summary"),
+        through_sequence: 1,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let build = proto::BuildContextRequest {
+        conversation_id: "logs".into(),
+        budget: Some(proto::Budget {
+            max_tokens: 1000,
+            ..Default::default()
+        }),
+        system_prompt: format!("{canary}-system"),
+        pending_messages: vec![user(&format!("{canary}-pending"))],
+        ..Default::default()
+    };
+    c.build_context(build).await.unwrap();
+    c.summarize(proto::SummarizeRequest {
+        conversation_id: "logs".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.get_working_memory(proto::GetWorkingMemoryRequest {
+        conversation_id: "logs".into(),
+        refresh: true,
+        prepare: false,
+    })
+    .await
+    .unwrap();
+    c.list_messages(proto::ListMessagesRequest {
+        conversation_id: "logs".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.count_tokens(proto::CountTokensRequest {
+        text: canary.into(),
+        tokenizer: 0,
+    })
+    .await
+    .unwrap();
+    drop(c);
+    let pid = server.id().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), server.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "SIGTERM exits 0");
+    let logs = stdout.await.unwrap() + &stderr.await.unwrap();
+    assert!(logs.lines().count() > 50, "trace logging was on");
+    let leaked: Vec<&str> = logs.lines().filter(|l| l.contains("CANARY")).collect();
+    assert!(
+        leaked.is_empty(),
+        "message content in logs:\n{}",
+        leaked.join("\n")
+    );
+}
