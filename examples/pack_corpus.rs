@@ -1,7 +1,7 @@
 //! Generates adversarial conversations, stores them through ctxd's service layer (in-memory
 //! store), builds packs for every format from each, each pack twice, and writes them as JSON
 //! lines for `scripts/conformance.py`, which checks them against the providers' SDK types and
-//! API rules (DESIGN.md 2.2.1):
+//! API rules (docs/design.md, "Provider rules"):
 //!
 //!     cargo run --release --example pack_corpus -- --seed 7 --packs 5000 > packs.jsonl
 //!     python scripts/conformance.py packs.jsonl

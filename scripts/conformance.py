@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks rendered BuildContext packs against the providers' official SDK request types and
-against the API rules of DESIGN.md 2.2.1 and 2.2.2, which the types alone do not express.
+against the API rules of docs/design.md, "Provider rules" and 2.2.2, which the types alone do not express.
 
     python scripts/conformance.py packs.jsonl   # one {"format", "rendered", "case"?} per line
     python scripts/conformance.py --self-test   # the checker rejects deliberately broken packs
@@ -535,7 +535,7 @@ def responses_call_rules(items):
     """"No tool output found for function call X" and "No tool call found for function call
     output with call_id X". OpenAI pairs by call_id wherever the output sits, stricter
     Responses servers (DeepSeek) only when adjacent; packs keep results right after their
-    calls, as in Chat Completions (DESIGN.md 2.2.1)."""
+    calls, as in Chat Completions (docs/design.md, "Provider rules")."""
     problems, waiting, called = [], set(), set()
     for i, item in enumerate(items):
         kind, call_id = item_kind(item), item.get("call_id")
@@ -649,7 +649,7 @@ def turn_boundary(content, nxt):
 def gemini_response_rules(contents):
     """A content with functionResponse parts carries nothing else: Gemini 3 ends a step at it
     and answers 400 when text or files come with the responses (reported from production on
-    gemini-3.6-flash and reproduced on Vertex AI; ctxd's notes on issue 12)."""
+    gemini-3.6-flash and reproduced on Vertex AI)."""
     return [f"[{i}] functionResponse parts share their content with other parts"
             for i, c in enumerate(contents) if responses_of(c) and len(responses_of(c)) != len(parts_of(c))]
 

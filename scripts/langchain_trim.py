@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The LangChain baseline of the benchmark suite: a Python backend that keeps the conversation in
 memory and trims it before every LLM call with langchain-core's `trim_messages` and a tiktoken
-token counter, the setup DESIGN.md section 7 compares BuildContext with.
+token counter, the setup the product contract's performance targets compares BuildContext with.
 
     scripts/langchain_trim.py BPE_OPENAI_DATA_DIR CONVERSATION_JSON MAX_TOKENS
 

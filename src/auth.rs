@@ -1,5 +1,6 @@
 //! API keys: stored as SHA-256 hashes, compared in constant time, each acting for one tenant.
 //! The transport ([`crate::grpc::tenant`]) reads the key off a call; this module knows keys.
+//! Their configured form (`sha256hex=tenant`) is parsed with the rest of the configuration.
 
 use sha2::{Digest, Sha256};
 
@@ -14,31 +15,37 @@ pub struct ApiKey {
     pub tenant: TenantId,
 }
 
+/// Why a key could never be presented, so hashing it would configure a key nobody can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// An empty header value is no key.
+    #[error("an API key must not be empty")]
+    Empty,
+    /// HTTP header values lose surrounding whitespace and carry only visible ASCII.
+    #[error(
+        "an API key must be visible ASCII without spaces (HTTP headers trim whitespace and refuse \
+         other bytes)"
+    )]
+    NotVisibleAscii,
+}
+
 impl ApiKey {
-    /// Parses `sha256hex=tenant` (also `sha256hex tenant`, the key-file line format).
-    pub fn parse(entry: &str) -> Result<Self, String> {
-        let (hash, tenant) = entry
-            .trim()
-            .split_once(['=', ' ', '\t'])
-            .ok_or_else(|| format!("API key entry {entry:?} is not `sha256hex=tenant`"))?;
-        let bytes = decode_hex(hash.trim()).ok_or("an API key hash must be 64 hex characters (SHA-256)")?;
-        Ok(Self {
-            hash: bytes,
-            tenant: TenantId::parse(tenant.trim())?,
-        })
+    /// The key `key` acting for `tenant`: for whoever holds a key itself (tests, tools), where
+    /// configuration holds only its hash.
+    pub fn from_key(key: &str, tenant: TenantId) -> Self {
+        Self {
+            hash: Sha256::digest(key.as_bytes()).into(),
+            tenant,
+        }
     }
 
-    /// Checks that `key` can be presented: HTTP header values lose surrounding whitespace and
-    /// carry only visible ASCII, so a key outside `!`..=`~` could never match its hash.
-    pub fn check_key(key: &str) -> Result<(), String> {
+    /// Checks that `key` can be presented: a key outside `!`..=`~` could never match its hash.
+    pub fn check_key(key: &str) -> Result<(), KeyError> {
         if key.is_empty() {
-            return Err("an API key must not be empty".into());
+            return Err(KeyError::Empty);
         }
         if !key.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(
-                "an API key must be visible ASCII without spaces (HTTP headers trim whitespace and refuse other bytes)"
-                    .into(),
-            );
+            return Err(KeyError::NotVisibleAscii);
         }
         Ok(())
     }
@@ -50,25 +57,7 @@ impl ApiKey {
             .map(|b| format!("{b:02x}"))
             .collect()
     }
-}
 
-fn decode_hex(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
-/// Compares two hashes in time independent of where they differ.
-fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-impl ApiKey {
     /// The tenant of the configured key whose hash matches `presented`, if any. Every entry is
     /// compared, so timing does not reveal which one matched.
     pub fn tenant_of<'a>(keys: &'a [ApiKey], presented: &str) -> Option<&'a TenantId> {
@@ -81,4 +70,9 @@ impl ApiKey {
             }
         })
     }
+}
+
+/// Compares two hashes in time independent of where they differ.
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

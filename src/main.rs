@@ -4,9 +4,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ctxd::{
-    config::{Cli, Command},
-    startup::{App, migrate_with_retry},
-    store, telemetry,
+    auth::ApiKey,
+    config::{Cli, Command, Settings},
+    startup::{App, init_telemetry, migrate_with_retry, postgres_options},
+    store,
+    telemetry::ErrorChain,
 };
 
 #[tokio::main]
@@ -14,35 +16,41 @@ async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     let settings = match cli.config.validate() {
         Ok(settings) => settings,
-        Err(problems) => {
+        Err(error) => {
             eprintln!("ctxd: invalid configuration:");
-            problems.iter().for_each(|p| eprintln!("  - {p}"));
+            for problem in &error.problems {
+                eprintln!("  - {}", ErrorChain(problem));
+            }
             return Ok(ExitCode::from(2));
         }
     };
-    telemetry::init(cli.config.log_format, &cli.config.log).map_err(|e| anyhow::anyhow!(e))?;
-    match cli.command.clone().unwrap_or(Command::Serve) {
+    init_telemetry(&settings.telemetry)?;
+    match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = App::build(settings).await?;
             app.run_until_stopped(ctxd::shutdown_signal()).await?;
         }
         Command::Health { addr, service } => return Ok(health_check(addr, service).await),
         Command::HashKey { key } => {
-            if let Err(e) = ctxd::grpc::ApiKey::check_key(&key) {
+            if let Err(e) = ApiKey::check_key(&key) {
                 eprintln!("ctxd hash-key: {e}");
                 return Ok(ExitCode::from(2));
             }
-            println!("{}", ctxd::grpc::ApiKey::hash_hex(&key));
+            println!("{}", ApiKey::hash_hex(&key));
         }
-        Command::Migrate => {
-            let Some(options) = &settings.postgres else {
-                eprintln!("ctxd migrate: DATABASE_URL is required");
-                return Ok(ExitCode::from(2));
-            };
-            let store = store::open(Some(options))?;
-            migrate_with_retry(&*store, settings.db_startup_wait).await?;
-        }
+        Command::Migrate => return migrate(&settings).await,
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Applies pending migrations, for a Kubernetes Job run before the replicas start.
+async fn migrate(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let Some(options) = postgres_options(&settings.database, settings.server.request_timeout) else {
+        eprintln!("ctxd migrate: DATABASE_URL is required");
+        return Ok(ExitCode::from(2));
+    };
+    let store = store::open(Some(&options))?;
+    migrate_with_retry(&*store, settings.database.startup_wait).await?;
     Ok(ExitCode::SUCCESS)
 }
 

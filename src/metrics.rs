@@ -1,33 +1,32 @@
 //! Prometheus metrics, served on their own HTTP port (`CTXD_METRICS_LISTEN`) at `/metrics`.
+//!
+//! Two owners. The use cases count their work (context packs, summaries, retention) in the
+//! process-wide [`METRICS`]: they record deep inside the service layer, which holds no handle
+//! to pass one through. What a server owns, its calls and its database pool, lives in its own
+//! [`ServerMetrics`], so two servers in one process (the tests start many) each report their
+//! own pool and calls. A server's registry holds both, so one scrape shows everything.
 
-use std::{
-    convert::Infallible,
-    net::SocketAddr,
-    sync::{Arc, LazyLock, OnceLock},
-};
+use std::{convert::Infallible, net::SocketAddr, sync::Arc, sync::LazyLock, time::Duration};
 
 use http_body_util::Full;
 use hyper::{Request, Response, body::Bytes, server::conn::http1, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    TextEncoder, core::Collector,
 };
 
-/// Every metric ctxd exports.
+use crate::{net::Acceptor, store::PoolStats};
+
+/// What the use cases count, wherever in the process they run.
 #[derive(Debug)]
 pub struct Metrics {
-    registry: Registry,
-    /// RPC latency by method and gRPC code.
-    pub rpc_duration: HistogramVec,
     /// Total tokens of each context pack.
     pub context_tokens: Histogram,
     /// History messages left out of packs.
     pub messages_dropped: IntCounter,
     /// Summarizer and extractor calls by engine and outcome.
     pub summarizer_calls: IntCounterVec,
-    /// Database pool connections by state (size, available, waiting), read at scrape time.
-    pub pool_connections: IntGaugeVec,
     /// Conversations the retention sweeper deleted.
     pub retention_conversations: IntCounter,
     /// Messages of the conversations the retention sweeper deleted.
@@ -36,17 +35,83 @@ pub struct Metrics {
     pub background_skipped: IntCounterVec,
 }
 
-/// Reads the pool's (size, available, waiting) when metrics are scraped.
-pub type PoolStatus = Arc<dyn Fn() -> (i64, i64, i64) + Send + Sync>;
-
-static POOL_STATUS: OnceLock<PoolStatus> = OnceLock::new();
-
-/// The process-wide metrics.
+/// The process-wide counters of the use cases.
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
 impl Metrics {
     fn new() -> Self {
-        let registry = Registry::new();
+        let context_tokens = Histogram::with_opts(
+            HistogramOpts::new("ctxd_context_tokens", "Tokens of each BuildContext pack")
+                .buckets(prometheus::exponential_buckets(256.0, 2.0, 11).expect("valid buckets")),
+        )
+        .expect("valid metric");
+        Self {
+            context_tokens,
+            messages_dropped: counter(
+                "ctxd_context_messages_dropped_total",
+                "History messages after the summary watermark left out of context packs",
+            ),
+            summarizer_calls: counter_vec(
+                "ctxd_summarizer_calls_total",
+                "Summarizer and extractor runs by engine and outcome",
+                &["engine", "outcome"],
+            ),
+            retention_conversations: counter(
+                "ctxd_retention_conversations_deleted_total",
+                "Conversations the retention sweeper deleted (expired or inactive)",
+            ),
+            retention_messages: counter(
+                "ctxd_retention_messages_deleted_total",
+                "Messages of the conversations the retention sweeper deleted",
+            ),
+            background_skipped: counter_vec(
+                "ctxd_background_summaries_skipped_total",
+                "Background summary checks not started: full (CTXD_AUTO_SUMMARIZE_CONCURRENCY \
+                 run already), running (one runs for the conversation), shutting_down",
+                &["reason"],
+            ),
+        }
+    }
+
+    /// Handles to every counter, for a server's registry (a collector may sit in several).
+    fn collectors(&self) -> Vec<Box<dyn Collector>> {
+        vec![
+            Box::new(self.context_tokens.clone()),
+            Box::new(self.messages_dropped.clone()),
+            Box::new(self.summarizer_calls.clone()),
+            Box::new(self.retention_conversations.clone()),
+            Box::new(self.retention_messages.clone()),
+            Box::new(self.background_skipped.clone()),
+        ]
+    }
+}
+
+/// Reads a server's database pool when metrics are scraped (`None`: no pool to report).
+pub type PoolStatus = Arc<dyn Fn() -> Option<PoolStats> + Send + Sync>;
+
+/// One server's metrics: its calls and its pool, beside the process-wide [`METRICS`]. Cheap to
+/// clone: the metrics are shared.
+#[derive(Clone)]
+pub struct ServerMetrics {
+    registry: Registry,
+    /// RPC latency by method and gRPC code.
+    rpc_duration: HistogramVec,
+    /// Database pool connections by state (size, available, waiting), read at scrape time.
+    pool_connections: IntGaugeVec,
+    pool: Option<PoolStatus>,
+}
+
+impl std::fmt::Debug for ServerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerMetrics")
+            .field("reports_pool", &self.pool.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerMetrics {
+    /// A server's metrics, reporting the pool `pool` reads.
+    pub fn new(pool: Option<PoolStatus>) -> Self {
         let rpc_duration = HistogramVec::new(
             HistogramOpts::new(
                 "ctxd_rpc_duration_seconds",
@@ -58,82 +123,43 @@ impl Metrics {
             &["method", "code"],
         )
         .expect("valid metric");
-        let context_tokens = Histogram::with_opts(
-            HistogramOpts::new("ctxd_context_tokens", "Tokens of each BuildContext pack")
-                .buckets(prometheus::exponential_buckets(256.0, 2.0, 11).expect("valid buckets")),
-        )
-        .expect("valid metric");
-        let messages_dropped = IntCounter::new(
-            "ctxd_context_messages_dropped_total",
-            "History messages after the summary watermark left out of context packs",
-        )
-        .expect("valid metric");
-        let summarizer_calls = IntCounterVec::new(
-            Opts::new(
-                "ctxd_summarizer_calls_total",
-                "Summarizer and extractor runs by engine and outcome",
-            ),
-            &["engine", "outcome"],
-        )
-        .expect("valid metric");
         let pool_connections = IntGaugeVec::new(
             Opts::new("ctxd_db_pool_connections", "Database pool connections by state"),
             &["state"],
         )
         .expect("valid metric");
-        let retention_conversations = IntCounter::new(
-            "ctxd_retention_conversations_deleted_total",
-            "Conversations the retention sweeper deleted (expired or inactive)",
-        )
-        .expect("valid metric");
-        let retention_messages = IntCounter::new(
-            "ctxd_retention_messages_deleted_total",
-            "Messages of the conversations the retention sweeper deleted",
-        )
-        .expect("valid metric");
-        let background_skipped = IntCounterVec::new(
-            Opts::new(
-                "ctxd_background_summaries_skipped_total",
-                "Background summary checks not started: full (CTXD_AUTO_SUMMARIZE_CONCURRENCY \
-                 run already), running (one runs for the conversation), shutting_down",
-            ),
-            &["reason"],
-        )
-        .expect("valid metric");
-        for collector in [
-            Box::new(rpc_duration.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(context_tokens.clone()),
-            Box::new(messages_dropped.clone()),
-            Box::new(summarizer_calls.clone()),
-            Box::new(pool_connections.clone()),
-            Box::new(retention_conversations.clone()),
-            Box::new(retention_messages.clone()),
-            Box::new(background_skipped.clone()),
-        ] {
+        let registry = Registry::new();
+        let own: [Box<dyn Collector>; 2] =
+            [Box::new(rpc_duration.clone()), Box::new(pool_connections.clone())];
+        for collector in METRICS.collectors().into_iter().chain(own) {
             registry.register(collector).expect("unique metric");
         }
         Self {
             registry,
             rpc_duration,
-            context_tokens,
-            messages_dropped,
-            summarizer_calls,
             pool_connections,
-            retention_conversations,
-            retention_messages,
-            background_skipped,
+            pool,
         }
+    }
+
+    /// Records one finished call.
+    pub fn observe_rpc(&self, method: &'static str, code: &'static str, elapsed: Duration) {
+        self.rpc_duration
+            .with_label_values(&[method, code])
+            .observe(elapsed.as_secs_f64());
     }
 
     /// The metrics in Prometheus text format.
     pub fn render(&self) -> String {
-        if let Some(status) = POOL_STATUS.get() {
-            let (size, available, waiting) = status();
-            self.pool_connections.with_label_values(&["size"]).set(size);
-            self.pool_connections
-                .with_label_values(&["available"])
-                .set(available);
-            self.pool_connections.with_label_values(&["waiting"]).set(waiting);
+        if let Some(stats) = self.pool.as_ref().and_then(|status| status()) {
+            for (state, value) in [
+                ("size", stats.size),
+                ("available", stats.available),
+                ("waiting", stats.waiting),
+            ] {
+                let value = i64::try_from(value).unwrap_or(i64::MAX);
+                self.pool_connections.with_label_values(&[state]).set(value);
+            }
         }
         let mut out = Vec::new();
         // Encoding gathered families into a Vec cannot fail.
@@ -142,31 +168,20 @@ impl Metrics {
     }
 }
 
-/// Registers the database pool whose status the pool gauges report.
-pub fn set_pool_status(status: PoolStatus) {
-    let _ = POOL_STATUS.set(status);
-}
-
 /// Connections the metrics port keeps open at once: scrapers are few.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// Serves `/metrics` until the task is dropped. A connection must send its request headers
 /// within `header_timeout`.
-pub async fn serve(acceptor: crate::net::Acceptor, header_timeout: std::time::Duration) {
+pub async fn serve(acceptor: Acceptor, header_timeout: Duration, metrics: ServerMetrics) {
     loop {
         let accepted = acceptor.accept().await;
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let _slot = accepted.slot;
-            let service = service_fn(|request: Request<hyper::body::Incoming>| async move {
-                let response = match request.uri().path() {
-                    "/metrics" => Response::builder()
-                        .header("content-type", "text/plain; version=0.0.4")
-                        .body(Full::new(Bytes::from(METRICS.render()))),
-                    _ => Response::builder()
-                        .status(404)
-                        .body(Full::new(Bytes::from_static(b"not found\n"))),
-                };
-                Ok::<_, Infallible>(response.unwrap_or_default())
+            let service = service_fn(|request: Request<hyper::body::Incoming>| {
+                let response = answer(request.uri().path(), &metrics);
+                async move { Ok::<_, Infallible>(response) }
             });
             let _ = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -177,7 +192,70 @@ pub async fn serve(acceptor: crate::net::Acceptor, header_timeout: std::time::Du
     }
 }
 
+/// The metrics at `/metrics`; nothing anywhere else.
+fn answer(path: &str, metrics: &ServerMetrics) -> Response<Full<Bytes>> {
+    let response = match path {
+        "/metrics" => Response::builder()
+            .header("content-type", "text/plain; version=0.0.4")
+            .body(Full::new(Bytes::from(metrics.render()))),
+        _ => Response::builder()
+            .status(404)
+            .body(Full::new(Bytes::from_static(b"not found\n"))),
+    };
+    response.unwrap_or_default()
+}
+
 /// Binds the metrics listener.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await
+}
+
+fn counter(name: &str, help: &str) -> IntCounter {
+    IntCounter::new(name, help).expect("valid metric")
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(size: usize) -> PoolStatus {
+        Arc::new(move || {
+            Some(PoolStats {
+                size,
+                available: 1,
+                waiting: 0,
+            })
+        })
+    }
+
+    #[test]
+    fn each_server_reports_its_own_pool() {
+        let first = ServerMetrics::new(Some(pool(3)));
+        let second = ServerMetrics::new(Some(pool(7)));
+        assert!(
+            first
+                .render()
+                .contains("ctxd_db_pool_connections{state=\"size\"} 3")
+        );
+        assert!(
+            second
+                .render()
+                .contains("ctxd_db_pool_connections{state=\"size\"} 7")
+        );
+    }
+
+    #[test]
+    fn a_server_shows_the_process_wide_counters_beside_its_own() {
+        let metrics = ServerMetrics::new(None);
+        metrics.observe_rpc("AppendMessage", "OK", Duration::from_millis(1));
+        METRICS.messages_dropped.inc_by(0);
+        let text = metrics.render();
+        assert!(text.contains("ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"AppendMessage\"} 1"));
+        assert!(text.contains("ctxd_context_messages_dropped_total"), "{text}");
+        assert!(!text.contains("ctxd_db_pool_connections{"), "{text}");
+    }
 }

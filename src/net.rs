@@ -65,21 +65,7 @@ impl Acceptor {
     /// on an accept error that is not about one connection (out of file descriptors or
     /// memory), logs at warn and backs off, from 10 ms doubling to 1 s, instead of spinning.
     pub async fn accept(&self) -> Accepted {
-        let slot = match self.slots.clone().try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(_) => {
-                tracing::warn!(
-                    listener = self.name,
-                    max_connections = self.max_connections,
-                    "connection limit reached: new connections wait until one closes"
-                );
-                // The semaphore is never closed.
-                match self.slots.clone().acquire_owned().await {
-                    Ok(slot) => slot,
-                    Err(_) => std::future::pending().await,
-                }
-            }
-        };
+        let slot = self.slot().await;
         let mut backoff = Duration::from_millis(10);
         let (mut failures, mut logged_at) = (0u64, None::<Instant>);
         loop {
@@ -109,6 +95,23 @@ impl Acceptor {
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
             }
+        }
+    }
+
+    /// A free slot among the capped connections, waiting (and warning) while there is none.
+    async fn slot(&self) -> OwnedSemaphorePermit {
+        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            return slot;
+        }
+        tracing::warn!(
+            listener = self.name,
+            max_connections = self.max_connections,
+            "connection limit reached: new connections wait until one closes"
+        );
+        // The semaphore is never closed.
+        match self.slots.clone().acquire_owned().await {
+            Ok(slot) => slot,
+            Err(_) => std::future::pending().await,
         }
     }
 

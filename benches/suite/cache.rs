@@ -1,4 +1,4 @@
-//! Prompt-cache economics (DESIGN.md 2.2.3): a long tool-using conversation replayed call by
+//! Prompt-cache economics (docs/design.md, "Cache-stable packs"): a long tool-using conversation replayed call by
 //! call, the way an agent backend drives ctxd. Before each turn the backend builds its pack
 //! with the user's question pending, sends it to the model, then appends the question, the
 //! tool calls, their results and the answer. For each history policy and format it prints the

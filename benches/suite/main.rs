@@ -1,6 +1,6 @@
 //! ctxd's benchmark suite: the real `ctxd` binary serving from a real PostgreSQL, driven by
 //! the real tonic client. Each figure is printed next to the baseline it is judged against,
-//! measured in the same run (targets: docs/benchmarks.md and DESIGN.md section 7).
+//! measured in the same run (targets: docs/benchmarks.md and the product contract's performance targets).
 //!
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and

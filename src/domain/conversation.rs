@@ -1,4 +1,4 @@
-//! Conversations as resources (DESIGN.md 2.5): their title, status, labels and expiry, the
+//! Conversations as resources (docs/design.md, "Conversations as resources"): their title, status, labels and expiry, the
 //! keyset of the newest-activity-first listing, and what forking and redaction do to a log and
 //! to what was derived from it. The stores write what these functions decide.
 

@@ -81,7 +81,7 @@ impl ToolCall {
 }
 
 /// A model provider whose native data (reasoning, signatures, item ids) a message carries
-/// (DESIGN.md 2.2.2). Native data goes back only to the provider that produced it.
+/// (docs/design.md, "Reasoning and provider-native data"). Native data goes back only to the provider that produced it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
@@ -124,7 +124,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// The reasoning block types ctxd knows, by provider (DESIGN.md 2.2.2).
+/// The reasoning block types ctxd knows, by provider (docs/design.md, "Reasoning and provider-native data").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReasoningKind {
     /// Anthropic `thinking`: text and a required signature.

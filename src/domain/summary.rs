@@ -28,7 +28,7 @@ pub struct Summary {
 /// Where a new summary should end: the newest sequence such that at least `keep_recent_tokens`
 /// of history stay verbatim after it, snapped back so that no tool-call group (including one
 /// still waiting for results) is split, and further back to just before a turn anchor of the
-/// step nearest half of `keep_recent_tokens` when there is one (DESIGN.md 2.2.3): the
+/// step nearest half of `keep_recent_tokens` when there is one (docs/design.md, "Cache-stable packs"): the
 /// verbatim history after a summary then begins where cache-stable packs begin theirs, on
 /// the grid every later pack jumps along. `messages` are the messages after the current
 /// watermark, oldest first. `None` when nothing can be folded in.

@@ -17,20 +17,32 @@ use tonic::codegen::http::{HeaderMap, Request, Response};
 use tower::{Layer, Service};
 
 use super::{HeldMemory, METHODS, code_name};
-use crate::metrics::METRICS;
+use crate::metrics::ServerMetrics;
 
 /// The gRPC service whose calls are counted.
 const SERVICE_PREFIX: &str = "/ctxd.v1.ContextService/";
 
-/// Observes every `ContextService` call in `ctxd_rpc_duration_seconds`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MeteredLayer;
+/// Observes every `ContextService` call in its server's `ctxd_rpc_duration_seconds`.
+#[derive(Debug, Clone)]
+pub struct MeteredLayer {
+    metrics: ServerMetrics,
+}
+
+impl MeteredLayer {
+    /// Counts calls in `metrics`, the server's own.
+    pub fn new(metrics: ServerMetrics) -> Self {
+        Self { metrics }
+    }
+}
 
 impl<S> Layer<S> for MeteredLayer {
     type Service = Metered<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Metered { inner }
+        Metered {
+            inner,
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
@@ -38,6 +50,7 @@ impl<S> Layer<S> for MeteredLayer {
 #[derive(Debug, Clone)]
 pub struct Metered<S> {
     inner: S,
+    metrics: ServerMetrics,
 }
 
 impl<S, B> Service<Request<B>> for Metered<S>
@@ -66,6 +79,7 @@ where
         let call = Call {
             method,
             started: Instant::now(),
+            metrics: self.metrics.clone(),
         };
         Box::pin(async move {
             let mut response = future.await?;
@@ -96,14 +110,13 @@ fn known_method(name: &str) -> Option<&'static str> {
 struct Call {
     method: &'static str,
     started: Instant,
+    metrics: ServerMetrics,
 }
 
 impl Call {
     fn finish(self, code: tonic::Code) {
-        METRICS
-            .rpc_duration
-            .with_label_values(&[self.method, code_name(code)])
-            .observe(self.started.elapsed().as_secs_f64());
+        self.metrics
+            .observe_rpc(self.method, code_name(code), self.started.elapsed());
     }
 }
 

@@ -1,4 +1,4 @@
-//! The one mapping from the service's errors to gRPC statuses (DESIGN.md section 3). Pure: the
+//! The one mapping from the service's errors to gRPC statuses (docs/design.md, "Errors"). Pure: the
 //! edge ([`super::respond`]) logs server-side failures once, with their cause chain; the caller
 //! gets a generic message for those.
 
@@ -32,7 +32,7 @@ impl From<ServiceError> for Status {
     }
 }
 
-/// A summarizer or extractor failure (DESIGN.md, summarizer statuses): UNAVAILABLE only when
+/// A summarizer or extractor failure (docs/design.md, "Summaries"): UNAVAILABLE only when
 /// trying again can help; the endpoint's own error text (clipped) is in the message.
 fn model_status(error: &ModelError) -> Status {
     let ModelError { role, source } = error;

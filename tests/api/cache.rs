@@ -1,4 +1,4 @@
-//! Cache-stable packs through gRPC (DESIGN.md 2.2.3): a tool loop replayed call by call, the
+//! Cache-stable packs through gRPC (docs/design.md, "Cache-stable packs"): a tool loop replayed call by call, the
 //! packs of consecutive calls compared byte for byte, and the same bytes from every store and
 //! replica.
 

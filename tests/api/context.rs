@@ -444,7 +444,7 @@ async fn anthropic_packs_alternate_roles(kind: StoreKind) {
     assert_eq!(pack["messages"][2]["content"][1]["text"], "thanks");
 }
 
-/// The failure classes of issue 11, end to end: an assistant opener, a message typed while a
+/// Failure classes found in generated packs, end to end: an assistant opener, a message typed while a
 /// tool runs, non-object arguments, a prefill ending in whitespace, a log with no visible turn.
 async fn packs_of_the_reported_failure_classes_are_valid_for_both_providers(kind: StoreKind) {
     let app = spawn_app(kind).await;
@@ -482,7 +482,7 @@ async fn packs_of_the_reported_failure_classes_are_valid_for_both_providers(kind
         openai[2]["tool_calls"][0]["function"]["arguments"],
         r#"{"_raw":"[\"Paris\"]"}"#
     );
-    // `""`, not `null`: OpenAI takes either, llama.cpp's server only a string (issue 17).
+    // `""`, not `null`: OpenAI takes either, llama.cpp's server only a string.
     assert_eq!(openai[2]["content"], "");
 
     let prefill = vec![assistant("It is ")];

@@ -461,7 +461,7 @@ fn extraction_of(decision: &str, sequence: u64) -> String {
     json!({"decisions": [{"text": decision, "source_sequences": [sequence], "supersedes": ""}]}).to_string()
 }
 
-/// Issue 17, item 1: a model numbers its facts afresh in every answer; a second refresh must
+/// A model numbers its facts afresh in every answer; a second refresh must
 /// keep the facts of the first, not take its items for edits of theirs.
 #[tokio::test]
 async fn a_second_refresh_keeps_the_facts_of_the_first() {
@@ -484,7 +484,7 @@ async fn a_second_refresh_keeps_the_facts_of_the_first() {
     assert!(known.contains("d1: Use AWS DMS"), "{known}");
 }
 
-/// Issue 17, items 2 and 3: an answer that ignores the schema, or whose facts UpdateWorkingMemory
+/// An answer that ignores the schema, or whose facts UpdateWorkingMemory
 /// would refuse, is refused: FAILED_PRECONDITION, nothing stored, the watermark unmoved.
 #[tokio::test]
 async fn extraction_answers_off_the_schema_change_nothing() {
@@ -543,7 +543,7 @@ async fn extraction_answers_off_the_schema_change_nothing() {
     }
 }
 
-/// Issue 17, item 4: a truncated or oversized summary is refused and the old one stands.
+/// A truncated or oversized summary is refused and the old one stands.
 #[tokio::test]
 async fn truncated_empty_or_oversized_summaries_are_refused() {
     let (addr, endpoint) = endpoint(Behaviour::Answer).await;
@@ -573,7 +573,7 @@ async fn truncated_empty_or_oversized_summaries_are_refused() {
     }
 }
 
-/// Issue 17, items 5 and 8: permanent failures are FAILED_PRECONDITION and not retried;
+/// Permanent failures are FAILED_PRECONDITION and not retried;
 /// retryable ones UNAVAILABLE; both carry the endpoint's error text.
 #[tokio::test]
 async fn statuses_say_whether_retrying_can_help() {
@@ -638,7 +638,8 @@ async fn statuses_say_whether_retrying_can_help() {
     }
 }
 
-/// Issue 17, items 6 and 8: the call's deadline bounds every attempt, the abandoned request's
+/// The call's deadline bounds every attempt (the answer is the server's own UNAVAILABLE, given
+/// before the caller's deadline would have made it DEADLINE_EXCEEDED), the abandoned request's
 /// connection is closed, and a timeout does not read "unreachable".
 #[tokio::test]
 async fn the_call_deadline_bounds_all_attempts_and_abandons_the_upstream_request() {
@@ -650,9 +651,7 @@ async fn the_call_deadline_bounds_all_attempts_and_abandons_the_upstream_request
     .await;
     let mut request = tonic::Request::new(summarize_all());
     request.set_timeout(Duration::from_millis(1_500));
-    let started = std::time::Instant::now();
     let status = app.client.clone().summarize(request).await.unwrap_err();
-    let took = started.elapsed();
     assert_eq!(status.code(), Code::Unavailable, "{}", status.message());
     assert!(
         status.message().contains("no answer within"),
@@ -660,7 +659,6 @@ async fn the_call_deadline_bounds_all_attempts_and_abandons_the_upstream_request
         status.message()
     );
     assert!(!status.message().contains("unreachable"), "{}", status.message());
-    assert!(took < Duration::from_millis(1_500), "answered after {took:?}");
     for _ in 0..50 {
         if endpoint.abandoned.load(Ordering::SeqCst) == 1 {
             break;
@@ -675,7 +673,7 @@ async fn the_call_deadline_bounds_all_attempts_and_abandons_the_upstream_request
     assert_eq!(endpoint.calls.load(Ordering::SeqCst), 1);
 }
 
-/// Issue 17, item 7: a server that refuses `json_schema` gets `json_object` with the schema,
+/// A server that refuses `json_schema` gets `json_object` with the schema,
 /// from then on.
 #[tokio::test]
 async fn json_object_is_the_fallback_when_json_schema_is_refused_and_it_is_remembered() {
@@ -697,7 +695,7 @@ async fn json_object_is_the_fallback_when_json_schema_is_refused_and_it_is_remem
     );
 }
 
-/// Issue 17, item 5: a conversation longer than the model's context is summarized and
+/// A conversation longer than the model's context is summarized and
 /// extracted in turn-aligned chunks, each request fitting the context, the summary folded
 /// forward; PREPARE returns a request that fits and says how far it goes.
 #[tokio::test]

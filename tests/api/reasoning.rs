@@ -1,4 +1,4 @@
-//! Reasoning models through gRPC (DESIGN.md 2.2.2): each provider's tool loop, stored as the
+//! Reasoning models through gRPC (docs/design.md, "Reasoning and provider-native data"): each provider's tool loop, stored as the
 //! provider returned it, comes back in that provider's format block for block; no other format
 //! carries any of it; completed turns' reasoning is left out unless asked for.
 

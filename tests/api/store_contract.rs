@@ -589,7 +589,7 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
     assert_eq!((state.messages.len(), state.complete), (10, true));
 }
 
-/// Turn anchors are a property of the log (DESIGN.md 2.2.3): whatever the batches and the
+/// Turn anchors are a property of the log (docs/design.md, "Cache-stable packs"): whatever the batches and the
 /// append path (the one-statement path for plain batches, the transaction for tool calls and
 /// idempotency keys), each stored message carries the anchor that placing the whole log one
 /// message at a time gives; the same on both stores.

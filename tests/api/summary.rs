@@ -407,7 +407,7 @@ async fn background_summarization_folds_history_past_the_threshold(kind: StoreKi
     );
 }
 
-/// Issue 17, item 4: a summary larger than the budget is cut to fit, with a marker, and says
+/// A summary larger than the budget is cut to fit, with a marker, and says
 /// so; it is never left out while the history it covers is missing too.
 async fn a_summary_larger_than_the_budget_is_cut_never_dropped(kind: StoreKind) {
     let app = spawn_app(kind).await;

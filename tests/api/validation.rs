@@ -1,4 +1,4 @@
-//! Every AppendMessage validation rule of DESIGN.md 2.1: INVALID_ARGUMENT with a BadRequest
+//! Every AppendMessage validation rule of docs/design.md, "Appending": INVALID_ARGUMENT with a BadRequest
 //! field violation naming the field, and nothing stored.
 
 use ctxd::proto::{self, Role};

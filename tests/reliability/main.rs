@@ -1,4 +1,4 @@
-//! The reliability suite (DESIGN.md section 8): three real `ctxd` replicas on one throwaway
+//! The reliability suite (the product contract's reliability targets): three real `ctxd` replicas on one throwaway
 //! PostgreSQL, pushed through concurrency, database outages, SIGKILLs, racing summaries and
 //! hostile requests. Every check prints its figures; the process fails if any check fails.
 //!

@@ -1,4 +1,4 @@
-//! Checks of the provider-native data an assistant message carries (DESIGN.md 2.2.2):
+//! Checks of the provider-native data an assistant message carries (docs/design.md, "Reasoning and provider-native data"):
 //! reasoning blocks, signatures and item ids, stored verbatim and sent back only to the
 //! provider that produced them.
 

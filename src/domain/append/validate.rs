@@ -23,7 +23,7 @@ pub fn check_batch_size(count: usize, limits: &AppendLimits) -> Violations {
     violations
 }
 
-/// Checks one message against the role rules of DESIGN.md 2.1 and the size limits.
+/// Checks one message against the role rules of docs/design.md, "Appending" and the size limits.
 /// `path` is the message's field path, e.g. `messages[3]`.
 pub fn check_message(message: &Message, path: &str, limits: &AppendLimits) -> Violations {
     let mut v = Violations::default();

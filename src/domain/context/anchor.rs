@@ -1,4 +1,4 @@
-//! Anchors: the turn starts where a cache-stable history may begin (DESIGN.md 2.2.3).
+//! Anchors: the turn starts where a cache-stable history may begin (docs/design.md, "Cache-stable packs").
 //!
 //! Every message has an *offset*, fixed when it is appended: the approximate tokens (UTF-8
 //! bytes / 4, framing included) of every message before it in the log. Lay a grid of step

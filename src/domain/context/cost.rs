@@ -92,7 +92,7 @@ fn error_note(code: &str, message: &str) -> String {
     }
 }
 
-/// Tool call arguments as every format carries them (DESIGN.md 2.2.1). The log keeps what the
+/// Tool call arguments as every format carries them (docs/design.md, "Provider rules"). The log keeps what the
 /// model produced, valid or not; a pack must not carry what providers and client libraries
 /// refuse (Anthropic wants an object; OpenAI-compatible servers and SDKs parse the string as
 /// JSON). So a JSON object goes through verbatim, blank arguments become `{}`, and anything
@@ -157,7 +157,7 @@ pub fn message_cost_with_text(message: &Message, text: &str, tokenizer: Tokenize
 /// Framing tokens of one reasoning block.
 const REASONING_BLOCK_OVERHEAD: usize = 4;
 
-/// Tokens of `message`'s native data in a pack of its provider (DESIGN.md 2.2.2): reasoning
+/// Tokens of `message`'s native data in a pack of its provider (docs/design.md, "Reasoning and provider-native data"): reasoning
 /// text and summaries counted with `tokenizer`, plus a few framing tokens per block; opaque
 /// strings (signatures, redacted or encrypted reasoning, item ids) at one token per 4 bytes.
 /// Providers do not say what opaque reasoning costs (it stands for reasoning they decrypt), so

@@ -116,7 +116,7 @@ impl Format {
     }
 }
 
-/// Which stored reasoning of the format's provider goes into a pack (DESIGN.md 2.2.2).
+/// Which stored reasoning of the format's provider goes into a pack (docs/design.md, "Reasoning and provider-native data").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ReasoningPolicy {
     /// Only the current turn's: messages after the newest user message (the default).
@@ -126,7 +126,7 @@ pub enum ReasoningPolicy {
     All,
 }
 
-/// Where history begins when not all of it fits (DESIGN.md 2.2.3).
+/// Where history begins when not all of it fits (docs/design.md, "Cache-stable packs").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum HistoryPolicy {
     /// At a turn anchor that stays put from call to call until the pack no longer fits, so
@@ -137,7 +137,7 @@ pub enum HistoryPolicy {
     Newest,
 }
 
-/// Whether a pack may end on an assistant reply of the log (DESIGN.md 2.2.1). Claude 4.6 and
+/// Whether a pack may end on an assistant reply of the log (docs/design.md, "Provider rules"). Claude 4.6 and
 /// later refuse a request that ends on an assistant message ("This model does not support
 /// assistant message prefill"), and Gemini 3 one that ends on a model turn; older models take it
 /// as a prefill to continue, and the OpenAI APIs as a turn like any other.

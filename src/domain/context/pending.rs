@@ -1,4 +1,4 @@
-//! The rules for a request's pending messages (DESIGN.md 2.2.1): pending tool results answer
+//! The rules for a request's pending messages (docs/design.md, "Provider rules"): pending tool results answer
 //! open calls and complete their call's group, and pending calls are answered, so that the
 //! pack built around them is valid for every provider.
 

@@ -1,4 +1,4 @@
-//! Properties of context assembly (DESIGN.md 2.2, invariants 1-5) over generated conversations:
+//! Properties of context assembly (docs/design.md, "Context assembly", invariants 1-5) over generated conversations:
 //! parallel and dangling tool calls, pinned and excluded messages, failed LLM calls, huge tool
 //! outputs, unicode, summaries at arbitrary watermarks.
 
@@ -508,7 +508,7 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
 
     // 4. History in order, a contiguous suffix of the log (pinned and excluded aside), with a
     //    notice when something after the summary was left out.
-    //    Log order, except that results follow their call directly (DESIGN.md 2.2.1).
+    //    Log order, except that results follow their call directly (docs/design.md, "Provider rules").
     let calls_of = |seq: &Sequence| by_seq[seq].call_sequence;
     let others: Vec<&Sequence> = history.iter().filter(|s| calls_of(s).is_none()).collect();
     prop_assert!(others.windows(2).all(|w| w[0] < w[1]), "history out of order");
@@ -548,7 +548,7 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
             }
         }
     }
-    // 5. History starts at a turn boundary (DESIGN.md 2.2.1) when something was left out before
+    // 5. History starts at a turn boundary (docs/design.md, "Provider rules") when something was left out before
     //    it, unless the window holds no turn-opening user message (one outside every group's
     //    span, pending results included) or starts at a call that pending results answer. Only
     //    what could be rendered counts as left out: not a result whose call the summary covers,
@@ -612,7 +612,7 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
     if pack.stats.messages_dropped > 0 && !pack.stats.over_budget {
         prop_assert!(notice, "history dropped without a notice");
     }
-    // 6. No silent hole under the summary (issue 17): a message the summary covers is in the
+    // 6. No silent hole under the summary: a message the summary covers is in the
     //    pack, or the summary is (whole, or cut with its marker), or the pack says over_budget.
     let summary = pack.messages.iter().find(|m| m.source == Source::Summary);
     if let Some(through) = case.summary_through.filter(|t| *t > 0) {
@@ -644,7 +644,7 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
         cut_in_pack,
         "truncated says whether a cut tool output is in the pack"
     );
-    // 7. Final assistant (DESIGN.md 2.2.1): when it is to be left out, the pack's last turn is
+    // 7. Final assistant (docs/design.md, "Provider rules"): when it is to be left out, the pack's last turn is
     //    not an assistant message of the log (a pinned one is followed by the closing turn);
     //    otherwise none is left out. Holes excused under 4 are among the replies left out.
     prop_assert!(
@@ -771,7 +771,7 @@ fn check_openai_format(rendered: &str) -> Result<(), String> {
     }
 }
 
-/// Checks a rendered Anthropic pack against the Messages API rules (DESIGN.md 2.2.1): a
+/// Checks a rendered Anthropic pack against the Messages API rules (docs/design.md, "Provider rules"): a
 /// non-blank string `system` if any; at least one message, the first a user turn; strictly
 /// alternating roles; no empty content, no blank text block; every `tool_use` (unique id,
 /// object input) answered by `tool_result` blocks opening the next message, and no result

@@ -189,7 +189,7 @@ impl ContextPacker {
         }
     }
 
-    /// Leaves out the log's assistant messages that would end the pack (DESIGN.md 2.2.1): the
+    /// Leaves out the log's assistant messages that would end the pack (docs/design.md, "Provider rules"): the
     /// pack then ends on the user turn or the tool results they answered. Messages that are not
     /// turns (system parts, blank text) are looked past. A pending assistant message (the
     /// caller's own prefill) or a pinned one (always kept) ends the search, and stays. Returns

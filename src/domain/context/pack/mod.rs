@@ -1,4 +1,4 @@
-//! The packing algorithm (DESIGN.md 2.2).
+//! The packing algorithm (docs/design.md, "Context assembly").
 //!
 //! The log's tail is walked newest first and cut into *units*: the shortest runs of messages
 //! that split no tool-call group. Units are all or nothing, and the walk stops at the first unit
@@ -11,7 +11,7 @@
 //! 2. the rolling summary; 3. the working memory;
 //! 4. older history, newest first, keeping room for a truncation notice.
 //!
-//! Older history starts at a turn boundary (DESIGN.md 2.2.1): the oldest turn walked is kept
+//! Older history starts at a turn boundary (docs/design.md, "Provider rules"): the oldest turn walked is kept
 //! whole or not at all, unless nothing before it in the window starts a turn (the current turn
 //! is pending, or the window starts at a tool call that pending results answer); then its
 //! newest units that fit are kept. At the log's start or the summary watermark, whatever
@@ -464,7 +464,7 @@ impl ContextPacker {
         self.drop_window_from(self.turn_start);
     }
 
-    /// Cache-stable history (DESIGN.md 2.2.3): when not all history after the floor fits, it
+    /// Cache-stable history (docs/design.md, "Cache-stable packs"): when not all history after the floor fits, it
     /// begins at the oldest turn anchor in the window of the step's level, so that it stays put
     /// while the log grows until the pack no longer fits. The step is the largest power of two
     /// at most half the room the stable parts (system prompt, pinned messages, summary,

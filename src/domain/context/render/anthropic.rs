@@ -76,7 +76,7 @@ pub(super) fn anthropic(messages: &[ContextMessage]) -> String {
 /// request may carry are set (one is left for the caller's tool definitions): the end of
 /// `system` (system prompt, summary, memory, notice: what changes least), and the last block
 /// of each of the last two messages, so that the next call, whose pack repeats this one
-/// (DESIGN.md 2.2.3), reads everything up to here from the cache, even after a tool loop added
+/// (docs/design.md, "Cache-stable packs"), reads everything up to here from the cache, even after a tool loop added
 /// many blocks. Where markers sit is not part of the cached content: moving them from call to
 /// call costs nothing. Thinking blocks cannot carry a marker: a message's marker goes on its
 /// last other block.

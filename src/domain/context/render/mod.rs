@@ -4,7 +4,7 @@
 //! and nothing depends on time or hashing, so the same pack renders to the same bytes, and a
 //! pack that repeats another's beginning repeats its bytes.
 //!
-//! Reasoning, signatures and item ids (DESIGN.md 2.2.2) reach a renderer only for its own
+//! Reasoning, signatures and item ids (docs/design.md, "Reasoning and provider-native data") reach a renderer only for its own
 //! provider (the packer strips the rest), and each renderer puts them back where the model
 //! produced them ([`Message::blocks`]), byte for byte.
 

@@ -1,4 +1,4 @@
--- Where each message sits in the log's token stream (DESIGN.md 2.2.3): the approximate tokens
+-- Where each message sits in the log's token stream (docs/design.md, "Cache-stable packs"): the approximate tokens
 -- of everything before it, and for every message the offset of the newest turn start before
 -- it. Cache-stable packs begin their history at anchors computed from these two numbers
 -- (`domain::context::anchor`). One statement per change, so the file also applies on

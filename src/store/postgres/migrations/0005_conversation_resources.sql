@@ -1,4 +1,4 @@
--- Conversations as resources (DESIGN.md 2.5): title, status, labels, last activity, expiry and
+-- Conversations as resources (docs/design.md, "Conversations as resources"): title, status, labels, last activity, expiry and
 -- fork origin on the conversation row, and the indexes of the newest-activity-first listing
 -- and of the retention sweeper. One statement per change and no CHECK in ADD COLUMN, so the
 -- file also applies on distributed schemas; the application validates status and labels.

@@ -1,0 +1,83 @@
+//! Where conversations are kept: PostgreSQL when DATABASE_URL is set, else memory.
+
+use std::time::Duration;
+
+use super::problem::{ConfigProblem, Problems};
+
+/// PostgreSQL connection, pool and migration settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL URL (postgres://user:password@host:5432/db). Server settings in its
+    /// `options` (`?options=-c%20search_path%3Dctxd`) apply to every connection. Unset:
+    /// in-memory store.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, display_order = 1)]
+    pub database_url: Option<String>,
+
+    /// Maximum pooled database connections.
+    #[arg(long, env = "CTXD_DB_POOL_SIZE", default_value_t = 16, display_order = 2)]
+    pub db_pool_size: usize,
+
+    /// Seconds to wait for a database connection before answering UNAVAILABLE.
+    #[arg(
+        long,
+        env = "CTXD_DB_CONNECT_TIMEOUT_SECS",
+        default_value_t = 5,
+        display_order = 3
+    )]
+    pub db_connect_timeout_secs: u64,
+
+    /// Seconds to keep retrying the database at start-up before giving up.
+    #[arg(
+        long,
+        env = "CTXD_DB_STARTUP_WAIT_SECS",
+        default_value_t = 30,
+        display_order = 4
+    )]
+    pub db_startup_wait_secs: u64,
+
+    /// Apply pending migrations at start-up (under an advisory lock; safe with many replicas).
+    #[arg(
+        long,
+        env = "CTXD_MIGRATE_ON_START",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        display_order = 10
+    )]
+    pub migrate_on_start: bool,
+}
+
+/// The database's validated settings.
+#[derive(Debug, Clone)]
+pub struct DatabaseOptions {
+    /// The PostgreSQL URL; `None` selects the in-memory store.
+    pub url: Option<String>,
+    /// Maximum pooled connections.
+    pub pool_size: usize,
+    /// How long a call waits for a connection before UNAVAILABLE.
+    pub connect_timeout: Duration,
+    /// How long start-up keeps retrying an unreachable database (it may start beside ctxd).
+    pub startup_wait: Duration,
+    /// Whether to migrate at start-up.
+    pub migrate_on_start: bool,
+}
+
+impl DatabaseArgs {
+    /// Checks the pool settings, and the URL when there is one.
+    pub fn validate(&self) -> Result<DatabaseOptions, Vec<ConfigProblem>> {
+        let mut problems = Problems::default();
+        problems.positive("CTXD_DB_POOL_SIZE", self.db_pool_size as u64);
+        problems.positive("CTXD_DB_CONNECT_TIMEOUT_SECS", self.db_connect_timeout_secs);
+        if let Some(url) = &self.database_url
+            && let Err(source) = url.parse::<tokio_postgres::Config>()
+        {
+            problems.push(ConfigProblem::DatabaseUrl { source });
+        }
+        problems.finish(DatabaseOptions {
+            url: self.database_url.clone(),
+            pool_size: self.db_pool_size,
+            connect_timeout: Duration::from_secs(self.db_connect_timeout_secs),
+            startup_wait: Duration::from_secs(self.db_startup_wait_secs),
+            migrate_on_start: self.migrate_on_start,
+        })
+    }
+}

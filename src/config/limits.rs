@@ -1,0 +1,146 @@
+//! How much one call may send and receive, and the defaults of what it leaves out.
+
+use clap::ValueEnum;
+
+use super::problem::{ConfigProblem, Problems};
+
+/// Request and response size limits, and the default tokenizer.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LimitArgs {
+    /// The largest response one call may answer with: a BuildContext pack with its rendering,
+    /// a ListMessages page (cut short with `next_after_sequence` instead), a prepared summary
+    /// or extraction request (which then covers the history in steps). Larger packs are
+    /// refused with RESOURCE_EXHAUSTED.
+    #[arg(
+        long,
+        env = "CTXD_MAX_RESPONSE_BYTES",
+        default_value_t = 16 * 1024 * 1024,
+        display_order = 18
+    )]
+    pub max_response_bytes: usize,
+
+    /// MiB that the messages loaded by all calls at once, and their responses until the clients
+    /// have read them, may hold; one call may hold twice CTXD_MAX_RESPONSE_BYTES. A call
+    /// that would pass either is refused with RESOURCE_EXHAUSTED. Keep it well under the
+    /// container's memory limit.
+    #[arg(
+        long,
+        env = "CTXD_RESPONSE_MEMORY_MIB",
+        default_value_t = 256,
+        display_order = 19
+    )]
+    pub response_memory_mib: usize,
+
+    /// Messages accepted in one AppendMessage request.
+    #[arg(
+        long,
+        env = "CTXD_MAX_MESSAGES_PER_REQUEST",
+        default_value_t = 100,
+        display_order = 24
+    )]
+    pub max_messages_per_request: usize,
+
+    /// Bytes of one message's content (also tool-call arguments and metadata values).
+    #[arg(
+        long,
+        env = "CTXD_MAX_CONTENT_BYTES",
+        default_value_t = 1024 * 1024,
+        display_order = 25
+    )]
+    pub max_content_bytes: usize,
+
+    /// Bytes of one attachment's inline data or URI.
+    #[arg(
+        long,
+        env = "CTXD_MAX_ATTACHMENT_BYTES",
+        default_value_t = 8 * 1024 * 1024,
+        display_order = 26
+    )]
+    pub max_attachment_bytes: usize,
+
+    /// Bytes of one decoded gRPC request; larger requests get RESOURCE_EXHAUSTED.
+    #[arg(
+        long,
+        env = "CTXD_MAX_REQUEST_BYTES",
+        default_value_t = 16 * 1024 * 1024,
+        display_order = 27
+    )]
+    pub max_request_bytes: usize,
+
+    /// Tokenizer of requests that leave it unspecified.
+    #[arg(
+        long,
+        env = "CTXD_DEFAULT_TOKENIZER",
+        value_enum,
+        default_value_t = TokenizerName::O200kBase,
+        display_order = 29
+    )]
+    pub default_tokenizer: TokenizerName,
+}
+
+/// Tokenizer names accepted in configuration.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TokenizerName {
+    /// OpenAI o200k_base.
+    #[value(name = "o200k_base")]
+    O200kBase,
+    /// OpenAI cl100k_base.
+    #[value(name = "cl100k_base")]
+    Cl100kBase,
+    /// UTF-8 bytes / 4.
+    #[value(name = "approx")]
+    Approx,
+}
+
+/// The validated limits.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitOptions {
+    /// Messages in one AppendMessage request.
+    pub max_messages_per_request: usize,
+    /// Bytes of one message's content.
+    pub max_content_bytes: usize,
+    /// Bytes of one attachment.
+    pub max_attachment_bytes: usize,
+    /// Bytes of one decoded request.
+    pub max_request_bytes: usize,
+    /// Bytes of one response.
+    pub max_response_bytes: usize,
+    /// Bytes all calls' loaded messages and unread responses may hold at once.
+    pub response_memory_bytes: usize,
+    /// Tokenizer of requests that leave it unspecified.
+    pub default_tokenizer: TokenizerName,
+}
+
+impl LimitArgs {
+    /// Checks that every limit is positive and that no per-field limit exceeds the request's.
+    pub fn validate(&self) -> Result<LimitOptions, Vec<ConfigProblem>> {
+        let mut problems = Problems::default();
+        for (setting, value) in [
+            ("CTXD_MAX_MESSAGES_PER_REQUEST", self.max_messages_per_request),
+            ("CTXD_MAX_CONTENT_BYTES", self.max_content_bytes),
+            ("CTXD_MAX_ATTACHMENT_BYTES", self.max_attachment_bytes),
+            ("CTXD_MAX_REQUEST_BYTES", self.max_request_bytes),
+            ("CTXD_MAX_RESPONSE_BYTES", self.max_response_bytes),
+            ("CTXD_RESPONSE_MEMORY_MIB", self.response_memory_mib),
+        ] {
+            problems.positive(setting, value as u64);
+        }
+        for (setting, value) in [
+            ("CTXD_MAX_CONTENT_BYTES", self.max_content_bytes),
+            ("CTXD_MAX_ATTACHMENT_BYTES", self.max_attachment_bytes),
+        ] {
+            if value > self.max_request_bytes {
+                problems.push(ConfigProblem::AboveRequestLimit { setting });
+            }
+        }
+        problems.finish(LimitOptions {
+            max_messages_per_request: self.max_messages_per_request,
+            max_content_bytes: self.max_content_bytes,
+            max_attachment_bytes: self.max_attachment_bytes,
+            max_request_bytes: self.max_request_bytes,
+            max_response_bytes: self.max_response_bytes,
+            response_memory_bytes: self.response_memory_mib.saturating_mul(1 << 20),
+            default_tokenizer: self.default_tokenizer,
+        })
+    }
+}

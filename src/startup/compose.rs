@@ -1,0 +1,147 @@
+//! Turns the configuration's plain options into the layers' own types. Configuration knows no
+//! layer and no layer knows configuration; this is the one place that knows both.
+
+use std::{sync::Arc, time::Duration};
+
+use crate::{
+    auth::ApiKey,
+    config::{
+        AuthOptions, DatabaseOptions, Engine, LimitOptions, LogFormatName, RetentionOptions,
+        SummarizerOptions, TelemetryOptions, TokenizerName,
+    },
+    domain::AppendLimits,
+    grpc::TenantInterceptor,
+    service::{AiSettings, AutoSummarize, Limits, retention::Retention},
+    store::PostgresOptions,
+    summarize::{Extractor, OpenAiClient, OpenAiError, OpenAiOptions, Summarizer},
+    telemetry::{self, LogFormat, TelemetryError},
+    tokenize::Tokenizer,
+};
+
+/// Installs logging as configured.
+pub fn init_telemetry(options: &TelemetryOptions) -> Result<(), TelemetryError> {
+    let format = match options.log_format {
+        LogFormatName::Text => LogFormat::Text,
+        LogFormatName::Json => LogFormat::Json,
+    };
+    telemetry::init(format, &options.log_filter)
+}
+
+/// The Postgres store's settings (`None`: the in-memory store). A statement may run as long as
+/// the call it serves, and no longer.
+pub fn postgres_options(database: &DatabaseOptions, request_timeout: Duration) -> Option<PostgresOptions> {
+    Some(PostgresOptions {
+        url: database.url.clone()?,
+        pool_size: database.pool_size,
+        connect_timeout: database.connect_timeout,
+        statement_timeout: request_timeout,
+    })
+}
+
+/// The service's request limits and defaults.
+pub(super) fn limits(options: &LimitOptions) -> Limits {
+    Limits {
+        append: AppendLimits {
+            max_messages_per_request: options.max_messages_per_request,
+            max_content_bytes: options.max_content_bytes,
+            max_attachment_bytes: options.max_attachment_bytes,
+            ..AppendLimits::default()
+        },
+        default_tokenizer: match options.default_tokenizer {
+            TokenizerName::O200kBase => Tokenizer::O200kBase,
+            TokenizerName::Cl100kBase => Tokenizer::Cl100kBase,
+            TokenizerName::Approx => Tokenizer::Approx,
+        },
+        max_response_bytes: options.max_response_bytes,
+        response_budget_bytes: options.response_memory_bytes,
+    }
+}
+
+/// The retention sweeper's settings.
+pub(super) fn retention(options: &RetentionOptions) -> Retention {
+    let RetentionOptions {
+        inactive,
+        interval,
+        batch,
+    } = *options;
+    Retention {
+        inactive,
+        interval,
+        batch,
+    }
+}
+
+/// Builds the configured summarizer and extractor (one shared endpoint client).
+pub(super) fn ai_settings(options: &SummarizerOptions) -> Result<AiSettings, OpenAiError> {
+    let client = match options.uses_openai() {
+        true => Some(Arc::new(OpenAiClient::new(openai_options(options))?)),
+        false => None,
+    };
+    let summarizer = match (&client, options.summarizer) {
+        (Some(c), Engine::OpenAi) => Summarizer::OpenAi(c.clone()),
+        _ => Summarizer::Extractive,
+    };
+    let extractor = match (&client, options.extractor) {
+        (Some(c), Engine::OpenAi) => Extractor::OpenAi(c.clone()),
+        _ => Extractor::Rules,
+    };
+    tracing::info!(summarizer = summarizer.name(), extractor = ?options.extractor, "summarization configured");
+    Ok(AiSettings {
+        summarizer,
+        extractor,
+        max_summary_tokens: options.max_summary_tokens,
+        auto_summarize: options.auto_summarize.map(|auto| AutoSummarize {
+            threshold: auto.threshold,
+            keep_recent_tokens: auto.keep_recent_tokens,
+            concurrency: auto.concurrency,
+        }),
+        context_tokens: options.openai.context_tokens,
+    })
+}
+
+/// The endpoint client's settings.
+fn openai_options(options: &SummarizerOptions) -> OpenAiOptions {
+    let endpoint = options.openai.clone();
+    OpenAiOptions {
+        base_url: endpoint.base_url,
+        model: endpoint.model,
+        api_key: endpoint.api_key,
+        timeout: endpoint.timeout,
+        max_retries: endpoint.max_retries,
+        context_tokens: endpoint.context_tokens,
+    }
+}
+
+/// Who may call: API keys when configured, else the trusted `x-tenant-id` header.
+pub(super) fn interceptor(auth: &AuthOptions) -> TenantInterceptor {
+    if auth.api_keys.is_empty() {
+        tracing::warn!(
+            "AUTH DISABLED: no API keys configured; the x-tenant-id header is trusted. \
+             Only run this way in development or behind a trusted mesh."
+        );
+        return TenantInterceptor::trusting_header(auth.default_tenant.clone());
+    }
+    let keys: Vec<ApiKey> = auth
+        .api_keys
+        .iter()
+        .map(|entry| ApiKey {
+            hash: entry.sha256,
+            tenant: entry.tenant.clone(),
+        })
+        .collect();
+    tracing::info!(keys = keys.len(), "API key authentication enabled");
+    TenantInterceptor::with_api_keys(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::KeyEntry;
+
+    #[test]
+    fn a_hash_key_line_configures_the_key_it_was_made_from() {
+        let entry = KeyEntry::parse(&format!("{}=acme", ApiKey::hash_hex("secret"))).unwrap();
+        let key = ApiKey::from_key("secret", entry.tenant.clone());
+        assert_eq!(key.hash, entry.sha256);
+    }
+}

@@ -1,0 +1,131 @@
+//! The gRPC router: the context service behind its interceptor and layers, health, reflection,
+//! TLS and per-connection limits. Built before anything runs, so a bad certificate stops
+//! start-up instead of a running server.
+
+use std::time::Duration;
+
+use tonic::codegen::http::{self, HeaderValue};
+use tonic::{
+    service::interceptor::InterceptedService,
+    transport::{Certificate, Identity, Server, ServerTlsConfig, server::Router},
+};
+use tonic_health::pb::health_server::{Health, HealthServer};
+use tower::layer::util::{Identity as NoLayer, Stack};
+use tower::util::MapResponseLayer;
+
+use super::StartupError;
+use crate::{
+    config::{ServerOptions, Settings, TlsFiles},
+    grpc::{
+        ContextApi, TenantInterceptor,
+        deadline::DeadlineLayer,
+        metered::MeteredLayer,
+        request_id::{REQUEST_ID_HEADER, RequestIdLayer},
+    },
+    metrics::ServerMetrics,
+    proto::{self, context_service_server::ContextServiceServer},
+    service::Service,
+};
+
+/// How often an HTTP/2 connection is pinged, and how long the answer may take.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The rewrite of tonic's answer to an oversized request.
+type Rewrite = fn(http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body>;
+
+/// The layers around every call, outermost first: metrics, request id, the oversize rewrite,
+/// the deadline (tower's `Stack` spells them innermost first). Metrics see every call's final
+/// code, including the rewrite's and the deadline's answers.
+pub(super) type Layers = Stack<
+    DeadlineLayer,
+    Stack<MapResponseLayer<Rewrite>, Stack<RequestIdLayer, Stack<MeteredLayer, NoLayer>>>,
+>;
+
+/// Everything the gRPC port serves, ready to run on a listener.
+pub(super) fn router(
+    settings: &Settings,
+    service: Service,
+    interceptor: TenantInterceptor,
+    health: HealthServer<impl Health>,
+    metrics: ServerMetrics,
+) -> Result<Router<Layers>, StartupError> {
+    let api = ContextServiceServer::new(ContextApi::new(service))
+        .max_decoding_message_size(settings.limits.max_request_bytes)
+        // A backstop: responses are checked against max_response_bytes as they are built.
+        .max_encoding_message_size(settings.limits.max_response_bytes.saturating_mul(2));
+    let mut server = configured_server(&settings.server)?
+        .layer(MeteredLayer::new(metrics))
+        .layer(RequestIdLayer)
+        .layer(MapResponseLayer::new(oversize_is_resource_exhausted as Rewrite))
+        .layer(DeadlineLayer::new(settings.server.request_timeout));
+    Ok(server
+        .add_service(health)
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?)
+        .add_service(InterceptedService::new(api, interceptor)))
+}
+
+/// The server's connection handling and, when configured, TLS.
+fn configured_server(options: &ServerOptions) -> Result<Server, StartupError> {
+    let mut server = Server::builder();
+    if let Some(tls) = &options.tls {
+        server = server
+            .tls_config(tls_config(tls, options.handshake_timeout))
+            .map_err(|source| StartupError::Tls { source })?;
+        tracing::info!(mutual = tls.client_ca.is_some(), "serving gRPC over TLS");
+    }
+    Ok(server
+        .max_connection_age(options.max_connection_age)
+        // Past its age, a connection gets this long to finish its calls, then is closed, with
+        // whatever responses its client never read.
+        .max_connection_age_grace(options.request_timeout)
+        // A peer that stops answering pings (gone, or not reading at all) is closed.
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .concurrency_limit_per_connection(options.concurrency_per_connection)
+        .trace_fn(|request| {
+            let request_id = request
+                .headers()
+                .get(REQUEST_ID_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("rpc", method = %request.uri().path(), request_id)
+        }))
+}
+
+/// The certificate, and the CA client certificates must be signed by (mutual TLS).
+fn tls_config(tls: &TlsFiles, handshake_timeout: Duration) -> ServerTlsConfig {
+    // tonic's rustls uses the process-wide provider; a second install is a no-op.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = ServerTlsConfig::new()
+        .identity(Identity::from_pem(&tls.cert, &tls.key))
+        .timeout(handshake_timeout);
+    match &tls.client_ca {
+        Some(ca) => config.client_ca_root(Certificate::from_pem(ca)),
+        None => config,
+    }
+}
+
+/// tonic answers a request over the decoding limit with OUT_OF_RANGE; the contract (docs/design.md,
+/// "Errors") says RESOURCE_EXHAUSTED. ctxd's handlers never produce OUT_OF_RANGE themselves,
+/// so the rewrite touches only that case.
+fn oversize_is_resource_exhausted(
+    mut response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    let out_of_range = HeaderValue::from_static("11");
+    if response.headers().get("grpc-status") == Some(&out_of_range) {
+        response
+            .headers_mut()
+            .insert("grpc-status", HeaderValue::from_static("8"));
+    }
+    response
+}
+
+/// Reflection over ctxd.v1, health, and google.rpc (so grpcurl can decode error details).
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
+}
