@@ -565,7 +565,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 tokens: vec![],
                 reasoning_tokens: vec![],
             };
-            if let Err(e) = service.append(&tenant, batch).await {
+            if let Err(e) = service.append_message(&tenant, batch).await {
                 eprintln!("{seed}:{n}: append failed: {e}");
                 return ExitCode::FAILURE;
             }

@@ -1,17 +1,18 @@
 //! BuildContext and CountTokens.
 
-use super::{ApiError, ContextApi, Reply, convert};
+use super::{ContextApi, Reply, convert};
 use crate::{
     domain::{TenantId, Violations},
     proto,
+    service::ServiceError,
 };
 
 impl ContextApi {
-    pub(super) async fn build(
+    pub(super) async fn build_context(
         &self,
         tenant: TenantId,
         request: proto::BuildContextRequest,
-    ) -> Result<Reply<proto::BuildContextResponse>, ApiError> {
+    ) -> Result<Reply<proto::BuildContextResponse>, ServiceError> {
         let with_messages = !request.omit_messages;
         let request = convert::context_request(request, self.service.limits())?;
         let outcome = self.service.build_context(&tenant, request).await?;
@@ -19,10 +20,10 @@ impl ContextApi {
         Ok(Reply::holding(response, outcome.reservation))
     }
 
-    pub(super) async fn count(
+    pub(super) async fn count_tokens(
         &self,
         request: proto::CountTokensRequest,
-    ) -> Result<proto::CountTokensResponse, ApiError> {
+    ) -> Result<proto::CountTokensResponse, ServiceError> {
         let proto::CountTokensRequest { text, tokenizer } = request;
         let mut v = Violations::default();
         let default = self.service.limits().default_tokenizer;

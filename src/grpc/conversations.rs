@@ -1,14 +1,14 @@
 //! ListConversations, GetConversation, UpdateConversation, ForkConversation, RedactMessage.
 
-use super::{ApiError, ContextApi, convert};
-use crate::{domain::TenantId, proto};
+use super::{ContextApi, convert};
+use crate::{domain::TenantId, proto, service::ServiceError};
 
 impl ContextApi {
     pub(super) async fn list_conversations(
         &self,
         tenant: TenantId,
         request: proto::ListConversationsRequest,
-    ) -> Result<proto::ListConversationsResponse, ApiError> {
+    ) -> Result<proto::ListConversationsResponse, ServiceError> {
         let query = convert::list_conversations_request(request)?;
         let page = self.service.list_conversations(&tenant, &query).await?;
         let next_page_token = match (page.has_more, page.conversations.last()) {
@@ -29,7 +29,7 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::GetConversationRequest,
-    ) -> Result<proto::GetConversationResponse, ApiError> {
+    ) -> Result<proto::GetConversationResponse, ServiceError> {
         let id = convert::get_request(request)?;
         let conversation = self.service.get_conversation(&tenant, &id).await?;
         Ok(proto::GetConversationResponse {
@@ -41,7 +41,7 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::UpdateConversationRequest,
-    ) -> Result<proto::UpdateConversationResponse, ApiError> {
+    ) -> Result<proto::UpdateConversationResponse, ServiceError> {
         let (id, patch, allow_missing) = convert::update_request(request)?;
         let conversation = self
             .service
@@ -56,7 +56,7 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::ForkConversationRequest,
-    ) -> Result<proto::ForkConversationResponse, ApiError> {
+    ) -> Result<proto::ForkConversationResponse, ServiceError> {
         let (source, through, target) = convert::fork_request(request)?;
         let conversation = self
             .service
@@ -71,7 +71,7 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::RedactMessageRequest,
-    ) -> Result<proto::RedactMessageResponse, ApiError> {
+    ) -> Result<proto::RedactMessageResponse, ServiceError> {
         let (id, sequence) = convert::redact_request(request)?;
         let redaction = self.service.redact_message(&tenant, &id, sequence).await?;
         Ok(proto::RedactMessageResponse {

@@ -1,19 +1,20 @@
 //! AppendMessage, ListMessages, DeleteConversation.
 
-use super::{ApiError, ContextApi, Reply, convert};
+use super::{ContextApi, Reply, convert};
 use crate::{
     domain::{TenantId, Violations},
     proto,
+    service::ServiceError,
 };
 
 impl ContextApi {
-    pub(super) async fn append(
+    pub(super) async fn append_message(
         &self,
         tenant: TenantId,
         request: proto::AppendMessageRequest,
-    ) -> Result<proto::AppendMessageResponse, ApiError> {
+    ) -> Result<proto::AppendMessageResponse, ServiceError> {
         let batch = convert::append_batch(request, &self.service.limits().append)?;
-        let outcome = self.service.append(&tenant, batch).await?;
+        let outcome = self.service.append_message(&tenant, batch).await?;
         Ok(proto::AppendMessageResponse {
             first_sequence: outcome.first_sequence.get(),
             last_sequence: outcome.last_sequence.get(),
@@ -22,11 +23,11 @@ impl ContextApi {
         })
     }
 
-    pub(super) async fn list(
+    pub(super) async fn list_messages(
         &self,
         tenant: TenantId,
         request: proto::ListMessagesRequest,
-    ) -> Result<Reply<proto::ListMessagesResponse>, ApiError> {
+    ) -> Result<Reply<proto::ListMessagesResponse>, ServiceError> {
         let (conversation, after, page_size) = convert::list_request(request)?;
         let (page, reservation) = self
             .service
@@ -43,11 +44,11 @@ impl ContextApi {
         Ok(Reply::holding(response, reservation))
     }
 
-    pub(super) async fn delete(
+    pub(super) async fn delete_conversation(
         &self,
         tenant: TenantId,
         request: proto::DeleteConversationRequest,
-    ) -> Result<proto::DeleteConversationResponse, ApiError> {
+    ) -> Result<proto::DeleteConversationResponse, ServiceError> {
         let proto::DeleteConversationRequest { conversation_id } = request;
         let mut v = Violations::default();
         let conversation = convert::conversation_id(conversation_id, "conversation_id", &mut v);

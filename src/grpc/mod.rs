@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 use crate::{
     proto::{self, context_service_server::ContextService},
     response_budget::Reservation,
-    service::Service,
+    service::{Service, ServiceError},
     telemetry::ErrorChain,
 };
 
@@ -27,7 +27,6 @@ pub mod tenant;
 mod working_memory;
 
 pub use crate::auth::ApiKey;
-pub use status::ApiError;
 pub use tenant::{API_KEY_HEADER, TENANT_HEADER, TenantInterceptor};
 
 /// The `ContextService` implementation over the use cases.
@@ -85,7 +84,7 @@ pub(crate) struct HeldMemory {
 fn respond<T>(
     method: &'static str,
     started: Instant,
-    result: Result<impl Into<Reply<T>>, ApiError>,
+    result: Result<impl Into<Reply<T>>, ServiceError>,
 ) -> RpcResult<T> {
     let (code, response) = match result {
         Ok(reply) => {
@@ -166,44 +165,153 @@ fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
-/// Declares each RPC: resolve the tenant (where the RPC has one), run the handler, respond.
-macro_rules! rpcs {
-    ($($rpc:ident($request:ident) -> $response:ident = $name:literal, $handler:ident, $tenant:tt;)*) => {
-        /// The RPC names, as metrics label them.
-        const METHODS: &[&str] = &[$($name),*];
+/// The RPC names, as metrics label them.
+const METHODS: &[&str] = &[
+    "AppendMessage",
+    "BuildContext",
+    "Summarize",
+    "GetWorkingMemory",
+    "UpdateWorkingMemory",
+    "ListMessages",
+    "DeleteConversation",
+    "CountTokens",
+    "ListConversations",
+    "GetConversation",
+    "UpdateConversation",
+    "ForkConversation",
+    "RedactMessage",
+];
 
-        #[tonic::async_trait]
-        impl ContextService for ContextApi {
-            $(
-                async fn $rpc(&self, request: Request<proto::$request>) -> RpcResult<proto::$response> {
-                    let started = Instant::now();
-                    let result = rpcs!(@call self, request, $handler, $tenant);
-                    respond($name, started, result)
-                }
-            )*
-        }
-    };
-    (@call $self:ident, $request:ident, $handler:ident, tenant) => {{
-        let tenant = tenant::tenant_of(&$request)?;
-        $self.$handler(tenant, $request.into_inner()).await
-    }};
-    (@call $self:ident, $request:ident, $handler:ident, none) => {
-        $self.$handler($request.into_inner()).await
-    };
-}
+/// Each RPC resolves the caller's tenant (every RPC but CountTokens has one), runs its handler
+/// (`src/grpc/<group>.rs`, named after the RPC) and answers through [`respond`].
+#[tonic::async_trait]
+impl ContextService for ContextApi {
+    async fn append_message(
+        &self,
+        request: Request<proto::AppendMessageRequest>,
+    ) -> RpcResult<proto::AppendMessageResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.append_message(tenant, request.into_inner()).await;
+        respond("AppendMessage", started, result)
+    }
 
-rpcs! {
-    append_message(AppendMessageRequest) -> AppendMessageResponse = "AppendMessage", append, tenant;
-    build_context(BuildContextRequest) -> BuildContextResponse = "BuildContext", build, tenant;
-    summarize(SummarizeRequest) -> SummarizeResponse = "Summarize", advance_summary, tenant;
-    get_working_memory(GetWorkingMemoryRequest) -> GetWorkingMemoryResponse = "GetWorkingMemory", get_memory, tenant;
-    update_working_memory(UpdateWorkingMemoryRequest) -> UpdateWorkingMemoryResponse = "UpdateWorkingMemory", update_memory, tenant;
-    list_messages(ListMessagesRequest) -> ListMessagesResponse = "ListMessages", list, tenant;
-    delete_conversation(DeleteConversationRequest) -> DeleteConversationResponse = "DeleteConversation", delete, tenant;
-    count_tokens(CountTokensRequest) -> CountTokensResponse = "CountTokens", count, none;
-    list_conversations(ListConversationsRequest) -> ListConversationsResponse = "ListConversations", list_conversations, tenant;
-    get_conversation(GetConversationRequest) -> GetConversationResponse = "GetConversation", get_conversation, tenant;
-    update_conversation(UpdateConversationRequest) -> UpdateConversationResponse = "UpdateConversation", update_conversation, tenant;
-    fork_conversation(ForkConversationRequest) -> ForkConversationResponse = "ForkConversation", fork_conversation, tenant;
-    redact_message(RedactMessageRequest) -> RedactMessageResponse = "RedactMessage", redact_message, tenant;
+    async fn build_context(
+        &self,
+        request: Request<proto::BuildContextRequest>,
+    ) -> RpcResult<proto::BuildContextResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.build_context(tenant, request.into_inner()).await;
+        respond("BuildContext", started, result)
+    }
+
+    async fn summarize(
+        &self,
+        request: Request<proto::SummarizeRequest>,
+    ) -> RpcResult<proto::SummarizeResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.summarize(tenant, request.into_inner()).await;
+        respond("Summarize", started, result)
+    }
+
+    async fn get_working_memory(
+        &self,
+        request: Request<proto::GetWorkingMemoryRequest>,
+    ) -> RpcResult<proto::GetWorkingMemoryResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.get_working_memory(tenant, request.into_inner()).await;
+        respond("GetWorkingMemory", started, result)
+    }
+
+    async fn update_working_memory(
+        &self,
+        request: Request<proto::UpdateWorkingMemoryRequest>,
+    ) -> RpcResult<proto::UpdateWorkingMemoryResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.update_working_memory(tenant, request.into_inner()).await;
+        respond("UpdateWorkingMemory", started, result)
+    }
+
+    async fn list_messages(
+        &self,
+        request: Request<proto::ListMessagesRequest>,
+    ) -> RpcResult<proto::ListMessagesResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.list_messages(tenant, request.into_inner()).await;
+        respond("ListMessages", started, result)
+    }
+
+    async fn delete_conversation(
+        &self,
+        request: Request<proto::DeleteConversationRequest>,
+    ) -> RpcResult<proto::DeleteConversationResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.delete_conversation(tenant, request.into_inner()).await;
+        respond("DeleteConversation", started, result)
+    }
+
+    async fn count_tokens(
+        &self,
+        request: Request<proto::CountTokensRequest>,
+    ) -> RpcResult<proto::CountTokensResponse> {
+        let started = Instant::now();
+        let result = self.count_tokens(request.into_inner()).await;
+        respond("CountTokens", started, result)
+    }
+
+    async fn list_conversations(
+        &self,
+        request: Request<proto::ListConversationsRequest>,
+    ) -> RpcResult<proto::ListConversationsResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.list_conversations(tenant, request.into_inner()).await;
+        respond("ListConversations", started, result)
+    }
+
+    async fn get_conversation(
+        &self,
+        request: Request<proto::GetConversationRequest>,
+    ) -> RpcResult<proto::GetConversationResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.get_conversation(tenant, request.into_inner()).await;
+        respond("GetConversation", started, result)
+    }
+
+    async fn update_conversation(
+        &self,
+        request: Request<proto::UpdateConversationRequest>,
+    ) -> RpcResult<proto::UpdateConversationResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.update_conversation(tenant, request.into_inner()).await;
+        respond("UpdateConversation", started, result)
+    }
+
+    async fn fork_conversation(
+        &self,
+        request: Request<proto::ForkConversationRequest>,
+    ) -> RpcResult<proto::ForkConversationResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.fork_conversation(tenant, request.into_inner()).await;
+        respond("ForkConversation", started, result)
+    }
+
+    async fn redact_message(
+        &self,
+        request: Request<proto::RedactMessageRequest>,
+    ) -> RpcResult<proto::RedactMessageResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.redact_message(tenant, request.into_inner()).await;
+        respond("RedactMessage", started, result)
+    }
 }

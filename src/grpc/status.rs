@@ -9,6 +9,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::{
     domain::{Violations, violation::clip},
+    response_budget::Refusal,
     service::ServiceError,
     store::StoreError,
     summarize::{ModelError, OpenAiError},
@@ -17,29 +18,45 @@ use crate::{
 /// Error domain reported in google.rpc.ErrorInfo details.
 const ERROR_DOMAIN: &str = "ctxd.v1";
 
-/// Why an RPC failed, before it becomes a gRPC status: the service's error, or the request's
-/// own violations found while parsing.
-pub type ApiError = ServiceError;
-
 impl From<ServiceError> for Status {
     fn from(error: ServiceError) -> Self {
         match error {
             ServiceError::InvalidArgument { violations } => invalid_argument(&violations),
             ServiceError::Model(error) => model_status(&error),
             ServiceError::Store(store) => store_status(store),
-            ServiceError::ResourceExhausted { message } => Status::resource_exhausted(message),
+            ServiceError::ResponseBudget { refusal } => budget_status(refusal),
+            ServiceError::PackTooLarge { bytes, limit } => Status::resource_exhausted(format!(
+                "the pack and its rendering would be {bytes} bytes; the limit is {limit} \
+                 (CTXD_MAX_RESPONSE_BYTES): ask for a smaller budget"
+            )),
         }
     }
+}
+
+/// A call the response budget refused: what the caller can do about it.
+fn budget_status(refusal: Refusal) -> Status {
+    Status::resource_exhausted(match refusal {
+        Refusal::TooLarge { limit } => format!(
+            "the call would load more than {limit} bytes of messages and response, its limit \
+             (twice CTXD_MAX_RESPONSE_BYTES): ask for less (a smaller budget or page)"
+        ),
+        Refusal::Busy { total } => format!(
+            "the replica's memory for large calls ({total} bytes, CTXD_RESPONSE_MEMORY_MIB) is \
+             in use by other calls: retry with backoff"
+        ),
+    })
 }
 
 /// A summarizer or extractor failure (docs/design.md, "Summaries"): UNAVAILABLE only when
 /// trying again can help; the endpoint's own error text (clipped) is in the message.
 fn model_status(error: &ModelError) -> Status {
     let ModelError { role, source } = error;
+    if source.retryable() {
+        return Status::unavailable(format!(
+            "the {role} endpoint failed: {source}; nothing was changed, retry later"
+        ));
+    }
     match source {
-        e if e.retryable() => Status::unavailable(format!(
-            "the {role} endpoint failed: {e}; nothing was changed, retry later"
-        )),
         OpenAiError::Status {
             status: 401 | 403, ..
         } => Status::failed_precondition(format!(
@@ -51,7 +68,10 @@ fn model_status(error: &ModelError) -> Status {
         OpenAiError::BadAnswer(_) => Status::failed_precondition(format!(
             "the {role}'s model gave an {source}; nothing was changed"
         )),
-        _ => Status::failed_precondition(format!("the {role} failed: {source}; nothing was changed")),
+        // Unreachable and TimedOut are always retryable (answered above); TooLong never is.
+        OpenAiError::TooLong(_) | OpenAiError::Unreachable(_) | OpenAiError::TimedOut { .. } => {
+            Status::failed_precondition(format!("the {role} failed: {source}; nothing was changed"))
+        }
     }
 }
 

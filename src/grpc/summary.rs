@@ -1,14 +1,14 @@
 //! Summarize.
 
-use super::{ApiError, ContextApi, Reply, convert};
-use crate::{domain::TenantId, proto};
+use super::{ContextApi, Reply, convert};
+use crate::{domain::TenantId, proto, service::ServiceError};
 
 impl ContextApi {
-    pub(super) async fn advance_summary(
+    pub(super) async fn summarize(
         &self,
         tenant: TenantId,
         request: proto::SummarizeRequest,
-    ) -> Result<Reply<proto::SummarizeResponse>, ApiError> {
+    ) -> Result<Reply<proto::SummarizeResponse>, ServiceError> {
         let limits = self.service.limits();
         let request = convert::summarize_request(request, limits, self.service.default_summary_tokens())?;
         let tokenizer = request.tokenizer;

@@ -1,17 +1,18 @@
 //! GetWorkingMemory and UpdateWorkingMemory.
 
-use super::{ApiError, ContextApi, Reply, convert};
+use super::{ContextApi, Reply, convert};
 use crate::{
     domain::{TenantId, Violations},
     proto,
+    service::{MemoryMode, ServiceError},
 };
 
 impl ContextApi {
-    pub(super) async fn get_memory(
+    pub(super) async fn get_working_memory(
         &self,
         tenant: TenantId,
         request: proto::GetWorkingMemoryRequest,
-    ) -> Result<Reply<proto::GetWorkingMemoryResponse>, ApiError> {
+    ) -> Result<Reply<proto::GetWorkingMemoryResponse>, ServiceError> {
         let proto::GetWorkingMemoryRequest {
             conversation_id,
             refresh,
@@ -20,9 +21,15 @@ impl ContextApi {
         let mut v = Violations::default();
         let conversation = convert::conversation_id(conversation_id, "conversation_id", &mut v);
         let conversation = conversation.ok_or(v)?;
+        // Preparing stores nothing, so it wins over refreshing.
+        let mode = match (prepare, refresh) {
+            (true, _) => MemoryMode::Prepare,
+            (false, true) => MemoryMode::Refresh,
+            (false, false) => MemoryMode::Read,
+        };
         let outcome = self
             .service
-            .working_memory(&tenant, &conversation, refresh, prepare)
+            .get_working_memory(&tenant, &conversation, mode)
             .await?;
         let response = proto::GetWorkingMemoryResponse {
             memory: Some(convert::memory_to_proto(&outcome.memory)),
@@ -31,11 +38,11 @@ impl ContextApi {
         Ok(Reply::holding(response, outcome.reservation))
     }
 
-    pub(super) async fn update_memory(
+    pub(super) async fn update_working_memory(
         &self,
         tenant: TenantId,
         request: proto::UpdateWorkingMemoryRequest,
-    ) -> Result<proto::UpdateWorkingMemoryResponse, ApiError> {
+    ) -> Result<proto::UpdateWorkingMemoryResponse, ServiceError> {
         let proto::UpdateWorkingMemoryRequest {
             conversation_id,
             memory,

@@ -124,11 +124,9 @@ async fn build_context_pack(
     let packed: usize = pack.messages.iter().map(|m| m.message.loaded_bytes()).sum();
     let response = packed + rendered.len();
     if response > max_response {
-        return Err(ServiceError::ResourceExhausted {
-            message: format!(
-                "the pack and its rendering would be {response} bytes; the limit is \
-                 {max_response} (CTXD_MAX_RESPONSE_BYTES): ask for a smaller budget"
-            ),
+        return Err(ServiceError::PackTooLarge {
+            bytes: response,
+            limit: max_response,
         });
     }
     // From here on the response is all the call holds: its messages and rendering, then their

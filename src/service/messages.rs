@@ -16,7 +16,7 @@ impl Service {
     /// Appends a parsed batch: counts its tokens (on the blocking pool when large), stores it
     /// atomically, and starts a background summary check when the log crossed a check point.
     #[tracing::instrument(name = "append", skip_all, fields(%tenant, conversation_id = %batch.conversation_id, messages = batch.messages.len()))]
-    pub async fn append(
+    pub async fn append_message(
         &self,
         tenant: &TenantId,
         mut batch: AppendBatch,

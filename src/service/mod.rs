@@ -25,7 +25,7 @@ pub use context::ContextOutcome;
 pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use summary::{AutoSummarize, PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
 pub use tasks::BackgroundTasks;
-pub use working_memory::MemoryOutcome;
+pub use working_memory::{MemoryMode, MemoryOutcome};
 
 /// Texts and requests larger than this are tokenized on the blocking pool, off the async
 /// workers.
@@ -108,30 +108,23 @@ pub enum ServiceError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The call would need more memory than it may have, or than the replica has free now.
-    #[error("{message}")]
-    ResourceExhausted {
-        /// What the caller can do about it.
-        message: String,
+    #[error("the call's response budget was refused")]
+    ResponseBudget {
+        /// Which limit refused it.
+        #[from]
+        refusal: Refusal,
+    },
+    /// A pack and its rendering would be larger than the largest response a call may send.
+    #[error("the pack and its rendering would be {bytes} bytes; the limit is {limit}")]
+    PackTooLarge {
+        /// The size the response would have.
+        bytes: usize,
+        /// The configured largest response.
+        limit: usize,
     },
     /// The summarizer or extractor failed; the stored state is unchanged.
     #[error(transparent)]
     Model(#[from] ModelError),
-}
-
-impl From<Refusal> for ServiceError {
-    fn from(refusal: Refusal) -> Self {
-        let message = match refusal {
-            Refusal::TooLarge { limit } => format!(
-                "the call would load more than {limit} bytes of messages and response, its limit \
-                 (twice CTXD_MAX_RESPONSE_BYTES): ask for less (a smaller budget or page)"
-            ),
-            Refusal::Busy { total } => format!(
-                "the replica's memory for large calls ({total} bytes, CTXD_RESPONSE_MEMORY_MIB) is \
-                 in use by other calls: retry with backoff"
-            ),
-        };
-        ServiceError::ResourceExhausted { message }
-    }
 }
 
 impl From<Violations> for ServiceError {

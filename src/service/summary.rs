@@ -146,7 +146,8 @@ impl Service {
         tenant: &TenantId,
         request: SummarizeRequest,
     ) -> Result<SummarizeOutcome, ServiceError> {
-        for attempt in 1..=SERVER_ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             let (state, reservation) = self.read_summary_state(tenant, &request.conversation).await?;
             if let Some(expected) = request.expected_through
                 && expected != state.watermark()
@@ -161,11 +162,11 @@ impl Service {
                         && matches!(request.mode, SummarizeMode::Server) =>
                 {
                     tracing::info!(attempt, "summary watermark moved concurrently; recomputing");
+                    attempt += 1;
                 }
                 other => return other,
             }
         }
-        unreachable!("the last attempt returns")
     }
 
     /// The summary state with at most a read's worth of the messages after the watermark,
@@ -182,26 +183,15 @@ impl Service {
         Ok((state, reservation))
     }
 
+    /// One attempt: the new summary (the caller's, or the server summarizer's over the messages
+    /// to fold) stored if the watermark is still `state`'s, or the prepared request.
     async fn summarize_once(
         &self,
         tenant: &TenantId,
         request: &SummarizeRequest,
         state: &SummaryState,
-        mut reservation: Reservation,
+        reservation: Reservation,
     ) -> Result<SummarizeOutcome, ServiceError> {
-        let base = state.watermark();
-        let unchanged = |prepared: Option<PreparedRequest>, mut reservation: Reservation| {
-            if let Some(prepared) = &prepared {
-                // The request as messages and rendered, then encoded.
-                reservation.settle_at(3 * prepared.rendered.len())?;
-            }
-            Ok(SummarizeOutcome {
-                summary: state.summary.clone(),
-                changed: false,
-                prepared,
-                reservation,
-            })
-        };
         let summary = match &request.mode {
             SummarizeMode::Provided { text, through } => {
                 check_provided_through(state, *through)?;
@@ -221,38 +211,67 @@ impl Service {
                 };
                 let Some((through, folded)) = messages_to_fold(&state.messages, keep, request.tokenizer)
                 else {
-                    return unchanged(None, reservation);
+                    return unchanged(state, None, reservation);
                 };
                 if matches!(request.mode, SummarizeMode::Prepare) {
-                    // The first chunk that fits the configured model context; `through_sequence`
-                    // says how far it goes, and the next PREPARE goes on from there.
-                    let max = request.max_summary_tokens;
-                    let previous = state
-                        .summary
-                        .as_ref()
-                        .map(|s| (s.text.as_str(), s.through_sequence));
-                    let (messages, len) = summary_chunk(previous, folded, max, self.ai.context_tokens)
-                        .map_err(|source| ModelError {
-                            role: ModelRole::Summarizer,
-                            source,
-                        })?;
-                    let prepared = PreparedRequest::new(messages, base, folded[len - 1].sequence, max);
-                    return unchanged(Some(prepared), reservation);
+                    let prepared = self.prepare_summary(request, state, folded)?;
+                    return unchanged(state, Some(prepared), reservation);
                 }
-                self.server_summary(
-                    state,
-                    folded,
-                    through,
-                    request.max_summary_tokens,
-                    request.tokenizer,
-                )
-                .await?
+                let (max, tokenizer) = (request.max_summary_tokens, request.tokenizer);
+                self.server_summary(state, folded, through, max, tokenizer)
+                    .await?
             }
         };
+        self.store_new_summary(
+            tenant,
+            &request.conversation,
+            state.watermark(),
+            summary,
+            reservation,
+        )
+        .await
+    }
+
+    /// The summarization request over the first chunk of `folded` that fits the configured
+    /// model context; its `through_sequence` says how far it goes, and the next PREPARE goes on
+    /// from there.
+    fn prepare_summary(
+        &self,
+        request: &SummarizeRequest,
+        state: &SummaryState,
+        folded: &[StoredMessage],
+    ) -> Result<PreparedRequest, ServiceError> {
+        let max = request.max_summary_tokens;
+        let previous = state
+            .summary
+            .as_ref()
+            .map(|s| (s.text.as_str(), s.through_sequence));
+        let (messages, len) =
+            summary_chunk(previous, folded, max, self.ai.context_tokens).map_err(|source| ModelError {
+                role: ModelRole::Summarizer,
+                source,
+            })?;
+        Ok(PreparedRequest::new(
+            messages,
+            state.watermark(),
+            folded[len - 1].sequence,
+            max,
+        ))
+    }
+
+    /// Stores `summary` if the watermark is still `base`.
+    async fn store_new_summary(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        base: Sequence,
+        summary: NewSummary,
+        mut reservation: Reservation,
+    ) -> Result<SummarizeOutcome, ServiceError> {
         let through = summary.through_sequence;
         let stored = self
             .store
-            .store_summary(tenant, &request.conversation, base, summary)
+            .store_summary(tenant, conversation, base, summary)
             .await?;
         tracing::info!(
             base = base.get(),
@@ -407,4 +426,22 @@ fn check_provided_through(state: &SummaryState, through: Sequence) -> Result<(),
         ));
     }
     Ok(())
+}
+
+/// The stored summary unchanged, with the prepared request when there is one.
+fn unchanged(
+    state: &SummaryState,
+    prepared: Option<PreparedRequest>,
+    mut reservation: Reservation,
+) -> Result<SummarizeOutcome, ServiceError> {
+    if let Some(prepared) = &prepared {
+        // The request as messages and rendered, then encoded.
+        reservation.settle_at(3 * prepared.rendered.len())?;
+    }
+    Ok(SummarizeOutcome {
+        summary: state.summary.clone(),
+        changed: false,
+        prepared,
+        reservation,
+    })
 }

@@ -3,7 +3,7 @@
 
 use super::{PreparedRequest, Service, ServiceError};
 use crate::{
-    domain::{ConversationId, TenantId, Violations, working_memory::WorkingMemory},
+    domain::{ConversationId, TenantId, Violations, message::StoredMessage, working_memory::WorkingMemory},
     response_budget::Reservation,
     store::{MemoryState, StoreError},
     summarize::{ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format},
@@ -25,101 +25,143 @@ pub struct MemoryOutcome {
     pub reservation: Reservation,
 }
 
+impl MemoryOutcome {
+    /// The memory alone, nothing prepared.
+    fn plain(memory: WorkingMemory, reservation: Reservation) -> Self {
+        Self {
+            memory,
+            prepared: None,
+            reservation,
+        }
+    }
+}
+
+/// What GetWorkingMemory does besides reading the stored memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryMode {
+    /// The stored memory as it is.
+    Read,
+    /// The configured extractor folds in the messages after the watermark first.
+    Refresh,
+    /// Nothing is stored: the extraction request for the caller's model comes back with the
+    /// memory.
+    Prepare,
+}
+
+impl MemoryMode {
+    fn label(self) -> &'static str {
+        match self {
+            MemoryMode::Read => "read",
+            MemoryMode::Refresh => "refresh",
+            MemoryMode::Prepare => "prepare",
+        }
+    }
+}
+
 impl Service {
-    /// The working memory; with `refresh`, the configured extractor folds in the messages
-    /// after its watermark first; with `prepare`, nothing is stored and the extraction request
-    /// for the caller's model comes back instead.
-    #[tracing::instrument(name = "working_memory", skip_all, fields(%tenant, conversation_id = %conversation, refresh, prepare))]
-    pub async fn working_memory(
+    /// The working memory, refreshed or with the extraction request prepared as `mode` says.
+    /// A refresh that lost a race with a concurrent update starts over, up to
+    /// [`REFRESH_ATTEMPTS`] times.
+    #[tracing::instrument(name = "get_working_memory", skip_all, fields(%tenant, conversation_id = %conversation, mode = mode.label()))]
+    pub async fn get_working_memory(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        refresh: bool,
-        prepare: bool,
+        mode: MemoryMode,
     ) -> Result<MemoryOutcome, ServiceError> {
-        for attempt in 1..=REFRESH_ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             // The messages after the watermark come at most a read's worth at a time: a refresh
             // or a prepared request over a long backlog advances through it in steps.
             let mut reservation = self.response_budget.reserve();
             let read = reservation.begin_read()?;
+            let with_messages = (mode != MemoryMode::Read).then_some(read.limit);
             let MemoryState { memory, messages, .. } = self
                 .store
-                .memory_state(tenant, conversation, refresh || prepare, read.limit)
+                .memory_state(tenant, conversation, with_messages)
                 .await?;
             reservation.end_read(read, super::context::loaded_bytes(&messages))?;
-            if prepare {
-                let prepared = match messages.is_empty() {
-                    true => None,
-                    // The first chunk that fits the configured model context.
-                    false => {
-                        let (request, len, max_tokens) =
-                            extraction_chunk(&memory, &messages, self.ai.context_tokens).map_err(
-                                |source| ModelError {
-                                    role: ModelRole::Extractor,
-                                    source,
-                                },
-                            )?;
-                        let last = messages[len - 1].sequence;
-                        let mut prepared =
-                            PreparedRequest::new(request, memory.through_sequence, last, max_tokens);
-                        prepared.response_format = Some(extraction_response_format());
-                        Some(prepared)
-                    }
-                };
-                if let Some(prepared) = &prepared {
-                    // The request as messages and rendered, then encoded.
-                    reservation.settle_at(3 * prepared.rendered.len())?;
+            match mode {
+                MemoryMode::Prepare => return self.prepare_extraction(memory, &messages, reservation),
+                MemoryMode::Read => return Ok(MemoryOutcome::plain(memory, reservation)),
+                MemoryMode::Refresh if messages.is_empty() => {
+                    return Ok(MemoryOutcome::plain(memory, reservation));
                 }
-                return Ok(MemoryOutcome {
-                    memory,
-                    prepared,
-                    reservation,
-                });
+                MemoryMode::Refresh => {}
             }
-            if !refresh || messages.is_empty() {
-                return Ok(MemoryOutcome {
-                    memory,
-                    prepared: None,
-                    reservation,
-                });
-            }
-            let mut refreshed = memory.clone();
-            let messages: std::sync::Arc<[_]> = messages.into();
-            self.ai
-                .extractor
-                .extract(&mut refreshed, &messages, self.limits.append.max_content_bytes)
-                .await?;
-            let dropped = refreshed.fit_dropping_oldest();
-            if dropped > 0 {
-                tracing::warn!(
-                    dropped,
-                    "working memory full: the oldest extracted items were dropped"
-                );
-            }
-            match self
-                .store
-                .store_memory(tenant, conversation, memory.version, &refreshed)
-                .await
-            {
-                Ok(stored) => {
-                    tracing::info!(
-                        version = stored.version,
-                        through = stored.through_sequence.get(),
-                        "memory refreshed"
-                    );
-                    return Ok(MemoryOutcome {
-                        memory: stored,
-                        prepared: None,
-                        reservation,
-                    });
-                }
-                Err(StoreError::MemoryVersionMismatch { .. }) if attempt < REFRESH_ATTEMPTS => {
+            match self.refresh(tenant, conversation, &memory, messages).await {
+                Ok(stored) => return Ok(MemoryOutcome::plain(stored, reservation)),
+                Err(ServiceError::Store(StoreError::MemoryVersionMismatch { .. }))
+                    if attempt < REFRESH_ATTEMPTS =>
+                {
                     tracing::info!(attempt, "working memory changed concurrently; refreshing again");
+                    attempt += 1;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
-        unreachable!("the last attempt returns")
+    }
+
+    /// The memory with the extraction request over the first chunk of `messages` that fits
+    /// the configured model context, when there are any.
+    fn prepare_extraction(
+        &self,
+        memory: WorkingMemory,
+        messages: &[StoredMessage],
+        mut reservation: Reservation,
+    ) -> Result<MemoryOutcome, ServiceError> {
+        if messages.is_empty() {
+            return Ok(MemoryOutcome::plain(memory, reservation));
+        }
+        let (request, len, max_tokens) = extraction_chunk(&memory, messages, self.ai.context_tokens)
+            .map_err(|source| ModelError {
+                role: ModelRole::Extractor,
+                source,
+            })?;
+        let last = messages[len - 1].sequence;
+        let mut prepared = PreparedRequest::new(request, memory.through_sequence, last, max_tokens);
+        prepared.response_format = Some(extraction_response_format());
+        // The request as messages and rendered, then encoded.
+        reservation.settle_at(3 * prepared.rendered.len())?;
+        Ok(MemoryOutcome {
+            memory,
+            prepared: Some(prepared),
+            reservation,
+        })
+    }
+
+    /// Runs the configured extractor over `messages` and stores the result as the version
+    /// after `memory`'s.
+    async fn refresh(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        memory: &WorkingMemory,
+        messages: Vec<StoredMessage>,
+    ) -> Result<WorkingMemory, ServiceError> {
+        let mut refreshed = memory.clone();
+        let messages: std::sync::Arc<[_]> = messages.into();
+        self.ai
+            .extractor
+            .extract(&mut refreshed, &messages, self.limits.append.max_content_bytes)
+            .await?;
+        let dropped = refreshed.fit_dropping_oldest();
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "working memory full: the oldest extracted items were dropped"
+            );
+        }
+        let stored = self
+            .store
+            .store_memory(tenant, conversation, memory.version, &refreshed)
+            .await?;
+        tracing::info!(
+            version = stored.version,
+            through = stored.through_sequence.get(),
+            "memory refreshed"
+        );
+        Ok(stored)
     }
 
     /// Merges the caller's extracted facts into the stored memory, if its version is still
@@ -136,7 +178,7 @@ impl Service {
             memory: current,
             last_sequence: log,
             ..
-        } = self.store.memory_state(tenant, conversation, false, 0).await?;
+        } = self.store.memory_state(tenant, conversation, None).await?;
         if let Some(expected) = expected_version
             && expected != current.version
         {

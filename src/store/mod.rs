@@ -302,14 +302,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         summary: NewSummary,
     ) -> Result<Summary, StoreError>;
 
-    /// The working memory (version 0 when none was stored) and, with `with_messages`, the
-    /// messages after its watermark, oldest first, no more once their size reaches `max_bytes`.
+    /// The working memory (version 0 when none was stored) and, with `messages_up_to`, the
+    /// messages after its watermark, oldest first, no more once their size reaches that many
+    /// bytes.
     async fn memory_state(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        with_messages: bool,
-        max_bytes: usize,
+        messages_up_to: Option<usize>,
     ) -> Result<MemoryState, StoreError>;
 
     /// Stores `memory` as the next version if the stored version is still `expected_version`.

@@ -160,7 +160,7 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
     ));
     assert!(not_found(store.summary_state(&t, &c, usize::MAX).await.map(drop)));
     assert!(not_found(
-        store.memory_state(&t, &c, true, usize::MAX).await.map(drop)
+        store.memory_state(&t, &c, Some(usize::MAX)).await.map(drop)
     ));
     assert!(not_found(store.delete_conversation(&t, &c).await.map(drop)));
     let summary = NewSummary {
@@ -455,7 +455,7 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
         )
         .await
         .unwrap();
-    let state = store.memory_state(&t, &c, true, usize::MAX).await.unwrap();
+    let state = store.memory_state(&t, &c, Some(usize::MAX)).await.unwrap();
     assert_eq!((state.memory.version, state.messages.len()), (0, 2));
     let memory = WorkingMemory {
         summary: "one".into(),
@@ -468,7 +468,7 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
         Err(StoreError::MemoryVersionMismatch { current }) => assert_eq!(current, 1),
         other => panic!("expected MemoryVersionMismatch, got {other:?}"),
     }
-    let state = store.memory_state(&t, &c, true, usize::MAX).await.unwrap();
+    let state = store.memory_state(&t, &c, Some(usize::MAX)).await.unwrap();
     assert_eq!((state.memory.version, state.memory.summary.as_str()), (1, "one"));
     assert_eq!(
         state.messages.iter().map(|m| m.sequence).collect::<Vec<_>>(),
@@ -476,7 +476,7 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
     );
     assert!(
         store
-            .memory_state(&t, &c, false, usize::MAX)
+            .memory_state(&t, &c, None)
             .await
             .unwrap()
             .messages
@@ -583,7 +583,7 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
 
     let state = store.summary_state(&t, &c, limit).await.unwrap();
     assert_eq!((state.messages.len(), state.complete), (3, false));
-    let state = store.memory_state(&t, &c, true, limit).await.unwrap();
+    let state = store.memory_state(&t, &c, Some(limit)).await.unwrap();
     assert_eq!((state.messages.len(), state.complete), (3, false));
     let state = store.summary_state(&t, &c, usize::MAX).await.unwrap();
     assert_eq!((state.messages.len(), state.complete), (10, true));
@@ -738,7 +738,7 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
     store.append_messages(&t, &batch("c", messages)).await.unwrap();
     // A summarizer and an extractor read the log, then the message is redacted.
     let read = store.summary_state(&t, &c, usize::MAX).await.unwrap();
-    let memory = store.memory_state(&t, &c, true, usize::MAX).await.unwrap();
+    let memory = store.memory_state(&t, &c, Some(usize::MAX)).await.unwrap();
     assert!(memory.memory.version <= 1);
     let extracted = WorkingMemory {
         through_sequence: seq(4),

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::{
     domain::{
-        Sequence, StoredMessage, Violations,
+        AppendLimits, Sequence, StoredMessage, Violations,
         context::{
             ContextMessage, ContextPack, ContextRequest, ContextStats, FinalAssistant, Format, HistoryPolicy,
             ReasoningPolicy, Source, TokenBudget, TokenCounts,
@@ -50,72 +50,12 @@ pub(crate) fn context_request(
         .ok();
     let tokenizer = tokenizer(raw_tokenizer, "tokenizer", settings.default_tokenizer, &mut v);
     let limits = &settings.append;
-    if system_prompt.len() > limits.max_content_bytes {
-        v.add(
-            "system_prompt",
-            format!(
-                "{} bytes; the limit is {}",
-                system_prompt.len(),
-                limits.max_content_bytes
-            ),
-        );
-    }
-    if pending_messages.len() > limits.max_messages_per_request {
-        v.add(
-            "pending_messages",
-            format!(
-                "{} pending messages; the limit is {}",
-                pending_messages.len(),
-                limits.max_messages_per_request
-            ),
-        );
-    }
+    check_pending_sizes(&system_prompt, pending_messages.len(), limits, &mut v);
     let pending = messages(pending_messages, "pending_messages", limits, &mut v);
-    let format = match proto::Format::try_from(format) {
-        Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
-        Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,
-        Ok(proto::Format::OpenaiResponses) => Format::OpenAiResponses,
-        Ok(proto::Format::Gemini) => Format::Gemini,
-        Err(_) => {
-            v.add("format", format!("unknown format value {format}"));
-            Format::OpenAiChat
-        }
-    };
-    let history = match proto::HistoryPolicy::try_from(history_policy) {
-        Ok(proto::HistoryPolicy::Unspecified | proto::HistoryPolicy::CacheStable) => {
-            HistoryPolicy::CacheStable
-        }
-        Ok(proto::HistoryPolicy::Newest) => HistoryPolicy::Newest,
-        Err(_) => {
-            v.add(
-                "history_policy",
-                format!("unknown history policy value {history_policy}"),
-            );
-            HistoryPolicy::CacheStable
-        }
-    };
-    let reasoning = match proto::ReasoningPolicy::try_from(reasoning) {
-        Ok(proto::ReasoningPolicy::Unspecified | proto::ReasoningPolicy::CurrentTurn) => {
-            ReasoningPolicy::CurrentTurn
-        }
-        Ok(proto::ReasoningPolicy::All) => ReasoningPolicy::All,
-        Err(_) => {
-            v.add("reasoning", format!("unknown reasoning policy value {reasoning}"));
-            ReasoningPolicy::CurrentTurn
-        }
-    };
-    let final_assistant = match proto::FinalAssistant::try_from(final_assistant) {
-        Ok(proto::FinalAssistant::Unspecified) => FinalAssistant::FormatDefault,
-        Ok(proto::FinalAssistant::Keep) => FinalAssistant::Keep,
-        Ok(proto::FinalAssistant::Omit) => FinalAssistant::Omit,
-        Err(_) => {
-            v.add(
-                "final_assistant",
-                format!("unknown final assistant value {final_assistant}"),
-            );
-            FinalAssistant::FormatDefault
-        }
-    };
+    let format = format_of(format, &mut v);
+    let history = history_policy_of(history_policy, &mut v);
+    let reasoning = reasoning_policy_of(reasoning, &mut v);
+    let final_assistant = final_assistant_of(final_assistant, &mut v);
     match (conversation_id, budget, v.is_empty()) {
         (Some(conversation_id), Some(budget), true) => Ok(ContextRequest {
             conversation_id,
@@ -132,6 +72,90 @@ pub(crate) fn context_request(
             final_assistant,
         }),
         _ => Err(v),
+    }
+}
+
+/// The caller-sent text of a BuildContext request within the append limits.
+fn check_pending_sizes(system_prompt: &str, pending: usize, limits: &AppendLimits, v: &mut Violations) {
+    if system_prompt.len() > limits.max_content_bytes {
+        v.add(
+            "system_prompt",
+            format!(
+                "{} bytes; the limit is {}",
+                system_prompt.len(),
+                limits.max_content_bytes
+            ),
+        );
+    }
+    if pending > limits.max_messages_per_request {
+        v.add(
+            "pending_messages",
+            format!(
+                "{pending} pending messages; the limit is {}",
+                limits.max_messages_per_request
+            ),
+        );
+    }
+}
+
+/// The pack's format (OpenAI chat when unspecified).
+fn format_of(format: i32, v: &mut Violations) -> Format {
+    match proto::Format::try_from(format) {
+        Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
+        Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,
+        Ok(proto::Format::OpenaiResponses) => Format::OpenAiResponses,
+        Ok(proto::Format::Gemini) => Format::Gemini,
+        Err(_) => {
+            v.add("format", format!("unknown format value {format}"));
+            Format::OpenAiChat
+        }
+    }
+}
+
+/// Where history starts (cache-stable when unspecified).
+fn history_policy_of(history_policy: i32, v: &mut Violations) -> HistoryPolicy {
+    match proto::HistoryPolicy::try_from(history_policy) {
+        Ok(proto::HistoryPolicy::Unspecified | proto::HistoryPolicy::CacheStable) => {
+            HistoryPolicy::CacheStable
+        }
+        Ok(proto::HistoryPolicy::Newest) => HistoryPolicy::Newest,
+        Err(_) => {
+            v.add(
+                "history_policy",
+                format!("unknown history policy value {history_policy}"),
+            );
+            HistoryPolicy::CacheStable
+        }
+    }
+}
+
+/// Which reasoning the pack carries (the current turn's when unspecified).
+fn reasoning_policy_of(reasoning: i32, v: &mut Violations) -> ReasoningPolicy {
+    match proto::ReasoningPolicy::try_from(reasoning) {
+        Ok(proto::ReasoningPolicy::Unspecified | proto::ReasoningPolicy::CurrentTurn) => {
+            ReasoningPolicy::CurrentTurn
+        }
+        Ok(proto::ReasoningPolicy::All) => ReasoningPolicy::All,
+        Err(_) => {
+            v.add("reasoning", format!("unknown reasoning policy value {reasoning}"));
+            ReasoningPolicy::CurrentTurn
+        }
+    }
+}
+
+/// Whether the log's final assistant replies stay (the format's default when unspecified).
+fn final_assistant_of(final_assistant: i32, v: &mut Violations) -> FinalAssistant {
+    match proto::FinalAssistant::try_from(final_assistant) {
+        Ok(proto::FinalAssistant::Unspecified) => FinalAssistant::FormatDefault,
+        Ok(proto::FinalAssistant::Keep) => FinalAssistant::Keep,
+        Ok(proto::FinalAssistant::Omit) => FinalAssistant::Omit,
+        Err(_) => {
+            v.add(
+                "final_assistant",
+                format!("unknown final assistant value {final_assistant}"),
+            );
+            FinalAssistant::FormatDefault
+        }
     }
 }
 

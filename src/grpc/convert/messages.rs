@@ -96,20 +96,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         reasoning_tokens: _,
     } = raw;
     let mut v = Violations::default();
-    let role = match proto::Role::try_from(role) {
-        Ok(proto::Role::System) => Some(Role::System),
-        Ok(proto::Role::User) => Some(Role::User),
-        Ok(proto::Role::Assistant) => Some(Role::Assistant),
-        Ok(proto::Role::Tool) => Some(Role::Tool),
-        Ok(proto::Role::Unspecified) => {
-            v.add(format!("{path}.role"), "role is required");
-            None
-        }
-        Err(_) => {
-            v.add(format!("{path}.role"), format!("unknown role value {role}"));
-            None
-        }
-    };
+    let role = role_of(role, path, &mut v);
     let attachments = attachments
         .into_iter()
         .enumerate()
@@ -129,17 +116,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
                 .ok()
         })
         .collect();
-    let error = error.map(
-        |proto::LlmError {
-             code,
-             message,
-             partial_output,
-         }| LlmError {
-            code,
-            message,
-            partial_output,
-        },
-    );
+    let error = error.map(llm_error);
     let message = role.map(|role| Message {
         role,
         content,
@@ -160,6 +137,37 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
     match message {
         Some(m) if v.is_empty() => Ok(m),
         _ => Err(v),
+    }
+}
+
+/// A message's role, which is required.
+fn role_of(role: i32, path: &str, v: &mut Violations) -> Option<Role> {
+    match proto::Role::try_from(role) {
+        Ok(proto::Role::System) => Some(Role::System),
+        Ok(proto::Role::User) => Some(Role::User),
+        Ok(proto::Role::Assistant) => Some(Role::Assistant),
+        Ok(proto::Role::Tool) => Some(Role::Tool),
+        Ok(proto::Role::Unspecified) => {
+            v.add(format!("{path}.role"), "role is required");
+            None
+        }
+        Err(_) => {
+            v.add(format!("{path}.role"), format!("unknown role value {role}"));
+            None
+        }
+    }
+}
+
+fn llm_error(raw: proto::LlmError) -> LlmError {
+    let proto::LlmError {
+        code,
+        message,
+        partial_output,
+    } = raw;
+    LlmError {
+        code,
+        message,
+        partial_output,
     }
 }
 

@@ -505,8 +505,7 @@ impl Store for InMemoryStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        with_messages: bool,
-        max_bytes: usize,
+        messages_up_to: Option<usize>,
     ) -> Result<MemoryState, StoreError> {
         let conversations = self.lock();
         let c = conversations
@@ -514,10 +513,9 @@ impl Store for InMemoryStore {
             .ok_or(StoreError::NotFound)?;
         let memory = c.memory.clone().unwrap_or_default();
         let from = (memory.through_sequence.get() as usize).min(c.messages.len());
-        let (messages, reached) = if with_messages {
-            capped(c.messages[from..].iter(), max_bytes)
-        } else {
-            (Vec::new(), false)
+        let (messages, reached) = match messages_up_to {
+            Some(max_bytes) => capped(c.messages[from..].iter(), max_bytes),
+            None => (Vec::new(), false),
         };
         Ok(MemoryState {
             memory,

@@ -294,10 +294,9 @@ impl Store for PostgresStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        with_messages: bool,
-        max_bytes: usize,
+        messages_up_to: Option<usize>,
     ) -> Result<MemoryState, StoreError> {
-        working_memory::memory_state(&self.pool, tenant, conversation, with_messages, max_bytes).await
+        working_memory::memory_state(&self.pool, tenant, conversation, messages_up_to).await
     }
 
     async fn store_memory(

@@ -14,8 +14,7 @@ pub(super) async fn memory_state(
     pool: &Pool,
     tenant: &TenantId,
     conversation: &ConversationId,
-    with_messages: bool,
-    max_bytes: usize,
+    messages_up_to: Option<usize>,
 ) -> Result<MemoryState, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
@@ -31,9 +30,9 @@ pub(super) async fn memory_state(
         .ok_or(StoreError::NotFound)?;
     let mut memory = memory_from_row(&row, 0)?.unwrap_or_default();
     memory.updated_at = row.get(3);
-    let (messages, complete) = match with_messages {
-        true => messages_after(&client, t, c, memory.through_sequence, max_bytes).await?,
-        false => (Vec::new(), true),
+    let (messages, complete) = match messages_up_to {
+        Some(max_bytes) => messages_after(&client, t, c, memory.through_sequence, max_bytes).await?,
+        None => (Vec::new(), true),
     };
     Ok(MemoryState {
         memory,
