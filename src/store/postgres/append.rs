@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use deadpool_postgres::{GenericClient, Pool, Transaction};
 use tokio_postgres::{Statement, types::ToSql};
 
-use super::{corrupt, rows::Columns};
+use super::{
+    corrupt,
+    rows::{Columns, column},
+};
 use crate::{
     domain::{
         AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, IdempotencyRecord, KnownCall,
@@ -264,9 +267,11 @@ pub(super) async fn append_messages(
 
     let allocate = tx.prepare_cached(ALLOCATE).await?;
     let row = tx.query_one(&allocate, &allocation.params()).await?;
-    let last_sequence = Sequence::from_stored(row.get::<_, i64>(0) - count);
-    let base = row.get::<_, i64>(1) - allocation.relative.total;
-    let placement = allocation.relative.after(base, row.get(2));
+    let last_sequence = Sequence::from_stored(column::<i64>(&row, "last_sequence")? - count);
+    let base = column::<i64>(&row, "token_offset")? - allocation.relative.total;
+    let placement = allocation
+        .relative
+        .after(base, column(&row, "turn_offset_before")?);
     let idempotency = match &batch.idempotency_key {
         Some(key) => idempotency_record(&tx, t, c, key.as_str()).await?,
         None => None,
@@ -335,16 +340,17 @@ async fn append_plain(
         let params = allocation.params();
         // try_join polls both at once: both are sent before either answer is read.
         let ((), row) = tokio::try_join!(client.batch_execute(&begin), client.query_one(&allocate, &params))?;
-        let first = row.get::<_, i64>(0) - count + 1;
+        let first = column::<i64>(&row, "last_sequence")? - count + 1;
         let relative = allocation.relative;
-        let base = row.get::<_, i64>(1) - relative.total;
+        let base = column::<i64>(&row, "token_offset")? - relative.total;
+        let turn_offset_before = column(&row, "turn_offset_before")?;
         let rows = MessageRows {
             tenant: t,
             conversation: c,
             sequences: (first..first + count).collect(),
             columns: Columns::of(batch),
             call_sequences: vec![None; batch.messages.len()],
-            placement: relative.after(base, row.get(2)),
+            placement: relative.after(base, turn_offset_before),
         };
         let commit = async { Ok(client.batch_execute("COMMIT").await?) };
         let ((), ()) = tokio::try_join!(rows.execute(client, &inserts), commit)?;
@@ -383,12 +389,12 @@ async fn idempotency_record(
     let Some(row) = tx.query_opt(&statement, &[&tenant, &conversation, &key]).await? else {
         return Ok(None);
     };
-    let hash: Vec<u8> = row.get(0);
+    let hash: Vec<u8> = column(&row, "payload_hash")?;
     let payload_hash = PayloadHash(hash.try_into().map_err(|_| corrupt("idempotency payload hash"))?);
     let outcome = AppendOutcome {
-        first_sequence: Sequence::from_stored(row.get(1)),
-        last_sequence: Sequence::from_stored(row.get(2)),
-        conversation_last_sequence: Sequence::from_stored(row.get(3)),
+        first_sequence: Sequence::from_stored(column(&row, "first_sequence")?),
+        last_sequence: Sequence::from_stored(column(&row, "last_sequence")?),
+        conversation_last_sequence: Sequence::from_stored(column(&row, "conversation_last_sequence")?),
         replayed: false,
     };
     Ok(Some(IdempotencyRecord {
@@ -405,23 +411,21 @@ async fn call_states(
 ) -> Result<HashMap<String, KnownCall>, StoreError> {
     let statement = tx
         .prepare_cached(
-            "SELECT call_id, result_sequence IS NOT NULL, call_sequence FROM tool_calls
+            "SELECT call_id, result_sequence IS NOT NULL AS answered, call_sequence FROM tool_calls
              WHERE tenant_id = $1 AND conversation_id = $2 AND call_id = ANY($3)",
         )
         .await?;
     let rows = tx.query(&statement, &[&tenant, &conversation, &ids]).await?;
-    Ok(rows
-        .iter()
+    rows.iter()
         .map(|row| {
-            let state = if row.get::<_, bool>(1) {
-                CallState::Answered
-            } else {
-                CallState::Open
+            let state = match column(row, "answered")? {
+                true => CallState::Answered,
+                false => CallState::Open,
             };
-            let sequence = Sequence::from_stored(row.get(2));
-            (row.get::<_, String>(0), KnownCall { state, sequence })
+            let sequence = Sequence::from_stored(column(row, "call_sequence")?);
+            Ok((column(row, "call_id")?, KnownCall { state, sequence }))
         })
-        .collect())
+        .collect()
 }
 
 async fn insert_messages(

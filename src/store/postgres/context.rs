@@ -7,7 +7,7 @@ use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
 use super::rows::{
-    MESSAGE_COLUMNS, byte_limit, capped_messages, capped_page, memory_from_row, stored_message,
+    MESSAGE_COLUMNS, byte_limit, capped_messages, capped_page, column, memory_from_row, stored_messages,
 };
 use crate::{
     domain::{
@@ -30,7 +30,9 @@ pub(super) async fn open_context(
     let state = client
         .prepare_cached(
             "SELECT c.last_sequence, c.last_user_sequence, c.last_response_id,
-                    s.text, s.through_sequence, m.document, m.through_sequence, m.version
+                    s.text AS summary_text, s.through_sequence AS summary_through_sequence,
+                    m.document AS memory_document, m.through_sequence AS memory_through_sequence,
+                    m.version AS memory_version
              FROM conversations c
              LEFT JOIN summaries s ON s.tenant_id = c.tenant_id
                   AND s.conversation_id = c.conversation_id AND s.version = c.summary_version
@@ -63,19 +65,22 @@ pub(super) async fn open_context(
         client.query(&newest, newest_params),
     )?;
     let state = state.ok_or(StoreError::NotFound)?;
-    let last_sequence = Sequence::from_stored(state.get(0));
-    let last_user: Option<i64> = state.get(1);
-    let pinned: Vec<StoredMessage> = pinned.iter().map(stored_message).collect::<Result<_, _>>()?;
-    let summary_text: Option<String> = state.get(3);
-    let summary = summary_text.map(|text| SummarySection {
-        text,
-        through_sequence: Sequence::from_stored(state.get(4)),
-    });
-    let memory = memory_from_row(&state, 5)?;
+    let last_sequence = Sequence::from_stored(column(&state, "last_sequence")?);
+    let last_user: Option<i64> = column(&state, "last_user_sequence")?;
+    let pinned: Vec<StoredMessage> = stored_messages(&pinned)?;
+    let summary_text: Option<String> = column(&state, "summary_text")?;
+    let summary = match summary_text {
+        Some(text) => Some(SummarySection {
+            text,
+            through_sequence: Sequence::from_stored(column(&state, "summary_through_sequence")?),
+        }),
+        None => None,
+    };
+    let memory = memory_from_row(&state)?;
     let snapshot = ContextSnapshot {
         last_sequence,
         last_user_sequence: last_user.map(Sequence::from_stored),
-        last_response_id: state.get(2),
+        last_response_id: column(&state, "last_response_id")?,
         pinned: pinned
             .into_iter()
             .filter(|m| m.sequence <= last_sequence)
@@ -143,8 +148,12 @@ pub(super) async fn open_calls(
             &[&tenant.as_str(), &conversation.as_str(), &ids],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get::<_, String>(0), Sequence::from_stored(r.get(1))))
-        .collect())
+    rows.iter()
+        .map(|r| {
+            Ok((
+                column(r, "call_id")?,
+                Sequence::from_stored(column(r, "call_sequence")?),
+            ))
+        })
+        .collect()
 }

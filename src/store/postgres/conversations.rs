@@ -9,7 +9,10 @@ use std::{
 use deadpool_postgres::{GenericClient, Pool, Transaction};
 use tokio_postgres::{Row, types::Json};
 
-use super::{corrupt, rows};
+use super::{
+    corrupt,
+    rows::{self, column},
+};
 use crate::{
     domain::{
         ConversationId, PayloadHash, Sequence, TenantId,
@@ -26,19 +29,18 @@ use crate::{
 /// The columns [`conversation_from_row`] reads, from `conversations c` left-joined with
 /// `working_memory w` ([`FROM`]).
 const COLUMNS: &str = "c.conversation_id, c.title, c.status, c.labels, c.created_at, c.updated_at,
-     c.last_sequence, c.summary_through_sequence, coalesce(w.version, 0), c.expire_time,
+     c.last_sequence, c.summary_through_sequence, coalesce(w.version, 0) AS memory_version, c.expire_time,
      c.forked_from_conversation_id, c.forked_from_sequence";
 
 const FROM: &str = "conversations c LEFT JOIN working_memory w
      ON w.tenant_id = c.tenant_id AND w.conversation_id = c.conversation_id";
 
 fn conversation_from_row(row: &Row) -> Result<Conversation, StoreError> {
-    let decode = |e: tokio_postgres::Error| StoreError::Internal { source: Box::new(e) };
-    let id: String = row.try_get(0).map_err(decode)?;
-    let status: &str = row.try_get(2).map_err(decode)?;
-    let Json(labels): Json<BTreeMap<String, String>> = row.try_get(3).map_err(decode)?;
-    let forked_id: Option<String> = row.try_get(10).map_err(decode)?;
-    let forked_sequence: Option<i64> = row.try_get(11).map_err(decode)?;
+    let id: String = column(row, "conversation_id")?;
+    let status: &str = column(row, "status")?;
+    let Json(labels): Json<BTreeMap<String, String>> = column(row, "labels")?;
+    let forked_id: Option<String> = column(row, "forked_from_conversation_id")?;
+    let forked_sequence: Option<i64> = column(row, "forked_from_sequence")?;
     let forked_from = match (forked_id, forked_sequence) {
         (Some(id), Some(sequence)) => Some((
             ConversationId::parse(id).map_err(|_| corrupt("forked_from_conversation_id"))?,
@@ -48,15 +50,15 @@ fn conversation_from_row(row: &Row) -> Result<Conversation, StoreError> {
     };
     Ok(Conversation {
         id: ConversationId::parse(id).map_err(|_| corrupt("conversation_id"))?,
-        title: row.try_get(1).map_err(decode)?,
+        title: column(row, "title")?,
         status: ConversationStatus::from_name(status).ok_or_else(|| corrupt("status"))?,
         labels,
-        created_at: row.try_get(4).map_err(decode)?,
-        updated_at: row.try_get(5).map_err(decode)?,
-        last_sequence: Sequence::from_stored(row.try_get(6).map_err(decode)?),
-        summary_through_sequence: Sequence::from_stored(row.try_get(7).map_err(decode)?),
-        memory_version: row.try_get::<_, i64>(8).map_err(decode)?.max(0) as u64,
-        expire_time: row.try_get(9).map_err(decode)?,
+        created_at: column(row, "created_at")?,
+        updated_at: column(row, "updated_at")?,
+        last_sequence: Sequence::from_stored(column(row, "last_sequence")?),
+        summary_through_sequence: Sequence::from_stored(column(row, "summary_through_sequence")?),
+        memory_version: column::<i64>(row, "memory_version")?.max(0) as u64,
+        expire_time: column(row, "expire_time")?,
         forked_from,
     })
 }
@@ -211,7 +213,7 @@ pub(super) async fn fork(
         )
         .await?
         .ok_or(StoreError::NotFound)?;
-    let last = Sequence::from_stored(row.get(0));
+    let last = Sequence::from_stored(column(&row, "last_sequence")?);
     if through > last {
         return Err(StoreError::Invalid {
             violations: ForkRefusal::PastEnd { last }.violations(),
@@ -220,11 +222,11 @@ pub(super) async fn fork(
     let splits = tx
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM messages WHERE tenant_id = $1 AND conversation_id = $2
-                 AND sequence > $3 AND call_sequence <= $3)",
+                 AND sequence > $3 AND call_sequence <= $3) AS splits",
             &[&t, &s, &through_value],
         )
         .await?;
-    if splits.get::<_, bool>(0) {
+    if column(&splits, "splits")? {
         return Err(StoreError::Invalid {
             violations: ForkRefusal::InsideToolGroup.violations(),
         });
@@ -298,11 +300,12 @@ async fn read_memory(
     lock: &str,
 ) -> Result<Option<WorkingMemory>, StoreError> {
     let query = format!(
-        "SELECT document, through_sequence, version FROM working_memory
+        "SELECT document AS memory_document, through_sequence AS memory_through_sequence,
+             version AS memory_version FROM working_memory
          WHERE tenant_id = $1 AND conversation_id = $2 {lock}"
     );
     match tx.query_opt(&query, &[&tenant, &conversation]).await? {
-        Some(row) => rows::memory_from_row(&row, 0),
+        Some(row) => rows::memory_from_row(&row),
         None => Ok(None),
     }
 }
@@ -351,7 +354,7 @@ pub(super) async fn redact(
         )
         .await?
         .ok_or(StoreError::NotFound)?;
-    let mut summary_through = Sequence::from_stored(watermark.get(0));
+    let mut summary_through = Sequence::from_stored(column(&watermark, "summary_through_sequence")?);
     let query = format!(
         "SELECT {} FROM messages WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3",
         rows::MESSAGE_COLUMNS
@@ -400,7 +403,7 @@ pub(super) async fn redact(
                 &[&t, &c],
             )
             .await?;
-        summary_through = Sequence::from_stored(row.get(0));
+        summary_through = Sequence::from_stored(column(&row, "summary_through_sequence")?);
     }
     let mut memory_version = 0;
     if let Some(mut memory) = read_memory(&tx, t, c, "FOR UPDATE").await? {
@@ -414,7 +417,7 @@ pub(super) async fn redact(
                 &[&t, &c, &Json(&memory)],
             )
             .await?;
-        memory_version = row.get::<_, i64>(0).max(0) as u64;
+        memory_version = column::<i64>(&row, "version")?.max(0) as u64;
     }
     let redacted_hash = &PayloadHash::REDACTED.0[..];
     tx.execute(
@@ -445,8 +448,8 @@ pub(super) async fn sweep(pool: &Pool, rule: RetentionRule) -> Result<Swept, Sto
         )
         .await?
         .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+        .map(tenant_and_conversation)
+        .collect::<Result<_, _>>()?;
     if let Some(before) = inactive_before {
         let room = limit - candidates.len() as i64;
         if room > 0 {
@@ -457,7 +460,9 @@ pub(super) async fn sweep(pool: &Pool, rule: RetentionRule) -> Result<Swept, Sto
                     &[&before, &room],
                 )
                 .await?;
-            candidates.extend(inactive.iter().map(|r| (r.get(0), r.get(1))));
+            for row in &inactive {
+                candidates.push(tenant_and_conversation(row)?);
+            }
         }
     }
     drop(client);
@@ -482,4 +487,9 @@ pub(super) async fn sweep(pool: &Pool, rule: RetentionRule) -> Result<Swept, Sto
         swept.messages += messages;
     }
     Ok(swept)
+}
+
+/// The `tenant_id` and `conversation_id` columns of a row.
+fn tenant_and_conversation(row: &Row) -> Result<(String, String), StoreError> {
+    Ok((column(row, "tenant_id")?, column(row, "conversation_id")?))
 }

@@ -25,7 +25,7 @@ pub(super) async fn try_summarizer_lease(
     let (t, c) = (tenant.as_str(), conversation.as_str());
     try_lease(
         pool,
-        "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) FROM conversations
+        "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS taken FROM conversations
          WHERE tenant_id = $2 AND conversation_id = $3",
         &[&key, &t, &c],
     )
@@ -46,7 +46,7 @@ pub(super) async fn try_retention_lease(pool: &Pool) -> Result<Option<Lease>, St
         .await?;
     try_lease(
         pool,
-        "SELECT pg_try_advisory_xact_lock(hashtextextended(conversation_id, 0)) FROM ctxd_leases
+        "SELECT pg_try_advisory_xact_lock(hashtextextended(conversation_id, 0)) AS taken FROM ctxd_leases
          WHERE conversation_id = $1",
         &[&name],
     )
@@ -66,7 +66,11 @@ async fn try_lease(
     client.batch_execute("BEGIN").await?;
     let row = client.query_opt(lock, params).await;
     let lease = PostgresLease { client: Some(client) };
-    if row?.is_some_and(|row| row.get::<_, bool>(0)) {
+    let taken = match row? {
+        Some(row) => super::rows::column(&row, "taken")?,
+        None => false,
+    };
+    if taken {
         Ok(Some(Lease::new(lease)))
     } else {
         Box::new(lease).release().await;

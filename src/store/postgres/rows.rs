@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use tokio_postgres::{
     Row,
-    types::{Json, ToSql},
+    types::{FromSql, Json, ToSql},
 };
 
 use super::corrupt;
@@ -20,12 +20,12 @@ use crate::{
     store::StoreError,
 };
 
-/// Columns of a stored message, in the positions [`stored_message`] reads.
+/// Columns of a stored message, as [`stored_messages`] reads them by name.
 /// Empty JSON lists and maps come back as NULL: most messages have no tool calls, attachments or
 /// metadata, and skipping their JSON decoding is a sizeable part of BuildContext's CPU.
 pub(super) const MESSAGE_COLUMNS: &str =
-    "sequence, role, content, name, NULLIF(tool_calls, '[]'), tool_call_id,
-     NULLIF(attachments, '[]'), NULLIF(metadata, '{}'),
+    "sequence, role, content, name, NULLIF(tool_calls, '[]') AS tool_calls, tool_call_id,
+     NULLIF(attachments, '[]') AS attachments, NULLIF(metadata, '{}') AS metadata,
      exclude_from_context, pinned, error, response_id, created_at,
      tokens_o200k, tokens_cl100k, tokens_approx, call_sequence, token_offset, previous_turn_offset,
      native";
@@ -44,11 +44,11 @@ const MESSAGE_BYTES: &str = "(octet_length(content) + octet_length(name)
 /// The messages matching `filter`, ordered by sequence in `order` (`ASC` or `DESC`), at most
 /// `limit` of them, and no more once their [`MESSAGE_BYTES`] reach `max_bytes` (the message
 /// that reaches it is the last one; a first message is always returned). `limit` and
-/// `max_bytes` are placeholders (`$n::bigint`). After the [`MESSAGE_COLUMNS`] comes one bool:
-/// true when the page reached `max_bytes`, so more may follow.
+/// `max_bytes` are placeholders (`$n::bigint`). After the [`MESSAGE_COLUMNS`] comes one bool,
+/// `reached`: true when the page reached `max_bytes`, so more may follow.
 pub(super) fn capped_page(filter: &str, order: &str, limit: &str, max_bytes: &str) -> String {
     format!(
-        "SELECT {MESSAGE_COLUMNS}, upto >= {max_bytes} FROM (
+        "SELECT {MESSAGE_COLUMNS}, upto >= {max_bytes} AS reached FROM (
              SELECT m.*, {MESSAGE_BYTES} AS own,
                     sum({MESSAGE_BYTES}) OVER (ORDER BY sequence {order} ROWS UNBOUNDED PRECEDING) AS upto
              FROM messages m WHERE {filter}
@@ -65,65 +65,145 @@ pub(super) fn byte_limit(max_bytes: usize) -> i64 {
 
 /// The rows of a [`capped_page`] query and whether the page reached its byte limit.
 pub(super) fn capped_messages(rows: &[Row]) -> Result<(Vec<StoredMessage>, bool), StoreError> {
-    let reached = rows.last().is_some_and(|r| r.get::<_, bool>(20));
-    let messages = rows.iter().map(stored_message).collect::<Result<_, _>>()?;
-    Ok((messages, reached))
+    let reached = match rows.last() {
+        Some(row) => column(row, "reached")?,
+        None => false,
+    };
+    Ok((stored_messages(rows)?, reached))
 }
 
-/// A row of [`MESSAGE_COLUMNS`], read by position (name lookups cost a scan per column on
-/// every row of every BuildContext).
+/// One column of `row` by name; a missing column or a type mismatch is an internal error, never
+/// a panic.
+pub(super) fn column<'a, T: FromSql<'a>>(row: &'a Row, name: &str) -> Result<T, StoreError> {
+    row.try_get(name)
+        .map_err(|e| StoreError::Internal { source: Box::new(e) })
+}
+
+/// Rows of [`MESSAGE_COLUMNS`]. The columns are looked up by name once per result set, not
+/// once per row (a name lookup scans the columns, on every row of every BuildContext).
+pub(super) fn stored_messages(rows: &[Row]) -> Result<Vec<StoredMessage>, StoreError> {
+    let Some(first) = rows.first() else {
+        return Ok(Vec::new());
+    };
+    let at = MessageColumns::locate(first)?;
+    rows.iter().map(|row| at.decode(row)).collect()
+}
+
+/// One row of [`MESSAGE_COLUMNS`].
 pub(super) fn stored_message(row: &Row) -> Result<StoredMessage, StoreError> {
-    let decode = |e: tokio_postgres::Error| StoreError::Internal { source: Box::new(e) };
-    let role_name: &str = row.try_get(1).map_err(decode)?;
-    let role = Role::from_name(role_name).ok_or_else(|| corrupt("role"))?;
-    let tool_calls: Option<Json<_>> = row.try_get(4).map_err(decode)?;
-    let attachments: Option<Json<_>> = row.try_get(6).map_err(decode)?;
-    let metadata: Option<Json<_>> = row.try_get(7).map_err(decode)?;
-    let error: Option<Json<LlmError>> = row.try_get(10).map_err(decode)?;
-    let count = |column: usize| -> Result<u32, StoreError> {
-        Ok(row.try_get::<_, i32>(column).map_err(decode)?.max(0) as u32)
-    };
-    let call_sequence: Option<i64> = row.try_get(16).map_err(decode)?;
-    let offset = |column: usize| -> Result<Option<u64>, StoreError> {
-        let value: Option<i64> = row.try_get(column).map_err(decode)?;
-        Ok(value.map(|v| v.max(0) as u64))
-    };
-    let position = LogPosition {
-        offset: offset(17)?.unwrap_or(0),
-        previous_turn: offset(18)?,
-    };
-    let native: Option<Json<NativeColumn>> = row.try_get(19).map_err(decode)?;
-    let native = native.map(|Json(n)| n).unwrap_or_default();
-    let message = Message {
-        role,
-        content: row.try_get(2).map_err(decode)?,
-        name: row.try_get(3).map_err(decode)?,
-        tool_calls: tool_calls.map(|Json(v)| v).unwrap_or_default(),
-        tool_call_id: row.try_get(5).map_err(decode)?,
-        attachments: attachments.map(|Json(v)| v).unwrap_or_default(),
-        metadata: metadata.map(|Json(v)| v).unwrap_or_default(),
-        exclude_from_context: row.try_get(8).map_err(decode)?,
-        pinned: row.try_get(9).map_err(decode)?,
-        error: error.map(|Json(e)| e),
-        response_id: row.try_get(11).map_err(decode)?,
-        reasoning: native.reasoning,
-        content_item_id: native.content_item_id,
-        content_signature: native.content_signature,
-        content_phase: native.content_phase,
-    };
-    Ok(StoredMessage {
-        sequence: Sequence::from_stored(row.try_get(0).map_err(decode)?),
-        created_at: row.try_get(12).map_err(decode)?,
-        tokens: TokenCounts {
-            o200k_base: count(13)?,
-            cl100k_base: count(14)?,
-            approx: count(15)?,
-        },
-        reasoning_tokens: native.tokens.into(),
-        call_sequence: call_sequence.map(Sequence::from_stored),
-        turn_anchor: position.anchor(&message),
-        message,
-    })
+    MessageColumns::locate(row)?.decode(row)
+}
+
+/// Column `index` of `row` (located by name in [`MessageColumns::locate`]).
+fn at<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> Result<T, StoreError> {
+    row.try_get(index)
+        .map_err(|e| StoreError::Internal { source: Box::new(e) })
+}
+
+/// Where each of [`MESSAGE_COLUMNS`] is in a result set.
+struct MessageColumns {
+    sequence: usize,
+    role: usize,
+    content: usize,
+    name: usize,
+    tool_calls: usize,
+    tool_call_id: usize,
+    attachments: usize,
+    metadata: usize,
+    exclude_from_context: usize,
+    pinned: usize,
+    error: usize,
+    response_id: usize,
+    created_at: usize,
+    tokens: [usize; 3],
+    call_sequence: usize,
+    token_offset: usize,
+    previous_turn_offset: usize,
+    native: usize,
+}
+
+impl MessageColumns {
+    /// The positions of the named columns in `row`'s result set.
+    fn locate(row: &Row) -> Result<Self, StoreError> {
+        let at = |name: &str| {
+            row.columns()
+                .iter()
+                .position(|c| c.name() == name)
+                .ok_or_else(|| corrupt(&format!("message column {name}")))
+        };
+        Ok(Self {
+            sequence: at("sequence")?,
+            role: at("role")?,
+            content: at("content")?,
+            name: at("name")?,
+            tool_calls: at("tool_calls")?,
+            tool_call_id: at("tool_call_id")?,
+            attachments: at("attachments")?,
+            metadata: at("metadata")?,
+            exclude_from_context: at("exclude_from_context")?,
+            pinned: at("pinned")?,
+            error: at("error")?,
+            response_id: at("response_id")?,
+            created_at: at("created_at")?,
+            tokens: [at("tokens_o200k")?, at("tokens_cl100k")?, at("tokens_approx")?],
+            call_sequence: at("call_sequence")?,
+            token_offset: at("token_offset")?,
+            previous_turn_offset: at("previous_turn_offset")?,
+            native: at("native")?,
+        })
+    }
+
+    /// The stored message in `row`.
+    fn decode(&self, row: &Row) -> Result<StoredMessage, StoreError> {
+        let role_name: &str = at(row, self.role)?;
+        let role = Role::from_name(role_name).ok_or_else(|| corrupt("role"))?;
+        let tool_calls: Option<Json<_>> = at(row, self.tool_calls)?;
+        let attachments: Option<Json<_>> = at(row, self.attachments)?;
+        let metadata: Option<Json<_>> = at(row, self.metadata)?;
+        let error: Option<Json<LlmError>> = at(row, self.error)?;
+        let native: Option<Json<NativeColumn>> = at(row, self.native)?;
+        let native = native.map(|Json(n)| n).unwrap_or_default();
+        let message = Message {
+            role,
+            content: at(row, self.content)?,
+            name: at(row, self.name)?,
+            tool_calls: tool_calls.map(|Json(v)| v).unwrap_or_default(),
+            tool_call_id: at(row, self.tool_call_id)?,
+            attachments: attachments.map(|Json(v)| v).unwrap_or_default(),
+            metadata: metadata.map(|Json(v)| v).unwrap_or_default(),
+            exclude_from_context: at(row, self.exclude_from_context)?,
+            pinned: at(row, self.pinned)?,
+            error: error.map(|Json(e)| e),
+            response_id: at(row, self.response_id)?,
+            reasoning: native.reasoning,
+            content_item_id: native.content_item_id,
+            content_signature: native.content_signature,
+            content_phase: native.content_phase,
+        };
+        let count =
+            |index: usize| -> Result<u32, StoreError> { at(row, index).map(|n: i32| n.max(0) as u32) };
+        let offset = |index: usize| -> Result<Option<u64>, StoreError> {
+            at(row, index).map(|v: Option<i64>| v.map(|v| v.max(0) as u64))
+        };
+        let position = LogPosition {
+            offset: offset(self.token_offset)?.unwrap_or(0),
+            previous_turn: offset(self.previous_turn_offset)?,
+        };
+        let call_sequence: Option<i64> = at(row, self.call_sequence)?;
+        Ok(StoredMessage {
+            sequence: Sequence::from_stored(at(row, self.sequence)?),
+            created_at: at(row, self.created_at)?,
+            tokens: TokenCounts {
+                o200k_base: count(self.tokens[0])?,
+                cl100k_base: count(self.tokens[1])?,
+                approx: count(self.tokens[2])?,
+            },
+            reasoning_tokens: native.tokens.into(),
+            call_sequence: call_sequence.map(Sequence::from_stored),
+            turn_anchor: position.anchor(&message),
+            message,
+        })
+    }
 }
 
 /// The `native` column: a message's reasoning, the text's item id and signature, and their
@@ -181,12 +261,12 @@ impl From<[u32; 3]> for TokenCounts {
     }
 }
 
-/// A working memory from `document, through_sequence, version` columns starting at `first`.
-pub(super) fn memory_from_row(row: &Row, first: usize) -> Result<Option<WorkingMemory>, StoreError> {
-    let decode = |e: tokio_postgres::Error| StoreError::Internal { source: Box::new(e) };
-    let document: Option<Json<WorkingMemory>> = row.try_get(first).map_err(decode)?;
-    let through: Option<i64> = row.try_get(first + 1).map_err(decode)?;
-    let version: Option<i64> = row.try_get(first + 2).map_err(decode)?;
+/// A working memory from the `memory_document`, `memory_through_sequence` and `memory_version`
+/// columns (NULL when none is stored).
+pub(super) fn memory_from_row(row: &Row) -> Result<Option<WorkingMemory>, StoreError> {
+    let document: Option<Json<WorkingMemory>> = column(row, "memory_document")?;
+    let through: Option<i64> = column(row, "memory_through_sequence")?;
+    let version: Option<i64> = column(row, "memory_version")?;
     Ok(document.map(|Json(mut memory)| {
         memory.through_sequence = Sequence::from_stored(through.unwrap_or(0));
         memory.version = version.unwrap_or(0).max(0) as u64;

@@ -4,7 +4,7 @@
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
-use super::messages::messages_after;
+use super::{messages::messages_after, rows::column};
 use crate::{
     domain::{ConversationId, Sequence, TenantId, summary::Summary},
     store::{NewSummary, StoreError, SummaryState},
@@ -31,22 +31,25 @@ pub(super) async fn summary_state(
         )
         .await?
         .ok_or(StoreError::NotFound)?;
-    let text: Option<String> = state.get(1);
-    let summary = text.map(|text| Summary {
-        text,
-        through_sequence: Sequence::from_stored(state.get(2)),
-        summarizer: state.get(3),
-        version: state.get::<_, i64>(4).max(0) as u64,
-        updated_at: state.get(5),
-    });
+    let text: Option<String> = column(&state, "text")?;
+    let summary = match text {
+        Some(text) => Some(Summary {
+            text,
+            through_sequence: Sequence::from_stored(column(&state, "through_sequence")?),
+            summarizer: column(&state, "summarizer")?,
+            version: column::<i64>(&state, "version")?.max(0) as u64,
+            updated_at: column(&state, "created_at")?,
+        }),
+        None => None,
+    };
     let watermark = summary.as_ref().map_or(Sequence::ZERO, |s| s.through_sequence);
     let (messages, complete) = messages_after(&client, t, c, watermark, max_bytes).await?;
     Ok(SummaryState {
         summary,
         messages,
         complete,
-        last_sequence: Sequence::from_stored(state.get(0)),
-        redactions: state.get::<_, i64>(6).max(0) as u64,
+        last_sequence: Sequence::from_stored(column(&state, "last_sequence")?),
+        redactions: column::<i64>(&state, "redactions")?.max(0) as u64,
     })
 }
 
@@ -79,7 +82,7 @@ pub(super) async fn store_summary(
     let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &base.as_i64(), &through, &redactions];
     let row = match tx.query_opt(&moved, &params).await? {
         Some(moved) => {
-            let version: i64 = moved.get(0);
+            let version: i64 = column(&moved, "summary_version")?;
             let insert = tx
                 .prepare_cached(
                     "INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence, summarizer)
@@ -103,8 +106,8 @@ pub(super) async fn store_summary(
             text: summary.text,
             through_sequence: summary.through_sequence,
             summarizer: summary.summarizer,
-            version: row.get::<_, i64>(0).max(0) as u64,
-            updated_at: row.get(1),
+            version: column::<i64>(&row, "version")?.max(0) as u64,
+            updated_at: column(&row, "created_at")?,
         }),
         None => {
             let current = client
@@ -116,7 +119,7 @@ pub(super) async fn store_summary(
                 .await?
                 .ok_or(StoreError::NotFound)?;
             Err(StoreError::SummaryMoved {
-                current: Sequence::from_stored(current.get(0)),
+                current: Sequence::from_stored(column(&current, "summary_through_sequence")?),
             })
         }
     }

@@ -3,7 +3,10 @@
 use deadpool_postgres::Pool;
 use tokio_postgres::types::{Json, ToSql};
 
-use super::{messages::messages_after, rows::memory_from_row};
+use super::{
+    messages::messages_after,
+    rows::{column, memory_from_row},
+};
 use crate::{
     domain::{ConversationId, Sequence, TenantId, working_memory::WorkingMemory},
     store::{MemoryState, StoreError},
@@ -20,7 +23,8 @@ pub(super) async fn memory_state(
     let client = pool.get().await?;
     let row = client
         .query_opt(
-            "SELECT m.document, m.through_sequence, m.version, m.updated_at, c.last_sequence
+            "SELECT m.document AS memory_document, m.through_sequence AS memory_through_sequence,
+                    m.version AS memory_version, m.updated_at, c.last_sequence
              FROM conversations c
              LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
              WHERE c.tenant_id = $1 AND c.conversation_id = $2",
@@ -28,8 +32,8 @@ pub(super) async fn memory_state(
         )
         .await?
         .ok_or(StoreError::NotFound)?;
-    let mut memory = memory_from_row(&row, 0)?.unwrap_or_default();
-    memory.updated_at = row.get(3);
+    let mut memory = memory_from_row(&row)?.unwrap_or_default();
+    memory.updated_at = column(&row, "updated_at")?;
     let (messages, complete) = match messages_up_to {
         Some(max_bytes) => messages_after(&client, t, c, memory.through_sequence, max_bytes).await?,
         None => (Vec::new(), true),
@@ -38,7 +42,7 @@ pub(super) async fn memory_state(
         memory,
         messages,
         complete,
-        last_sequence: Sequence::from_stored(row.get(4)),
+        last_sequence: Sequence::from_stored(column(&row, "last_sequence")?),
     })
 }
 
@@ -81,8 +85,8 @@ pub(super) async fn store_memory(
     };
     if let Some(row) = row {
         return Ok(WorkingMemory {
-            version: row.get::<_, i64>(0).max(0) as u64,
-            updated_at: row.get(1),
+            version: column::<i64>(&row, "version")?.max(0) as u64,
+            updated_at: column(&row, "updated_at")?,
             ..memory.clone()
         });
     }
@@ -95,7 +99,7 @@ pub(super) async fn store_memory(
         )
         .await?
         .ok_or(StoreError::NotFound)?;
-    let current: Option<i64> = current.get(0);
+    let current: Option<i64> = column(&current, "version")?;
     Err(StoreError::MemoryVersionMismatch {
         current: current.unwrap_or(0).max(0) as u64,
     })

@@ -95,11 +95,11 @@ async fn apply_pending(client: &mut Client) -> Result<usize, StoreError> {
         .await?;
     let row = client
         .query_one(
-            "SELECT coalesce(max(version), 0) FROM ctxd_schema_migrations",
+            "SELECT coalesce(max(version), 0) AS version FROM ctxd_schema_migrations",
             &[],
         )
         .await?;
-    let current: i64 = row.get(0);
+    let current: i64 = super::rows::column(&row, "version")?;
     let known = MIGRATIONS.last().map_or(0, |m| m.version);
     if current > known {
         // A newer ctxd migrated this database. Refusing would stop a rolling upgrade or a
