@@ -3,8 +3,7 @@
 //! is a bounded in-memory step, never an await.
 
 use std::{
-    collections::{BTreeSet, HashMap, HashSet},
-    ops::{Deref, DerefMut},
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::SystemTime,
 };
@@ -12,242 +11,26 @@ use std::{
 use async_trait::async_trait;
 
 use super::{
-    HeldLease, Lease, MemoryState, MessagePage, NewSummary, Redaction, RetentionRule, Store, StoreError,
-    SummaryState, Swept,
+    Lease, MemoryState, MessagePage, NewSummary, Redaction, RetentionRule, Store, StoreError, SummaryState,
+    Swept,
 };
 use crate::domain::{
-    AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, ConversationId, IdempotencyRecord,
-    KnownCall, PayloadHash, Sequence, StoredMessage, TenantId, WritePlan,
+    AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, ConversationId, Sequence, StoredMessage,
+    TenantId,
     append::plan,
-    context::{ContextSnapshot, PageRequest, SummarySection, TokenCounts, anchor::LogEnd},
-    conversation::{
-        self, ActivityKey, ConversationPage, ConversationPatch, ConversationStatus, ForkRefusal, ListQuery,
-        micros,
-    },
+    context::{ContextSnapshot, PageRequest, SummarySection},
+    conversation::{self, ActivityKey, ConversationPage, ConversationPatch, ListQuery},
     summary::Summary,
-    tool_protocol::mentioned_call_ids,
     working_memory::WorkingMemory,
 };
 
+mod leases;
+mod state;
+
+use leases::{MemoryLease, SweeperLease};
+use state::State;
+
 type Key = (TenantId, ConversationId);
-
-#[derive(Debug, Clone)]
-struct Conversation {
-    /// Title, status, labels, times, expiry, origin (the counters are derived).
-    resource: Resource,
-    /// Message with sequence `n` is at index `n - 1`.
-    messages: Vec<StoredMessage>,
-    calls: HashMap<String, KnownCall>,
-    idempotency: HashMap<String, IdempotencyRecord>,
-    pinned: Vec<Sequence>,
-    last_user_sequence: Option<Sequence>,
-    last_response_id: Option<String>,
-    /// Every summary version, oldest first.
-    summaries: Vec<Summary>,
-    memory: Option<WorkingMemory>,
-    /// Where the next message goes in the log's token stream.
-    end: LogEnd,
-    /// Each message's place in it, as appended (redaction does not move it).
-    positions: Vec<crate::domain::context::anchor::LogPosition>,
-    /// RedactMessage calls so far (see [`NewSummary::redactions`]).
-    redactions: u64,
-}
-
-/// What a conversation's resource holds beside its log.
-#[derive(Debug, Clone)]
-struct Resource {
-    title: String,
-    status: ConversationStatus,
-    labels: std::collections::BTreeMap<String, String>,
-    created_at: SystemTime,
-    /// Kept at microsecond resolution, as PostgreSQL keeps it.
-    updated_at: SystemTime,
-    expire_time: Option<SystemTime>,
-    forked_from: Option<(ConversationId, Sequence)>,
-}
-
-impl Conversation {
-    fn new(now: SystemTime) -> Self {
-        let now = conversation::to_micros(now);
-        Self {
-            resource: Resource {
-                title: String::new(),
-                status: ConversationStatus::Active,
-                labels: Default::default(),
-                created_at: now,
-                updated_at: now,
-                expire_time: None,
-                forked_from: None,
-            },
-            messages: Vec::new(),
-            calls: HashMap::new(),
-            idempotency: HashMap::new(),
-            pinned: Vec::new(),
-            last_user_sequence: None,
-            last_response_id: None,
-            summaries: Vec::new(),
-            memory: None,
-            end: LogEnd::default(),
-            positions: Vec::new(),
-            redactions: 0,
-        }
-    }
-
-    /// The conversation as a resource.
-    fn resource(&self, id: &ConversationId) -> conversation::Conversation {
-        let r = &self.resource;
-        conversation::Conversation {
-            id: id.clone(),
-            title: r.title.clone(),
-            status: r.status,
-            labels: r.labels.clone(),
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-            last_sequence: self.last_sequence(),
-            summary_through_sequence: self
-                .summaries
-                .last()
-                .map_or(Sequence::ZERO, |s| s.through_sequence),
-            memory_version: self.memory.as_ref().map_or(0, |m| m.version),
-            expire_time: r.expire_time,
-            forked_from: r.forked_from.clone(),
-        }
-    }
-
-    fn activity_key(&self, id: &ConversationId) -> ActivityKey {
-        ActivityKey {
-            micros: micros(self.resource.updated_at),
-            id: id.clone(),
-        }
-    }
-
-    /// True when `rule` says the conversation has expired.
-    fn expired(&self, rule: &RetentionRule) -> bool {
-        match self.resource.expire_time {
-            Some(at) => at <= rule.now,
-            None => rule.inactive.is_some_and(|inactive| {
-                rule.now
-                    .duration_since(self.resource.updated_at)
-                    .is_ok_and(|idle| idle > inactive)
-            }),
-        }
-    }
-
-    fn last_sequence(&self) -> Sequence {
-        self.messages.last().map_or(Sequence::ZERO, |m| m.sequence)
-    }
-
-    fn at(&self, sequence: Sequence) -> Option<&StoredMessage> {
-        (sequence.get() as usize)
-            .checked_sub(1)
-            .and_then(|i| self.messages.get(i))
-    }
-
-    /// What [`plan`] needs to decide `batch`.
-    fn append_state(&self, batch: &AppendBatch) -> AppendState {
-        AppendState {
-            last_sequence: self.last_sequence(),
-            idempotency: batch
-                .idempotency_key
-                .as_ref()
-                .and_then(|k| self.idempotency.get(k.as_str()).copied()),
-            known_calls: mentioned_call_ids(&batch.messages)
-                .into_iter()
-                .filter_map(|id| self.calls.get(&id).map(|k| (id, *k)))
-                .collect(),
-        }
-    }
-
-    /// Writes an accepted batch.
-    fn apply(&mut self, batch: &AppendBatch, write: WritePlan) {
-        let now = SystemTime::now();
-        for (i, message) in batch.messages.iter().enumerate() {
-            let sequence = write.sequence_of(i);
-            if message.pinned && !message.exclude_from_context {
-                self.pinned.push(sequence);
-            }
-            let tokens = batch.tokens.get(i).copied().unwrap_or_default();
-            let position = self.end.place(message, tokens.approx);
-            self.positions.push(position);
-            self.messages.push(StoredMessage {
-                sequence,
-                created_at: now,
-                tokens,
-                reasoning_tokens: batch.reasoning_tokens.get(i).copied().unwrap_or_default(),
-                call_sequence: write.call_sequences[i],
-                turn_anchor: position.anchor(message),
-                message: message.clone(),
-            });
-        }
-        for (i, id) in write.effects.new_calls {
-            let call = KnownCall {
-                state: CallState::Open,
-                sequence: write.after.plus(i as u64 + 1),
-            };
-            self.calls.insert(id, call);
-        }
-        for (_, id, sequence) in write.effects.answered {
-            let call = KnownCall {
-                state: CallState::Answered,
-                sequence,
-            };
-            self.calls.insert(id, call);
-        }
-        self.last_user_sequence = write.newest_user.or(self.last_user_sequence);
-        self.last_response_id = write.newest_response_id.or(self.last_response_id.take());
-        if let (Some(k), Some(record)) = (&batch.idempotency_key, write.idempotency) {
-            self.idempotency.insert(k.as_str().to_owned(), record);
-        }
-    }
-}
-
-/// The conversations, and each tenant's listing order beside them.
-#[derive(Debug, Default)]
-struct State {
-    conversations: HashMap<Key, Conversation>,
-    /// Every conversation's [`ActivityKey`], by tenant.
-    activity: HashMap<TenantId, BTreeSet<ActivityKey>>,
-}
-
-impl Deref for State {
-    type Target = HashMap<Key, Conversation>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.conversations
-    }
-}
-
-impl DerefMut for State {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.conversations
-    }
-}
-
-impl State {
-    /// Records activity on the conversation at `now` (creating it when missing), keeping the
-    /// listing order.
-    fn touch(&mut self, key: &Key, now: SystemTime) -> &mut Conversation {
-        let now = conversation::to_micros(now);
-        let index = self.activity.entry(key.0.clone()).or_default();
-        let conversation = self
-            .conversations
-            .entry(key.clone())
-            .or_insert_with(|| Conversation::new(now));
-        index.remove(&conversation.activity_key(&key.1));
-        conversation.resource.updated_at = now;
-        index.insert(conversation.activity_key(&key.1));
-        conversation
-    }
-
-    /// Removes a conversation and its place in the listing.
-    fn remove(&mut self, key: &Key) -> Option<Conversation> {
-        let removed = self.conversations.remove(key)?;
-        if let Some(index) = self.activity.get_mut(&key.0) {
-            index.remove(&removed.activity_key(&key.1));
-        }
-        Some(removed)
-    }
-}
 
 /// Conversations held in process memory.
 #[derive(Debug, Default)]
@@ -256,42 +39,6 @@ pub struct InMemoryStore {
     leases: Arc<Mutex<HashSet<Key>>>,
     /// True while the retention sweeper's lease is held.
     sweeping: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// The retention sweeper's lease of the in-memory store: cleared on drop.
-#[derive(Debug)]
-struct SweeperLease(Arc<std::sync::atomic::AtomicBool>);
-
-#[async_trait]
-impl HeldLease for SweeperLease {
-    async fn release(self: Box<Self>) {}
-}
-
-impl Drop for SweeperLease {
-    fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Release);
-    }
-}
-
-/// A background-summarizer lease of the in-memory store: removed from the held set on drop.
-#[derive(Debug)]
-struct MemoryLease {
-    held: Arc<Mutex<HashSet<Key>>>,
-    key: Key,
-}
-
-#[async_trait]
-impl HeldLease for MemoryLease {
-    async fn release(self: Box<Self>) {}
-}
-
-impl Drop for MemoryLease {
-    fn drop(&mut self) {
-        self.held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.key);
-    }
 }
 
 impl InMemoryStore {
@@ -642,78 +389,13 @@ impl Store for InMemoryStore {
         let c = conversations
             .get(&key(tenant, source))
             .ok_or(StoreError::NotFound)?;
-        let last = c.last_sequence();
-        if through > last {
-            return Err(StoreError::Invalid {
-                violations: ForkRefusal::PastEnd { last }.violations(),
-            });
-        }
-        let kept = through.get() as usize;
-        let splits_group = c.messages[kept..]
-            .iter()
-            .any(|m| m.call_sequence.is_some_and(|call| call <= through));
-        if splits_group {
-            return Err(StoreError::Invalid {
-                violations: ForkRefusal::InsideToolGroup.violations(),
-            });
-        }
         let target_key = key(tenant, target);
+        let now = SystemTime::now();
+        let mut fork = c.fork(through, now)?;
         if conversations.contains_key(&target_key) {
             return Err(StoreError::AlreadyExists);
         }
-        let now = SystemTime::now();
-        let mut fork = Conversation::new(now);
         fork.resource.forked_from = Some((source.clone(), through));
-        fork.resource.title = c.resource.title.clone();
-        fork.resource.labels = c.resource.labels.clone();
-        fork.messages = c.messages[..kept].to_vec();
-        fork.calls = c
-            .calls
-            .iter()
-            .filter(|(_, call)| call.sequence <= through)
-            .map(|(id, call)| (id.clone(), *call))
-            .collect();
-        fork.pinned = c.pinned.iter().copied().filter(|s| *s <= through).collect();
-        let in_context = fork.messages.iter().filter(|m| !m.message.exclude_from_context);
-        fork.last_user_sequence = in_context
-            .filter(|m| m.message.role == crate::domain::Role::User)
-            .map(|m| m.sequence)
-            .next_back();
-        fork.last_response_id = fork
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.message.role == crate::domain::Role::Assistant && !m.message.response_id.is_empty())
-            .map(|m| m.message.response_id.clone());
-        fork.summaries = c
-            .summaries
-            .iter()
-            .rev()
-            .find(|s| s.through_sequence <= through)
-            .map(|s| crate::domain::summary::Summary {
-                version: 1,
-                ..s.clone()
-            })
-            .into_iter()
-            .collect();
-        fork.memory = c
-            .memory
-            .as_ref()
-            .and_then(|m| conversation::memory_within(m, through))
-            .map(|m| WorkingMemory {
-                updated_at: Some(now),
-                ..m
-            });
-        // The source's placement, as appended: the end is where message `through + 1` was
-        // placed (or the source's end), the newest turn start the one before it.
-        fork.positions = c.positions[..kept].to_vec();
-        fork.end = match c.positions.get(kept) {
-            Some(next) => LogEnd {
-                offset: next.offset,
-                last_turn: next.previous_turn,
-            },
-            None => c.end,
-        };
         conversations.insert(target_key.clone(), fork);
         let fork = conversations.touch(&target_key, now);
         Ok(fork.resource(target))
@@ -725,42 +407,10 @@ impl Store for InMemoryStore {
         conversation: &ConversationId,
         sequence: Sequence,
     ) -> Result<Redaction, StoreError> {
-        let mut conversations = self.lock();
-        let c = conversations
+        self.lock()
             .get_mut(&key(tenant, conversation))
-            .ok_or(StoreError::NotFound)?;
-        let index = (sequence.get() as usize)
-            .checked_sub(1)
-            .filter(|i| *i < c.messages.len())
-            .ok_or(StoreError::MessageNotFound)?;
-        c.redactions += 1;
-        let stored = &mut c.messages[index];
-        stored.message = conversation::tombstone(&stored.message);
-        stored.tokens = TokenCounts::of(&stored.message);
-        stored.reasoning_tokens = TokenCounts::default();
-        let message = stored.clone();
-        let before = c.summaries.len();
-        c.summaries.retain(|s| s.through_sequence < sequence);
-        let summaries_removed = (before - c.summaries.len()) as u64;
-        // A new version even when nothing cited the message: an extraction that read the text
-        // before the redaction cannot be stored after it.
-        if let Some(memory) = &mut c.memory {
-            conversation::forget_in_memory(memory, sequence);
-            memory.version += 1;
-            memory.updated_at = Some(SystemTime::now());
-        }
-        for record in c.idempotency.values_mut() {
-            let outcome = &record.outcome;
-            if outcome.first_sequence <= sequence && sequence <= outcome.last_sequence {
-                record.payload_hash = PayloadHash::REDACTED;
-            }
-        }
-        Ok(Redaction {
-            message,
-            summaries_removed,
-            summary_through_sequence: c.summaries.last().map_or(Sequence::ZERO, |s| s.through_sequence),
-            memory_version: c.memory.as_ref().map_or(0, |m| m.version),
-        })
+            .ok_or(StoreError::NotFound)?
+            .redact(sequence)
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

@@ -28,10 +28,12 @@ use crate::domain::{
 mod append;
 mod context;
 mod conversations;
+mod fork;
 mod gate;
 mod leases;
 mod messages;
 mod migrations;
+mod redaction;
 mod rows;
 mod summary;
 mod working_memory;
@@ -353,7 +355,7 @@ impl Store for PostgresStore {
         target: &ConversationId,
     ) -> Result<Conversation, StoreError> {
         let _slot = self.write_slot(tenant, target).await?;
-        conversations::fork(&self.pool, tenant, source, through, target).await
+        fork::fork(&self.pool, tenant, source, through, target).await
     }
 
     async fn redact_message(
@@ -363,7 +365,7 @@ impl Store for PostgresStore {
         sequence: Sequence,
     ) -> Result<Redaction, StoreError> {
         let _slot = self.write_slot(tenant, conversation).await?;
-        conversations::redact(&self.pool, tenant, conversation, sequence).await
+        redaction::redact(&self.pool, tenant, conversation, sequence).await
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

@@ -1,0 +1,181 @@
+//! Forking a conversation on PostgreSQL: the source's row locked, the plan decided by
+//! [`ForkPlan::decide`], the log copied in SQL.
+
+use deadpool_postgres::{Pool, Transaction};
+use tokio_postgres::types::Json;
+
+use super::{
+    conversations::{read, read_memory},
+    rows::column,
+};
+use crate::{
+    domain::{
+        ConversationId, Sequence, TenantId,
+        conversation::{Conversation, ForkPlan, ForkSource},
+        working_memory::WorkingMemory,
+    },
+    store::StoreError,
+};
+/// Every column of `messages` after the conversation id, as the fork copies them.
+const MESSAGE_COPY: &str = "sequence, role, content, name, tool_calls, tool_call_id, attachments, metadata,
+     exclude_from_context, pinned, error, response_id, created_at, tokens_o200k, tokens_cl100k,
+     tokens_approx, call_sequence, token_offset, previous_turn_offset, native";
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %source, through = through.get()))]
+pub(super) async fn fork(
+    pool: &Pool,
+    tenant: &TenantId,
+    source: &ConversationId,
+    through: Sequence,
+    target: &ConversationId,
+) -> Result<Conversation, StoreError> {
+    let (t, s, n) = (tenant.as_str(), source.as_str(), target.as_str());
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    super::limit(&tx).await?;
+    let plan = fork_plan(&tx, t, s, through).await?;
+    create_fork(&tx, t, s, through, n).await?;
+    copy_log(&tx, t, s, through, n).await?;
+    if let Some(memory) = &plan.memory {
+        insert_memory(&tx, t, n, memory).await?;
+    }
+    let conversation = read(&tx, t, n).await?;
+    tx.commit().await?;
+    Ok(conversation)
+}
+
+/// Looks up the source (locking its row: appends to it wait until the copy is taken) and
+/// decides the fork. The summary is copied in SQL ([`copy_log`]) by the plan's rule.
+async fn fork_plan(
+    tx: &Transaction<'_>,
+    t: &str,
+    s: &str,
+    through: Sequence,
+) -> Result<ForkPlan, StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT last_sequence FROM conversations WHERE tenant_id = $1 AND conversation_id = $2 FOR SHARE",
+            &[&t, &s],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let last = Sequence::from_stored(column(&row, "last_sequence")?);
+    let split = tx
+        .query_opt(
+            "SELECT call_sequence FROM messages WHERE tenant_id = $1 AND conversation_id = $2
+                 AND sequence > $3 AND call_sequence <= $3 LIMIT 1",
+            &[&t, &s, &through.as_i64()],
+        )
+        .await?;
+    let split_call = match split {
+        Some(row) => Some(Sequence::from_stored(column(&row, "call_sequence")?)),
+        None => None,
+    };
+    let source = ForkSource {
+        last,
+        split_call,
+        summary: None,
+        memory: read_memory(tx, t, s, "").await?,
+    };
+    ForkPlan::decide(through, source).map_err(|refusal| StoreError::Invalid {
+        violations: refusal.violations(),
+    })
+}
+
+/// The fork's conversation row; its newest user message and response id by
+/// [`ForkPlan::opens_user_turn`] and [`ForkPlan::response_id`], here as SQL predicates.
+async fn create_fork(
+    tx: &Transaction<'_>,
+    t: &str,
+    s: &str,
+    through: Sequence,
+    n: &str,
+) -> Result<(), StoreError> {
+    let created = tx
+        .execute(
+            "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, last_user_sequence,
+                 last_response_id, token_offset, turn_offset, title, labels,
+                 forked_from_conversation_id, forked_from_sequence)
+             SELECT $1, $4, $3,
+                 (SELECT max(sequence) FROM messages WHERE tenant_id = $1 AND conversation_id = $2
+                      AND sequence <= $3 AND role = 'user' AND NOT exclude_from_context),
+                 (SELECT response_id FROM messages WHERE tenant_id = $1 AND conversation_id = $2
+                      AND sequence <= $3 AND role = 'assistant' AND response_id <> ''
+                      ORDER BY sequence DESC LIMIT 1),
+                 coalesce((SELECT token_offset FROM messages
+                      WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3 + 1),
+                      c.token_offset),
+                 (SELECT token_offset FROM messages WHERE tenant_id = $1 AND conversation_id = $2
+                      AND sequence <= $3 AND role = 'user' AND NOT exclude_from_context
+                      ORDER BY sequence DESC LIMIT 1),
+                 c.title, c.labels, $2, $3
+             FROM conversations c WHERE c.tenant_id = $1 AND c.conversation_id = $2
+             ON CONFLICT (tenant_id, conversation_id) DO NOTHING",
+            &[&t, &s, &through.as_i64(), &n],
+        )
+        .await?;
+    if created == 0 {
+        return Err(StoreError::AlreadyExists);
+    }
+    Ok(())
+}
+
+/// Copies the messages, tool-call bookkeeping and the newest summary within the fork point
+/// (as the fork's version 1, as [`ForkPlan`] says).
+async fn copy_log(
+    tx: &Transaction<'_>,
+    t: &str,
+    s: &str,
+    through: Sequence,
+    n: &str,
+) -> Result<(), StoreError> {
+    let through = through.as_i64();
+    let copy = format!(
+        "INSERT INTO messages (tenant_id, conversation_id, {MESSAGE_COPY})
+         SELECT tenant_id, $4, {MESSAGE_COPY} FROM messages
+         WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3"
+    );
+    tx.execute(&copy, &[&t, &s, &through, &n]).await?;
+    tx.execute(
+        "INSERT INTO tool_calls (tenant_id, conversation_id, call_id, call_sequence, result_sequence)
+         SELECT tenant_id, $4, call_id, call_sequence, result_sequence FROM tool_calls
+         WHERE tenant_id = $1 AND conversation_id = $2 AND call_sequence <= $3",
+        &[&t, &s, &through, &n],
+    )
+    .await?;
+    tx.execute(
+        "WITH copied AS (
+             INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence,
+                 summarizer, created_at)
+             SELECT tenant_id, $4, 1, text, through_sequence, summarizer, created_at FROM summaries
+             WHERE tenant_id = $1 AND conversation_id = $2 AND through_sequence <= $3
+             ORDER BY version DESC LIMIT 1
+             RETURNING through_sequence)
+         UPDATE conversations SET summary_version = 1, summary_through_sequence = copied.through_sequence
+         FROM copied WHERE tenant_id = $1 AND conversation_id = $4",
+        &[&t, &s, &through, &n],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn insert_memory(
+    tx: &Transaction<'_>,
+    tenant: &str,
+    conversation: &str,
+    memory: &WorkingMemory,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
+         VALUES ($1, $2, $3, $4, $5)",
+        &[
+            &tenant,
+            &conversation,
+            &Json(memory),
+            &memory.through_sequence.as_i64(),
+            &(memory.version as i64),
+        ],
+    )
+    .await?;
+    Ok(())
+}
