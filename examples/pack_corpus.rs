@@ -565,7 +565,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 tokens: vec![],
                 reasoning_tokens: vec![],
             };
-            if let Err(e) = service.append_message(&tenant, batch).await {
+            if let Err(e) = service.append_message(&tenant, batch, None).await {
                 eprintln!("{seed}:{n}: append failed: {e}");
                 return ExitCode::FAILURE;
             }
@@ -584,7 +584,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 max_summary_tokens: 500,
             };
             // A watermark inside a tool group is refused; the conversation then has none.
-            let _ = service.summarize(&tenant, summary).await;
+            let _ = service.summarize(&tenant, summary, None).await;
         }
         let interleaved = conversation
             .messages

@@ -71,7 +71,7 @@ async fn append_then_build(
     request: crate::domain::context::ContextRequest,
 ) {
     let conversation = batch.conversation_id.clone();
-    if service.append_message(tenant, batch).await.is_err() {
+    if service.append_message(tenant, batch, None).await.is_err() {
         return;
     }
     let Ok(outcome) = service.build_context(tenant, request).await else {

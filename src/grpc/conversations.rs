@@ -1,7 +1,7 @@
 //! ListConversations, GetConversation, UpdateConversation, ForkConversation, RedactMessage.
 
 use super::{ContextApi, convert};
-use crate::{domain::TenantId, proto, service::ServiceError};
+use crate::{deadline::Deadline, domain::TenantId, proto, service::ServiceError};
 
 impl ContextApi {
     pub(super) async fn list_conversations(
@@ -41,11 +41,12 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::UpdateConversationRequest,
+        deadline: Option<Deadline>,
     ) -> Result<proto::UpdateConversationResponse, ServiceError> {
-        let (id, patch, allow_missing) = convert::update_request(request)?;
+        let (id, patch, if_missing) = convert::update_request(request)?;
         let conversation = self
             .service
-            .update_conversation(&tenant, &id, &patch, allow_missing)
+            .update_conversation(&tenant, &id, &patch, if_missing, deadline)
             .await?;
         Ok(proto::UpdateConversationResponse {
             conversation: Some(convert::conversation(conversation)),
@@ -56,11 +57,12 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::ForkConversationRequest,
+        deadline: Option<Deadline>,
     ) -> Result<proto::ForkConversationResponse, ServiceError> {
         let (source, through, target) = convert::fork_request(request)?;
         let conversation = self
             .service
-            .fork_conversation(&tenant, &source, through, &target)
+            .fork_conversation(&tenant, &source, through, &target, deadline)
             .await?;
         Ok(proto::ForkConversationResponse {
             conversation: Some(convert::conversation(conversation)),
@@ -71,9 +73,13 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::RedactMessageRequest,
+        deadline: Option<Deadline>,
     ) -> Result<proto::RedactMessageResponse, ServiceError> {
         let (id, sequence) = convert::redact_request(request)?;
-        let redaction = self.service.redact_message(&tenant, &id, sequence).await?;
+        let redaction = self
+            .service
+            .redact_message(&tenant, &id, sequence, deadline)
+            .await?;
         Ok(proto::RedactMessageResponse {
             message: Some(convert::stored_message(redaction.message)),
             summaries_removed: redaction.summaries_removed,

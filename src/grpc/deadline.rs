@@ -1,7 +1,8 @@
 //! Every call gets a deadline: the caller's (`grpc-timeout`) or the server's request timeout,
-//! whichever is sooner. The handler runs with it as [`crate::deadline`], so the store gives the
-//! database no more time than the caller gives ctxd; if the handler is still running when it
-//! passes, the call ends with DEADLINE_EXCEEDED (tonic's own timeout would say CANCELLED).
+//! whichever is sooner. The layer puts it in the request's extensions as a [`Deadline`] value,
+//! which the handlers pass down ([`of`]), so the store gives the database no more time than the
+//! caller gives ctxd; if the handler is still running when it passes, the call ends with
+//! DEADLINE_EXCEEDED (tonic's own timeout would say CANCELLED).
 
 use std::{
     future::Future,
@@ -12,6 +13,8 @@ use std::{
 
 use tonic::codegen::http::{HeaderMap, Request, Response};
 use tower::{Layer, Service};
+
+use crate::deadline::Deadline;
 
 /// Bounds every call by the sooner of the caller's deadline and `limit`.
 #[derive(Debug, Clone, Copy)]
@@ -27,10 +30,10 @@ impl DeadlineLayer {
 }
 
 impl<S> Layer<S> for DeadlineLayer {
-    type Service = Deadline<S>;
+    type Service = DeadlineService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Deadline {
+        DeadlineService {
             inner,
             limit: self.limit,
         }
@@ -39,12 +42,12 @@ impl<S> Layer<S> for DeadlineLayer {
 
 /// The service [`DeadlineLayer`] wraps around the server.
 #[derive(Debug, Clone)]
-pub struct Deadline<S> {
+pub struct DeadlineService<S> {
     inner: S,
     limit: Duration,
 }
 
-impl<S, B> Service<Request<B>> for Deadline<S>
+impl<S, B> Service<Request<B>> for DeadlineService<S>
 where
     S: Service<Request<B>, Response = Response<tonic::body::Body>>,
     S::Future: Send + 'static,
@@ -57,12 +60,13 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let allowed = caller_timeout(request.headers()).map_or(self.limit, |t| t.min(self.limit));
-        let deadline = tokio::time::Instant::now() + allowed;
+        let deadline = Deadline::after(allowed);
+        request.extensions_mut().insert(deadline);
         let future = self.inner.call(request);
-        Box::pin(crate::deadline::scope(allowed, async move {
-            match tokio::time::timeout_at(deadline, future).await {
+        Box::pin(async move {
+            match tokio::time::timeout_at(deadline.call(), future).await {
                 Ok(result) => result,
                 Err(_) => {
                     tracing::info!(
@@ -77,8 +81,14 @@ where
                     Ok(status.into_http())
                 }
             }
-        }))
+        })
     }
+}
+
+/// The call's deadline that [`DeadlineLayer`] set: `None` only for a server built without it
+/// (tests that serve the handlers directly).
+pub fn of<T>(request: &tonic::Request<T>) -> Option<Deadline> {
+    request.extensions().get::<Deadline>().copied()
 }
 
 /// The caller's `grpc-timeout` (at most eight digits and a unit, per the gRPC HTTP/2 spec);

@@ -2,6 +2,7 @@
 
 use super::{ContextApi, Reply, convert};
 use crate::{
+    deadline::Deadline,
     domain::{TenantId, Violations},
     proto,
     service::ServiceError,
@@ -12,9 +13,10 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::AppendMessageRequest,
+        deadline: Option<Deadline>,
     ) -> Result<proto::AppendMessageResponse, ServiceError> {
         let batch = convert::append_batch(request, &self.service.limits().append)?;
-        let outcome = self.service.append_message(&tenant, batch).await?;
+        let outcome = self.service.append_message(&tenant, batch, deadline).await?;
         Ok(proto::AppendMessageResponse {
             first_sequence: outcome.first_sequence.get(),
             last_sequence: outcome.last_sequence.get(),
@@ -48,12 +50,16 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::DeleteConversationRequest,
+        deadline: Option<Deadline>,
     ) -> Result<proto::DeleteConversationResponse, ServiceError> {
         let proto::DeleteConversationRequest { conversation_id } = request;
         let mut v = Violations::default();
         let conversation = convert::conversation_id(conversation_id, "conversation_id", &mut v);
         let conversation = conversation.ok_or(v)?;
-        let messages_deleted = self.service.delete_conversation(&tenant, &conversation).await?;
+        let messages_deleted = self
+            .service
+            .delete_conversation(&tenant, &conversation, deadline)
+            .await?;
         Ok(proto::DeleteConversationResponse { messages_deleted })
     }
 }

@@ -183,7 +183,8 @@ const METHODS: &[&str] = &[
 ];
 
 /// Each RPC resolves the caller's tenant (every RPC but CountTokens has one), runs its handler
-/// (`src/grpc/<group>.rs`, named after the RPC) and answers through [`respond`].
+/// (`src/grpc/<group>.rs`, named after the RPC) with the call's [`deadline`] when it writes or
+/// calls a model, and answers through [`respond`].
 #[tonic::async_trait]
 impl ContextService for ContextApi {
     async fn append_message(
@@ -192,7 +193,8 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::AppendMessageResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.append_message(tenant, request.into_inner()).await;
+        let deadline = deadline::of(&request);
+        let result = self.append_message(tenant, request.into_inner(), deadline).await;
         respond("AppendMessage", started, result)
     }
 
@@ -212,7 +214,8 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::SummarizeResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.summarize(tenant, request.into_inner()).await;
+        let deadline = deadline::of(&request);
+        let result = self.summarize(tenant, request.into_inner(), deadline).await;
         respond("Summarize", started, result)
     }
 
@@ -222,7 +225,10 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::GetWorkingMemoryResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.get_working_memory(tenant, request.into_inner()).await;
+        let deadline = deadline::of(&request);
+        let result = self
+            .get_working_memory(tenant, request.into_inner(), deadline)
+            .await;
         respond("GetWorkingMemory", started, result)
     }
 
@@ -232,7 +238,10 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::UpdateWorkingMemoryResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.update_working_memory(tenant, request.into_inner()).await;
+        let deadline = deadline::of(&request);
+        let result = self
+            .update_working_memory(tenant, request.into_inner(), deadline)
+            .await;
         respond("UpdateWorkingMemory", started, result)
     }
 
@@ -252,7 +261,10 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::DeleteConversationResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.delete_conversation(tenant, request.into_inner()).await;
+        let deadline = deadline::of(&request);
+        let result = self
+            .delete_conversation(tenant, request.into_inner(), deadline)
+            .await;
         respond("DeleteConversation", started, result)
     }
 
@@ -291,7 +303,10 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::UpdateConversationResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.update_conversation(tenant, request.into_inner()).await;
+        let deadline = deadline::of(&request);
+        let result = self
+            .update_conversation(tenant, request.into_inner(), deadline)
+            .await;
         respond("UpdateConversation", started, result)
     }
 
@@ -301,7 +316,10 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::ForkConversationResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.fork_conversation(tenant, request.into_inner()).await;
+        let deadline = deadline::of(&request);
+        let result = self
+            .fork_conversation(tenant, request.into_inner(), deadline)
+            .await;
         respond("ForkConversation", started, result)
     }
 
@@ -311,7 +329,8 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::RedactMessageResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.redact_message(tenant, request.into_inner()).await;
+        let deadline = deadline::of(&request);
+        let result = self.redact_message(tenant, request.into_inner(), deadline).await;
         respond("RedactMessage", started, result)
     }
 }

@@ -13,7 +13,11 @@ use crate::{
     service::ServiceError,
     store::StoreError,
     summarize::{ModelError, OpenAiError},
+    telemetry::ErrorChain,
 };
+
+/// The most of a model endpoint's error (with its causes) that a status message carries.
+const MODEL_ERROR_BYTES: usize = 600;
 
 /// Error domain reported in google.rpc.ErrorInfo details.
 const ERROR_DOMAIN: &str = "ctxd.v1";
@@ -50,13 +54,17 @@ fn budget_status(refusal: Refusal) -> Status {
 /// A summarizer or extractor failure (docs/design.md, "Summaries"): UNAVAILABLE only when
 /// trying again can help; the endpoint's own error text (clipped) is in the message.
 fn model_status(error: &ModelError) -> Status {
-    let ModelError { role, source } = error;
-    if source.retryable() {
+    let ModelError { role, source: error } = error;
+    // The endpoint's error with its causes (a transport error's own text rarely names them).
+    let text = ErrorChain(error).to_string();
+    let source = clip(&text, MODEL_ERROR_BYTES);
+    let source = &source;
+    if error.retryable() {
         return Status::unavailable(format!(
             "the {role} endpoint failed: {source}; nothing was changed, retry later"
         ));
     }
-    match source {
+    match error {
         OpenAiError::Status {
             status: 401 | 403, ..
         } => Status::failed_precondition(format!(

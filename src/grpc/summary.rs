@@ -1,18 +1,19 @@
 //! Summarize.
 
 use super::{ContextApi, Reply, convert};
-use crate::{domain::TenantId, proto, service::ServiceError};
+use crate::{deadline::Deadline, domain::TenantId, proto, service::ServiceError};
 
 impl ContextApi {
     pub(super) async fn summarize(
         &self,
         tenant: TenantId,
         request: proto::SummarizeRequest,
+        deadline: Option<Deadline>,
     ) -> Result<Reply<proto::SummarizeResponse>, ServiceError> {
         let limits = self.service.limits();
         let request = convert::summarize_request(request, limits, self.service.default_summary_tokens())?;
         let tokenizer = request.tokenizer;
-        let outcome = self.service.summarize(&tenant, request).await?;
+        let outcome = self.service.summarize(&tenant, request, deadline).await?;
         let response = proto::SummarizeResponse {
             summary: outcome.summary.map(|s| convert::summary(&s, tokenizer)),
             changed: outcome.changed,

@@ -2,6 +2,7 @@
 
 use super::{ContextApi, Reply, convert};
 use crate::{
+    deadline::Deadline,
     domain::{TenantId, Violations},
     proto,
     service::{MemoryMode, ServiceError},
@@ -12,6 +13,7 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::GetWorkingMemoryRequest,
+        deadline: Option<Deadline>,
     ) -> Result<Reply<proto::GetWorkingMemoryResponse>, ServiceError> {
         let proto::GetWorkingMemoryRequest {
             conversation_id,
@@ -29,7 +31,7 @@ impl ContextApi {
         };
         let outcome = self
             .service
-            .get_working_memory(&tenant, &conversation, mode)
+            .get_working_memory(&tenant, &conversation, mode, deadline)
             .await?;
         let response = proto::GetWorkingMemoryResponse {
             memory: Some(convert::memory_to_proto(&outcome.memory)),
@@ -42,6 +44,7 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::UpdateWorkingMemoryRequest,
+        deadline: Option<Deadline>,
     ) -> Result<proto::UpdateWorkingMemoryResponse, ServiceError> {
         let proto::UpdateWorkingMemoryRequest {
             conversation_id,
@@ -67,7 +70,7 @@ impl ContextApi {
         v.into_result(())?;
         let stored = self
             .service
-            .update_working_memory(&tenant, &conversation, update, expected_version)
+            .update_working_memory(&tenant, &conversation, update, expected_version, deadline)
             .await?;
         Ok(proto::UpdateWorkingMemoryResponse {
             memory: Some(convert::memory_to_proto(&stored)),

@@ -15,7 +15,7 @@ use crate::{
     },
     metrics::METRICS,
     response_budget::Reservation,
-    store::Store,
+    store::{CappedPage, OpenedContext, Store},
     tokenize::Tokenizer,
 };
 
@@ -95,9 +95,10 @@ async fn build_context_pack(
     // The pinned messages come with the first page, outside its byte limit: they are counted
     // once they are in.
     let read = reservation.begin_read()?;
-    let (mut snapshot, newest, cut) = store
+    let OpenedContext { mut snapshot, newest } = store
         .open_context(tenant, &conversation, first_page, read.limit)
         .await?;
+    let (newest, cut) = (newest.messages, newest.cut_by_size);
     reservation.end_read(read, loaded_bytes(&newest) + loaded_bytes(&snapshot.pinned))?;
     resolve_pending_results(store, tenant, &request, &mut snapshot).await?;
 
@@ -111,9 +112,12 @@ async fn build_context_pack(
     while let Some(mut page) = packer.next_page() {
         let read = reservation.begin_read()?;
         page.max_bytes = read.limit;
-        let (messages, cut) = store.tail(tenant, &conversation, page).await?;
+        let CappedPage {
+            messages,
+            cut_by_size,
+        } = store.tail(tenant, &conversation, page).await?;
         reservation.end_read(read, loaded_bytes(&messages))?;
-        if cut {
+        if cut_by_size {
             page.limit = messages.len();
         }
         packer.feed(messages, page);

@@ -2,9 +2,10 @@
 
 use super::{Service, ServiceError};
 use crate::{
+    deadline::Deadline,
     domain::{
         ConversationId, Sequence, TenantId,
-        conversation::{Conversation, ConversationPage, ConversationPatch, ListQuery},
+        conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
     },
     store::Redaction,
 };
@@ -31,17 +32,18 @@ impl Service {
     }
 
     /// Sets a conversation's title, status, labels or expiry.
-    #[tracing::instrument(name = "update_conversation", skip_all, fields(%tenant, conversation_id = %conversation, allow_missing))]
+    #[tracing::instrument(name = "update_conversation", skip_all, fields(%tenant, conversation_id = %conversation, ?if_missing))]
     pub async fn update_conversation(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         patch: &ConversationPatch,
-        allow_missing: bool,
+        if_missing: IfMissing,
+        deadline: Option<Deadline>,
     ) -> Result<Conversation, ServiceError> {
         Ok(self
             .store
-            .update_conversation(tenant, conversation, patch, allow_missing)
+            .update_conversation(tenant, conversation, patch, if_missing, deadline)
             .await?)
     }
 
@@ -53,10 +55,11 @@ impl Service {
         source: &ConversationId,
         through: Sequence,
         target: &ConversationId,
+        deadline: Option<Deadline>,
     ) -> Result<Conversation, ServiceError> {
         let fork = self
             .store
-            .fork_conversation(tenant, source, through, target)
+            .fork_conversation(tenant, source, through, target, deadline)
             .await?;
         tracing::info!(messages = fork.last_sequence.get(), "conversation forked");
         Ok(fork)
@@ -69,8 +72,12 @@ impl Service {
         tenant: &TenantId,
         conversation: &ConversationId,
         sequence: Sequence,
+        deadline: Option<Deadline>,
     ) -> Result<Redaction, ServiceError> {
-        let redaction = self.store.redact_message(tenant, conversation, sequence).await?;
+        let redaction = self
+            .store
+            .redact_message(tenant, conversation, sequence, deadline)
+            .await?;
         tracing::info!(
             summaries_removed = redaction.summaries_removed,
             memory_version = redaction.memory_version,

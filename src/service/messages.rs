@@ -2,6 +2,7 @@
 
 use super::{Service, ServiceError, offload};
 use crate::{
+    deadline::Deadline,
     domain::{AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId},
     response_budget::Reservation,
     store::MessagePage,
@@ -20,13 +21,14 @@ impl Service {
         &self,
         tenant: &TenantId,
         mut batch: AppendBatch,
+        deadline: Option<Deadline>,
     ) -> Result<AppendOutcome, ServiceError> {
         let batch = offload(batch.text_bytes(), move || {
             batch.count_tokens();
             batch
         })
         .await;
-        let outcome = self.store.append_messages(tenant, &batch).await?;
+        let outcome = self.store.append_messages(tenant, &batch, deadline).await?;
         if !outcome.replayed {
             self.after_append(tenant, &batch.conversation_id, outcome);
         }
@@ -74,8 +76,12 @@ impl Service {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        deadline: Option<Deadline>,
     ) -> Result<u64, ServiceError> {
-        let messages_deleted = self.store.delete_conversation(tenant, conversation).await?;
+        let messages_deleted = self
+            .store
+            .delete_conversation(tenant, conversation, deadline)
+            .await?;
         tracing::info!(messages_deleted, "conversation deleted");
         Ok(messages_deleted)
     }

@@ -2,6 +2,7 @@
 
 use super::{Service, ServiceError};
 use crate::{
+    deadline::Deadline,
     domain::{
         AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId, Violations,
         message::Message,
@@ -145,6 +146,7 @@ impl Service {
         &self,
         tenant: &TenantId,
         request: SummarizeRequest,
+        deadline: Option<Deadline>,
     ) -> Result<SummarizeOutcome, ServiceError> {
         let mut attempt = 1;
         loop {
@@ -155,7 +157,10 @@ impl Service {
                 let current = state.watermark();
                 return Err(StoreError::SummaryMoved { current }.into());
             }
-            match self.summarize_once(tenant, &request, &state, reservation).await {
+            match self
+                .summarize_once(tenant, &request, &state, reservation, deadline)
+                .await
+            {
                 Err(ServiceError::Store(StoreError::SummaryMoved { .. }))
                     if attempt < SERVER_ATTEMPTS
                         && request.expected_through.is_none()
@@ -191,6 +196,7 @@ impl Service {
         request: &SummarizeRequest,
         state: &SummaryState,
         reservation: Reservation,
+        deadline: Option<Deadline>,
     ) -> Result<SummarizeOutcome, ServiceError> {
         let summary = match &request.mode {
             SummarizeMode::Provided { text, through } => {
@@ -218,7 +224,7 @@ impl Service {
                     return unchanged(state, Some(prepared), reservation);
                 }
                 let (max, tokenizer) = (request.max_summary_tokens, request.tokenizer);
-                self.server_summary(state, folded, through, max, tokenizer)
+                self.server_summary(state, folded, through, max, tokenizer, deadline)
                     .await?
             }
         };
@@ -228,6 +234,7 @@ impl Service {
             state.watermark(),
             summary,
             reservation,
+            deadline,
         )
         .await
     }
@@ -267,11 +274,12 @@ impl Service {
         base: Sequence,
         summary: NewSummary,
         mut reservation: Reservation,
+        deadline: Option<Deadline>,
     ) -> Result<SummarizeOutcome, ServiceError> {
         let through = summary.through_sequence;
         let stored = self
             .store
-            .store_summary(tenant, conversation, base, summary)
+            .store_summary(tenant, conversation, base, summary, deadline)
             .await?;
         tracing::info!(
             base = base.get(),
@@ -296,10 +304,17 @@ impl Service {
         through: Sequence,
         max_summary_tokens: usize,
         tokenizer: Tokenizer,
+        deadline: Option<Deadline>,
     ) -> Result<NewSummary, ServiceError> {
         let summarizer = &self.ai.summarizer;
         let text = summarizer
-            .summarize(state.summary.as_ref(), folded, max_summary_tokens, tokenizer)
+            .summarize(
+                state.summary.as_ref(),
+                folded,
+                max_summary_tokens,
+                tokenizer,
+                deadline,
+            )
             .await?;
         Ok(NewSummary {
             text,
@@ -383,11 +398,18 @@ impl Service {
             return Ok(());
         };
         let summary = self
-            .server_summary(&state, folded, through, self.ai.max_summary_tokens, tokenizer)
+            .server_summary(
+                &state,
+                folded,
+                through,
+                self.ai.max_summary_tokens,
+                tokenizer,
+                None,
+            )
             .await?;
         match self
             .store
-            .store_summary(tenant, conversation, state.watermark(), summary)
+            .store_summary(tenant, conversation, state.watermark(), summary, None)
             .await
         {
             Ok(stored) => {

@@ -3,6 +3,7 @@
 
 use super::{PreparedRequest, Service, ServiceError};
 use crate::{
+    deadline::Deadline,
     domain::{ConversationId, TenantId, Violations, message::StoredMessage, working_memory::WorkingMemory},
     response_budget::Reservation,
     store::{MemoryState, StoreError},
@@ -68,6 +69,7 @@ impl Service {
         tenant: &TenantId,
         conversation: &ConversationId,
         mode: MemoryMode,
+        deadline: Option<Deadline>,
     ) -> Result<MemoryOutcome, ServiceError> {
         let mut attempt = 1;
         loop {
@@ -89,7 +91,10 @@ impl Service {
                 }
                 MemoryMode::Refresh => {}
             }
-            match self.refresh(tenant, conversation, &memory, messages).await {
+            match self
+                .refresh(tenant, conversation, &memory, messages, deadline)
+                .await
+            {
                 Ok(stored) => return Ok(MemoryOutcome::plain(stored, reservation)),
                 Err(ServiceError::Store(StoreError::MemoryVersionMismatch { .. }))
                     if attempt < REFRESH_ATTEMPTS =>
@@ -138,12 +143,18 @@ impl Service {
         conversation: &ConversationId,
         memory: &WorkingMemory,
         messages: Vec<StoredMessage>,
+        deadline: Option<Deadline>,
     ) -> Result<WorkingMemory, ServiceError> {
         let mut refreshed = memory.clone();
         let messages: std::sync::Arc<[_]> = messages.into();
         self.ai
             .extractor
-            .extract(&mut refreshed, &messages, self.limits.append.max_content_bytes)
+            .extract(
+                &mut refreshed,
+                &messages,
+                self.limits.append.max_content_bytes,
+                deadline,
+            )
             .await?;
         let dropped = refreshed.fit_dropping_oldest();
         if dropped > 0 {
@@ -154,7 +165,7 @@ impl Service {
         }
         let stored = self
             .store
-            .store_memory(tenant, conversation, memory.version, &refreshed)
+            .store_memory(tenant, conversation, memory.version, &refreshed, deadline)
             .await?;
         tracing::info!(
             version = stored.version,
@@ -173,6 +184,7 @@ impl Service {
         conversation: &ConversationId,
         update: WorkingMemory,
         expected_version: Option<u64>,
+        deadline: Option<Deadline>,
     ) -> Result<WorkingMemory, ServiceError> {
         let MemoryState {
             memory: current,
@@ -194,7 +206,7 @@ impl Service {
         merged.fit().map_err(|e| Violations::single("memory", e))?;
         let stored = self
             .store
-            .store_memory(tenant, conversation, current.version, &merged)
+            .store_memory(tenant, conversation, current.version, &merged, deadline)
             .await?;
         tracing::info!(version = stored.version, "memory updated");
         Ok(stored)

@@ -13,13 +13,16 @@ use std::{
 
 use async_trait::async_trait;
 
-use crate::domain::{
-    AppendBatch, AppendOutcome, AppendRejection, ConversationId, Sequence, StoredMessage, TenantId,
-    Violations,
-    context::{ContextSnapshot, PageRequest},
-    conversation::{Conversation, ConversationPage, ConversationPatch, ListQuery},
-    summary::Summary,
-    working_memory::WorkingMemory,
+use crate::{
+    deadline::Deadline,
+    domain::{
+        AppendBatch, AppendOutcome, AppendRejection, ConversationId, Sequence, StoredMessage, TenantId,
+        Violations,
+        context::{ContextSnapshot, PageRequest},
+        conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
+        summary::Summary,
+        working_memory::WorkingMemory,
+    },
 };
 
 pub mod in_memory;
@@ -185,6 +188,27 @@ pub struct MessagePage {
     pub has_more: bool,
 }
 
+/// Messages read up to a byte cap, in the order the read asked for (the tail's pages: newest
+/// first).
+#[derive(Debug, Clone, Default)]
+pub struct CappedPage {
+    /// The messages.
+    pub messages: Vec<StoredMessage>,
+    /// True when the page stopped because its size reached the byte cap: older messages may
+    /// follow. (A page shorter than its count limit without the cap reached is the log's start.)
+    pub cut_by_size: bool,
+}
+
+/// What BuildContext reads before walking the log: the conversation's state and the newest
+/// page of its tail.
+#[derive(Debug, Clone)]
+pub struct OpenedContext {
+    /// Last sequence, newest user message, response id, pinned messages, summary, memory.
+    pub snapshot: ContextSnapshot,
+    /// The first page of the tail.
+    pub newest: CappedPage,
+}
+
 /// What a redaction changed.
 #[derive(Debug, Clone)]
 pub struct Redaction {
@@ -229,6 +253,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         &self,
         tenant: &TenantId,
         batch: &AppendBatch,
+        deadline: Option<Deadline>,
     ) -> Result<AppendOutcome, StoreError>;
 
     /// Returns up to `limit` messages with a sequence greater than `after`, in order, and no
@@ -248,30 +273,30 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        deadline: Option<Deadline>,
     ) -> Result<u64, StoreError>;
 
     /// Reads what context assembly needs before walking the log (last sequence, newest user
     /// message, newest response id, pinned messages) together with the first page of the tail:
     /// the newest `first_page` non-excluded messages, newest first, and no more once their size
-    /// reaches `max_bytes` (then the flag is true: older ones may follow).
+    /// reaches `max_bytes` (see [`CappedPage`]).
     async fn open_context(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         first_page: usize,
         max_bytes: usize,
-    ) -> Result<(ContextSnapshot, Vec<StoredMessage>, bool), StoreError>;
+    ) -> Result<OpenedContext, StoreError>;
 
     /// Reads a page of the log's tail, newest first, leaving out excluded (UI-only) messages,
-    /// and no more once their size reaches `page.max_bytes` (then the flag is true: older
-    /// ones may follow). Empty for an unknown conversation (the caller opened it with
+    /// and no more once their size reaches `page.max_bytes` (see [`CappedPage`]). Empty for an unknown conversation (the caller opened it with
     /// [`Store::open_context`]; a concurrent delete leaves nothing to page).
     async fn tail(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         page: PageRequest,
-    ) -> Result<(Vec<StoredMessage>, bool), StoreError>;
+    ) -> Result<CappedPage, StoreError>;
 
     /// Every open call (no result yet) of the messages that made an open call among `ids`, with
     /// the sequence of that message: the calls among `ids` and their open siblings, which
@@ -300,6 +325,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         conversation: &ConversationId,
         base: Sequence,
         summary: NewSummary,
+        deadline: Option<Deadline>,
     ) -> Result<Summary, StoreError>;
 
     /// The working memory (version 0 when none was stored) and, with `messages_up_to`, the
@@ -319,6 +345,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         conversation: &ConversationId,
         expected_version: u64,
         memory: &WorkingMemory,
+        deadline: Option<Deadline>,
     ) -> Result<WorkingMemory, StoreError>;
 
     /// Tries to take the conversation's background-summarizer lease, held by at most one
@@ -338,14 +365,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         conversation: &ConversationId,
     ) -> Result<Conversation, StoreError>;
 
-    /// Sets the patched fields (and the activity time); with `allow_missing`, creates an empty
-    /// conversation first when there is none.
+    /// Sets the patched fields (and the activity time); [`IfMissing`] says whether a missing
+    /// conversation is created empty first or is NOT_FOUND.
     async fn update_conversation(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         patch: &ConversationPatch,
-        allow_missing: bool,
+        if_missing: IfMissing,
+        deadline: Option<Deadline>,
     ) -> Result<Conversation, StoreError>;
 
     /// A page of the tenant's conversations matching `query`, newest activity first (see
@@ -367,6 +395,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         source: &ConversationId,
         through: Sequence,
         target: &ConversationId,
+        deadline: Option<Deadline>,
     ) -> Result<Conversation, StoreError>;
 
     /// Replaces the message with its [`crate::domain::conversation::tombstone`] (tokens
@@ -378,6 +407,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         tenant: &TenantId,
         conversation: &ConversationId,
         sequence: Sequence,
+        deadline: Option<Deadline>,
     ) -> Result<Redaction, StoreError>;
 
     /// Deletes up to `rule.batch` conversations that `rule` says have expired, each in its own

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::{
+    deadline::Deadline,
     domain::{
         ids::Sequence,
         message::{Message, StoredMessage},
@@ -82,6 +83,7 @@ impl Summarizer {
         messages: &[StoredMessage],
         max_summary_tokens: usize,
         tokenizer: Tokenizer,
+        deadline: Option<Deadline>,
     ) -> Result<String, ModelError> {
         let result = match self {
             Summarizer::Extractive => {
@@ -99,7 +101,15 @@ impl Summarizer {
                 .await)
             }
             Summarizer::OpenAi(client) => {
-                fold_in_chunks(client, previous, messages, max_summary_tokens, tokenizer).await
+                fold_in_chunks(
+                    client,
+                    previous,
+                    messages,
+                    max_summary_tokens,
+                    tokenizer,
+                    deadline,
+                )
+                .await
             }
         };
         count_call(self.name(), &result);
@@ -118,6 +128,7 @@ async fn fold_in_chunks(
     messages: &[StoredMessage],
     max_summary_tokens: usize,
     tokenizer: Tokenizer,
+    deadline: Option<Deadline>,
 ) -> Result<String, OpenAiError> {
     let context = client.options().context_tokens;
     let mut folded: Option<(String, Sequence)> = previous.map(|s| (s.text.clone(), s.through_sequence));
@@ -125,7 +136,7 @@ async fn fold_in_chunks(
     while at < messages.len() {
         let previous = folded.as_ref().map(|(text, through)| (text.as_str(), *through));
         let (request, len) = summary_chunk(previous, &messages[at..], max_summary_tokens, context)?;
-        let text = client.chat(&request, None, max_summary_tokens).await?;
+        let text = client.chat(&request, None, max_summary_tokens, deadline).await?;
         let text = check_summary_size(text, max_summary_tokens, tokenizer).await?;
         at += len;
         folded = Some((text, messages[at - 1].sequence));
@@ -213,8 +224,9 @@ impl Extractor {
         memory: &mut WorkingMemory,
         messages: &Arc<[StoredMessage]>,
         max_text_bytes: usize,
+        deadline: Option<Deadline>,
     ) -> Result<(), ModelError> {
-        let result = self.run(memory, messages, max_text_bytes).await;
+        let result = self.run(memory, messages, max_text_bytes, deadline).await;
         let engine = match self {
             Extractor::Rules => "rules",
             Extractor::OpenAi(_) => "openai-extractor",
@@ -231,6 +243,7 @@ impl Extractor {
         memory: &mut WorkingMemory,
         messages: &Arc<[StoredMessage]>,
         max_text_bytes: usize,
+        deadline: Option<Deadline>,
     ) -> Result<(), OpenAiError> {
         let Some(last) = messages.last() else {
             return Ok(());
@@ -258,7 +271,7 @@ impl Extractor {
                 let mut at = 0;
                 while at < messages.len() {
                     let (request, len, max_tokens) = extraction_chunk(&extracted, &messages[at..], context)?;
-                    let answer = client.chat(&request, Some(output), max_tokens).await?;
+                    let answer = client.chat(&request, Some(output), max_tokens, deadline).await?;
                     let extraction = parse_extraction(&answer)
                         .map_err(|e| OpenAiError::BadAnswer(format!("not of the extraction schema: {e}")))?;
                     at += len;

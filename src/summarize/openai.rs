@@ -11,7 +11,10 @@ use std::{
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::domain::{message::Message, violation::clip};
+use crate::{
+    deadline::Deadline,
+    domain::{message::Message, violation::clip},
+};
 
 /// Bytes of an upstream error body kept in statuses and logs.
 const ERROR_BODY_BYTES: usize = 300;
@@ -40,8 +43,8 @@ pub struct OpenAiOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenAiError {
     /// The endpoint could not be reached (connection refused or reset, DNS).
-    #[error("endpoint unreachable: {0}")]
-    Unreachable(String),
+    #[error("endpoint unreachable")]
+    Unreachable(#[source] reqwest::Error),
     /// No answer came within the time the call had.
     #[error("no answer within {} ms ({attempts} attempt(s))", .after.as_millis())]
     TimedOut {
@@ -112,7 +115,7 @@ impl OpenAiClient {
         let http = reqwest::Client::builder()
             .connect_timeout(options.timeout.min(Duration::from_secs(10)))
             .build()
-            .map_err(|e| OpenAiError::Unreachable(e.to_string()))?;
+            .map_err(OpenAiError::Unreachable)?;
         Ok(Self {
             http,
             options,
@@ -126,14 +129,16 @@ impl OpenAiClient {
     }
 
     /// Sends a chat completion and returns the answer's text, which ended normally
-    /// (`finish_reason: stop`) and is not empty. All attempts together end before the current
-    /// call's deadline; an attempt that runs out of time is abandoned (its connection closed).
+    /// (`finish_reason: stop`) and is not empty. All attempts together end before `deadline`'s
+    /// work does (the call's margin kept for the answer to travel back); an attempt that runs
+    /// out of time is abandoned (its connection closed).
     #[tracing::instrument(skip_all, fields(model = %self.options.model, messages = messages.len()))]
     pub async fn chat(
         &self,
         messages: &[Message],
         output: Option<JsonOutput<'_>>,
         max_tokens: usize,
+        deadline: Option<Deadline>,
     ) -> Result<String, OpenAiError> {
         let messages: Vec<Value> = messages
             .iter()
@@ -149,7 +154,7 @@ impl OpenAiClient {
         // The answer's body is read up to this size: the text and the JSON around it.
         let max_body = 64 * 1024 + max_tokens.saturating_mul(32);
         let started = Instant::now();
-        let deadline = crate::deadline::current().map(|d| d - call_margin(d, started));
+        let deadline = deadline.map(Deadline::work);
         let mut delay = Duration::from_millis(200);
         let mut attempts = 0;
         let mut retries = 0;
@@ -218,14 +223,14 @@ impl OpenAiClient {
         let mut response = request
             .send()
             .await
-            .map_err(|e| Failure::Error(OpenAiError::Unreachable(error_chain(&e))))?;
+            .map_err(|e| Failure::Error(OpenAiError::Unreachable(e)))?;
         let status = response.status();
         let mut bytes = Vec::new();
         let limit = if status.is_success() { max_body } else { 16 * 1024 };
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| Failure::Error(OpenAiError::Unreachable(error_chain(&e))))?
+            .map_err(|e| Failure::Error(OpenAiError::Unreachable(e)))?
         {
             if bytes.len() + chunk.len() > limit {
                 if status.is_success() {
@@ -253,12 +258,6 @@ impl OpenAiClient {
         }
         answer_text(&bytes).map_err(|e| Failure::Error(OpenAiError::BadAnswer(e)))
     }
-}
-
-/// The margin kept before the call's deadline for the answer to travel back (as the database's
-/// work budget keeps one; see [`crate::deadline::scope`]).
-fn call_margin(deadline: Instant, started: Instant) -> Duration {
-    (deadline.saturating_duration_since(started) / 10).min(Duration::from_millis(100))
 }
 
 /// The text of a successful answer: `choices[0]`, ended by `stop`, not empty.
@@ -311,18 +310,6 @@ fn error_text(body: &str) -> String {
     }
 }
 
-/// A transport error with its causes (reqwest's own message rarely names the cause).
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    clip(&text, ERROR_BODY_BYTES).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,15 +345,18 @@ mod tests {
         assert!(error_text(&"x".repeat(10_000)).len() <= ERROR_BODY_BYTES);
     }
 
-    #[test]
-    fn only_transient_failures_are_retryable() {
+    #[tokio::test]
+    async fn only_transient_failures_are_retryable() {
+        // Port 9 (discard) on loopback: nothing listens there in a test environment.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let refused = reqwest::get("http://127.0.0.1:9/").await.unwrap_err();
+        assert!(OpenAiError::Unreachable(refused).retryable());
         let status = |status| OpenAiError::Status {
             status,
             body: String::new(),
         };
         assert!(status(429).retryable() && status(503).retryable() && status(500).retryable());
         assert!(!status(401).retryable() && !status(400).retryable() && !status(422).retryable());
-        assert!(OpenAiError::Unreachable("refused".into()).retryable());
         assert!(!OpenAiError::BadAnswer("{}".into()).retryable());
     }
 }

@@ -10,7 +10,7 @@ use ctxd::{
         context::{PageRequest, TokenCounts, anchor::LogEnd},
         working_memory::WorkingMemory,
     },
-    store::{self, NewSummary, PostgresOptions, Store, StoreError},
+    store::{self, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
 };
 
 use crate::{
@@ -113,12 +113,13 @@ async fn store_appends_gapless_sequences_and_reads_them_back(kind: StoreKind) {
         .append_messages(
             &t,
             &batch("c", vec![text(Role::User, "a"), text(Role::Assistant, "b")]),
+            None,
         )
         .await
         .unwrap();
     assert_eq!((first.first_sequence, first.last_sequence), (seq(1), seq(2)));
     let second = store
-        .append_messages(&t, &batch("c", vec![text(Role::User, "c")]))
+        .append_messages(&t, &batch("c", vec![text(Role::User, "c")]), None)
         .await
         .unwrap();
     assert_eq!(
@@ -140,7 +141,10 @@ async fn store_appends_gapless_sequences_and_reads_them_back(kind: StoreKind) {
     assert_eq!(rest.messages.len(), 1);
     assert!(!rest.has_more);
     assert_eq!(
-        store.delete_conversation(&t, &conversation("c")).await.unwrap(),
+        store
+            .delete_conversation(&t, &conversation("c"), None)
+            .await
+            .unwrap(),
         3
     );
 }
@@ -162,7 +166,7 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
     assert!(not_found(
         store.memory_state(&t, &c, Some(usize::MAX)).await.map(drop)
     ));
-    assert!(not_found(store.delete_conversation(&t, &c).await.map(drop)));
+    assert!(not_found(store.delete_conversation(&t, &c, None).await.map(drop)));
     let summary = NewSummary {
         text: "s".into(),
         through_sequence: seq(1),
@@ -171,12 +175,14 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
     };
     assert!(not_found(
         store
-            .store_summary(&t, &c, Sequence::ZERO, summary)
+            .store_summary(&t, &c, Sequence::ZERO, summary, None)
             .await
             .map(drop)
     ));
     let memory = WorkingMemory::default();
-    assert!(not_found(store.store_memory(&t, &c, 0, &memory).await.map(drop)));
+    assert!(not_found(
+        store.store_memory(&t, &c, 0, &memory, None).await.map(drop)
+    ));
 }
 
 async fn store_tail_and_open_calls_of_an_unknown_conversation_are_empty(kind: StoreKind) {
@@ -188,7 +194,7 @@ async fn store_tail_and_open_calls_of_an_unknown_conversation_are_empty(kind: St
         limit: 10,
         max_bytes: usize::MAX,
     };
-    assert!(store.tail(&t, &c, page).await.unwrap().0.is_empty());
+    assert!(store.tail(&t, &c, page).await.unwrap().messages.is_empty());
     assert!(
         store
             .open_calls(&t, &c, &["call-1".into()])
@@ -201,7 +207,11 @@ async fn store_tail_and_open_calls_of_an_unknown_conversation_are_empty(kind: St
 async fn store_keeps_tenants_apart(kind: StoreKind) {
     let store = store_of(kind).await;
     store
-        .append_messages(&tenant("a"), &batch("shared", vec![text(Role::User, "mine")]))
+        .append_messages(
+            &tenant("a"),
+            &batch("shared", vec![text(Role::User, "mine")]),
+            None,
+        )
         .await
         .unwrap();
     let other = tenant("b");
@@ -213,11 +223,11 @@ async fn store_keeps_tenants_apart(kind: StoreKind) {
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
-        store.delete_conversation(&other, &c).await,
+        store.delete_conversation(&other, &c, None).await,
         Err(StoreError::NotFound)
     ));
     let outcome = store
-        .append_messages(&other, &batch("shared", vec![text(Role::User, "theirs")]))
+        .append_messages(&other, &batch("shared", vec![text(Role::User, "theirs")]), None)
         .await
         .unwrap();
     assert_eq!(
@@ -234,13 +244,13 @@ async fn store_replays_an_idempotent_append_and_refuses_a_reused_key(kind: Store
         idempotency_key: IdempotencyKey::parse_optional("key-1".into()).unwrap(),
         ..batch("c", vec![text(Role::User, content)])
     };
-    let first = store.append_messages(&t, &keyed("hello")).await.unwrap();
+    let first = store.append_messages(&t, &keyed("hello"), None).await.unwrap();
     assert!(!first.replayed);
     store
-        .append_messages(&t, &batch("c", vec![text(Role::Assistant, "hi")]))
+        .append_messages(&t, &batch("c", vec![text(Role::Assistant, "hi")]), None)
         .await
         .unwrap();
-    let replay = store.append_messages(&t, &keyed("hello")).await.unwrap();
+    let replay = store.append_messages(&t, &keyed("hello"), None).await.unwrap();
     assert!(replay.replayed);
     assert_eq!(
         (
@@ -255,7 +265,7 @@ async fn store_replays_an_idempotent_append_and_refuses_a_reused_key(kind: Store
         )
     );
     assert!(matches!(
-        store.append_messages(&t, &keyed("different")).await,
+        store.append_messages(&t, &keyed("different"), None).await,
         Err(StoreError::IdempotencyKeyReused)
     ));
     let log = store
@@ -269,19 +279,19 @@ async fn store_refuses_a_stale_expected_last_sequence_and_stores_nothing(kind: S
     let store = store_of(kind).await;
     let t = tenant("t");
     store
-        .append_messages(&t, &batch("c", vec![text(Role::User, "a")]))
+        .append_messages(&t, &batch("c", vec![text(Role::User, "a")]), None)
         .await
         .unwrap();
     let guarded = AppendBatch {
         expected_last_sequence: Some(Sequence::ZERO),
         ..batch("c", vec![text(Role::User, "b")])
     };
-    match store.append_messages(&t, &guarded).await {
+    match store.append_messages(&t, &guarded, None).await {
         Err(StoreError::SequenceMismatch { current }) => assert_eq!(current, seq(1)),
         other => panic!("expected SequenceMismatch, got {other:?}"),
     }
     let next = store
-        .append_messages(&t, &batch("c", vec![text(Role::User, "c")]))
+        .append_messages(&t, &batch("c", vec![text(Role::User, "c")]), None)
         .await
         .unwrap();
     assert_eq!(next.first_sequence, seq(2), "the refused append left no gap");
@@ -294,6 +304,7 @@ async fn store_tracks_open_calls_and_refuses_a_result_without_its_call(kind: Sto
         .append_messages(
             &t,
             &batch("c", vec![text(Role::User, "go"), calling(&["x", "y"])]),
+            None,
         )
         .await
         .unwrap();
@@ -308,20 +319,20 @@ async fn store_tracks_open_calls_and_refuses_a_result_without_its_call(kind: Sto
     let siblings = store.open_calls(&t, &c, &["y".into()]).await.unwrap();
     assert_eq!(siblings, open);
     store
-        .append_messages(&t, &batch("c", vec![result("x")]))
+        .append_messages(&t, &batch("c", vec![result("x")]), None)
         .await
         .unwrap();
     let open = store.open_calls(&t, &c, &["x".into(), "y".into()]).await.unwrap();
     assert_eq!(open.keys().collect::<Vec<_>>(), ["y"]);
     for bad in [result("x"), result("nope")] {
         assert!(matches!(
-            store.append_messages(&t, &batch("c", vec![bad])).await,
+            store.append_messages(&t, &batch("c", vec![bad]), None).await,
             Err(StoreError::Invalid { .. })
         ));
     }
     assert!(matches!(
         store
-            .append_messages(&t, &batch("c", vec![calling(&["y"])]))
+            .append_messages(&t, &batch("c", vec![calling(&["y"])]), None)
             .await,
         Err(StoreError::Invalid { .. })
     ));
@@ -347,21 +358,24 @@ async fn store_tail_pages_newest_first_within_bounds_without_excluded_messages(k
         text(Role::User, "4"),
         text(Role::Assistant, "5"),
     ];
-    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    store
+        .append_messages(&t, &batch("c", messages), None)
+        .await
+        .unwrap();
     let page = PageRequest {
         before: seq(5),
         floor: seq(1),
         limit: 10,
         max_bytes: usize::MAX,
     };
-    let (tail, _) = store.tail(&t, &c, page).await.unwrap();
+    let tail = store.tail(&t, &c, page).await.unwrap().messages;
     let sequences: Vec<u64> = tail.iter().map(|m| m.sequence.get()).collect();
     assert_eq!(sequences, [4, 2]);
     let limited = store
         .tail(&t, &c, PageRequest { limit: 1, ..page })
         .await
         .unwrap()
-        .0;
+        .messages;
     assert_eq!(limited[0].sequence, seq(4));
 }
 
@@ -377,7 +391,10 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         ..text(Role::Assistant, "answer")
     };
     let messages = vec![opener, text(Role::User, "question"), answer];
-    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    store
+        .append_messages(&t, &batch("c", messages), None)
+        .await
+        .unwrap();
     let summary = NewSummary {
         text: "the user asked".into(),
         through_sequence: seq(2),
@@ -385,16 +402,17 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         redactions: 0,
     };
     store
-        .store_summary(&t, &c, Sequence::ZERO, summary)
+        .store_summary(&t, &c, Sequence::ZERO, summary, None)
         .await
         .unwrap();
     let memory = WorkingMemory {
         summary: "facts".into(),
         ..WorkingMemory::default()
     };
-    store.store_memory(&t, &c, 0, &memory).await.unwrap();
+    store.store_memory(&t, &c, 0, &memory, None).await.unwrap();
 
-    let (snapshot, newest, _) = store.open_context(&t, &c, 2, usize::MAX).await.unwrap();
+    let OpenedContext { snapshot, newest } = store.open_context(&t, &c, 2, usize::MAX).await.unwrap();
+    let newest = newest.messages;
     assert_eq!(snapshot.last_sequence, seq(3));
     assert_eq!(snapshot.last_user_sequence, Some(seq(2)));
     assert_eq!(snapshot.last_response_id.as_deref(), Some("resp-1"));
@@ -418,7 +436,10 @@ async fn store_summary_watermark_moves_only_forward_by_compare_and_set(kind: Sto
     let store = store_of(kind).await;
     let (t, c) = (tenant("t"), conversation("c"));
     let messages = (0..4).map(|i| text(Role::User, &i.to_string())).collect();
-    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    store
+        .append_messages(&t, &batch("c", messages), None)
+        .await
+        .unwrap();
     let summary = |through: u64| NewSummary {
         text: format!("through {through}"),
         through_sequence: seq(through),
@@ -426,18 +447,21 @@ async fn store_summary_watermark_moves_only_forward_by_compare_and_set(kind: Sto
         redactions: 0,
     };
     let v1 = store
-        .store_summary(&t, &c, Sequence::ZERO, summary(2))
+        .store_summary(&t, &c, Sequence::ZERO, summary(2), None)
         .await
         .unwrap();
     assert_eq!((v1.version, v1.through_sequence), (1, seq(2)));
     for (base, through) in [(0, 3), (2, 2), (2, 5)] {
         let base = Sequence::from_stored(base);
-        match store.store_summary(&t, &c, base, summary(through)).await {
+        match store.store_summary(&t, &c, base, summary(through), None).await {
             Err(StoreError::SummaryMoved { current }) => assert_eq!(current, seq(2)),
             other => panic!("expected SummaryMoved for {base}->{through}, got {other:?}"),
         }
     }
-    let v2 = store.store_summary(&t, &c, seq(2), summary(4)).await.unwrap();
+    let v2 = store
+        .store_summary(&t, &c, seq(2), summary(4), None)
+        .await
+        .unwrap();
     assert_eq!(v2.version, 2);
     let state = store.summary_state(&t, &c, usize::MAX).await.unwrap();
     assert_eq!(state.watermark(), seq(4));
@@ -452,6 +476,7 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
         .append_messages(
             &t,
             &batch("c", vec![text(Role::User, "a"), text(Role::User, "b")]),
+            None,
         )
         .await
         .unwrap();
@@ -462,9 +487,9 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
         through_sequence: seq(1),
         ..WorkingMemory::default()
     };
-    let v1 = store.store_memory(&t, &c, 0, &memory).await.unwrap();
+    let v1 = store.store_memory(&t, &c, 0, &memory, None).await.unwrap();
     assert_eq!(v1.version, 1);
-    match store.store_memory(&t, &c, 0, &memory).await {
+    match store.store_memory(&t, &c, 0, &memory, None).await {
         Err(StoreError::MemoryVersionMismatch { current }) => assert_eq!(current, 1),
         other => panic!("expected MemoryVersionMismatch, got {other:?}"),
     }
@@ -493,7 +518,10 @@ async fn store_summarizer_lease_is_exclusive_until_released(kind: StoreKind) {
     );
     for name in ["c", "other"] {
         let messages = vec![text(Role::User, "hello")];
-        store.append_messages(&t, &batch(name, messages)).await.unwrap();
+        store
+            .append_messages(&t, &batch(name, messages), None)
+            .await
+            .unwrap();
     }
     let held = store
         .try_summarizer_lease(&t, &c)
@@ -534,7 +562,10 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
             )
         })
         .collect();
-    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    store
+        .append_messages(&t, &batch("c", messages), None)
+        .await
+        .unwrap();
     let limit = 25_000;
 
     let page = store
@@ -555,7 +586,8 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
         .unwrap();
     assert_eq!((all.messages.len(), all.has_more), (10, false));
 
-    let (_, newest, cut) = store.open_context(&t, &c, 100, limit).await.unwrap();
+    let newest = store.open_context(&t, &c, 100, limit).await.unwrap().newest;
+    let (newest, cut) = (newest.messages, newest.cut_by_size);
     let sequences: Vec<u64> = newest.iter().map(|m| m.sequence.get()).collect();
     assert_eq!((sequences, cut), (vec![10, 9, 8], true));
     let page = PageRequest {
@@ -564,10 +596,11 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
         limit: 100,
         max_bytes: limit,
     };
-    let (older, cut) = store.tail(&t, &c, page).await.unwrap();
+    let older = store.tail(&t, &c, page).await.unwrap();
+    let (older, cut) = (older.messages, older.cut_by_size);
     let sequences: Vec<u64> = older.iter().map(|m| m.sequence.get()).collect();
     assert_eq!((sequences, cut), (vec![7, 6, 5], true));
-    let (rest, cut) = store
+    let rest = store
         .tail(
             &t,
             &c,
@@ -579,7 +612,7 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
         )
         .await
         .unwrap();
-    assert_eq!((rest.len(), cut), (2, false));
+    assert_eq!((rest.messages.len(), rest.cut_by_size), (2, false));
 
     let state = store.summary_state(&t, &c, limit).await.unwrap();
     assert_eq!((state.messages.len(), state.complete), (3, false));
@@ -620,7 +653,7 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
             batch.idempotency_key = IdempotencyKey::parse_optional(format!("key-{round}")).unwrap();
         }
         sent.extend(batch.messages.iter().cloned());
-        store.append_messages(&t, &batch).await.unwrap();
+        store.append_messages(&t, &batch, None).await.unwrap();
     }
     // Batches longer than one INSERT statement carries (16 rows on PostgreSQL), on the plain
     // path and on the one with tool calls.
@@ -641,7 +674,7 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
     for messages in [long_plain, long_tools] {
         let batch = batch("c", messages);
         sent.extend(batch.messages.iter().cloned());
-        let stored = store.append_messages(&t, &batch).await.unwrap();
+        let stored = store.append_messages(&t, &batch, None).await.unwrap();
         assert_eq!(
             stored.last_sequence.get() - stored.first_sequence.get() + 1,
             batch.messages.len() as u64
@@ -691,7 +724,10 @@ async fn migration_4_places_existing_logs_like_appends_do() {
         if name == "a" {
             sent.extend(messages.clone());
         }
-        store.append_messages(&t, &batch(name, messages)).await.unwrap();
+        store
+            .append_messages(&t, &batch(name, messages), None)
+            .await
+            .unwrap();
     }
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
@@ -716,7 +752,7 @@ async fn migration_4_places_existing_logs_like_appends_do() {
         .unwrap();
     let later = vec![text(Role::User, "and now?"), text(Role::Assistant, "done")];
     sent.extend(later.clone());
-    store.append_messages(&t, &batch("a", later)).await.unwrap();
+    store.append_messages(&t, &batch("a", later), None).await.unwrap();
     let page = store
         .list_messages(&t, &conversation("a"), Sequence::ZERO, 100, usize::MAX)
         .await
@@ -735,7 +771,10 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
     let store = store_of(kind).await;
     let (t, c) = (tenant("t"), conversation("c"));
     let messages = (0..4).map(|i| text(Role::User, &format!("secret {i}"))).collect();
-    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    store
+        .append_messages(&t, &batch("c", messages), None)
+        .await
+        .unwrap();
     // A summarizer and an extractor read the log, then the message is redacted.
     let read = store.summary_state(&t, &c, usize::MAX).await.unwrap();
     let memory = store.memory_state(&t, &c, Some(usize::MAX)).await.unwrap();
@@ -744,8 +783,8 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
         through_sequence: seq(4),
         ..Default::default()
     };
-    let stored = store.store_memory(&t, &c, 0, &extracted).await.unwrap();
-    let redaction = store.redact_message(&t, &c, seq(2)).await.unwrap();
+    let stored = store.store_memory(&t, &c, 0, &extracted, None).await.unwrap();
+    let redaction = store.redact_message(&t, &c, seq(2), None).await.unwrap();
     assert_eq!(redaction.message.message.content, "[redacted]");
     assert_eq!(
         redaction.memory_version,
@@ -761,12 +800,12 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
     };
     assert!(matches!(
         store
-            .store_summary(&t, &c, read.watermark(), summary.clone())
+            .store_summary(&t, &c, read.watermark(), summary.clone(), None)
             .await,
         Err(StoreError::SummaryMoved { .. })
     ));
     assert!(matches!(
-        store.store_memory(&t, &c, stored.version, &extracted).await,
+        store.store_memory(&t, &c, stored.version, &extracted, None).await,
         Err(StoreError::MemoryVersionMismatch { .. })
     ));
     // Read again, they go through.
@@ -778,7 +817,7 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
         ..summary
     };
     store
-        .store_summary(&t, &c, fresh.watermark(), summary)
+        .store_summary(&t, &c, fresh.watermark(), summary, None)
         .await
         .unwrap();
 }
@@ -794,18 +833,21 @@ async fn store_forks_keep_the_sources_log_positions(kind: StoreKind) {
         text(Role::Assistant, "short"),
         text(Role::User, "end"),
     ];
-    store.append_messages(&t, &batch("c", messages)).await.unwrap();
+    store
+        .append_messages(&t, &batch("c", messages), None)
+        .await
+        .unwrap();
     // A redaction changes token counts but not positions; forks continue from the source's.
-    store.redact_message(&t, &c, seq(1)).await.unwrap();
+    store.redact_message(&t, &c, seq(1), None).await.unwrap();
     for (through, fork) in [(4, "f4"), (5, "f5")] {
         store
-            .fork_conversation(&t, &c, seq(through), &conversation(fork))
+            .fork_conversation(&t, &c, seq(through), &conversation(fork), None)
             .await
             .unwrap();
     }
     let next = |id: &str| batch(id, vec![text(Role::User, "next")]);
-    store.append_messages(&t, &next("f4")).await.unwrap();
-    store.append_messages(&t, &next("f5")).await.unwrap();
+    store.append_messages(&t, &next("f4"), None).await.unwrap();
+    store.append_messages(&t, &next("f5"), None).await.unwrap();
     let anchors = |id: &'static str| {
         let store = store.clone();
         let t = t.clone();
@@ -847,7 +889,7 @@ async fn postgres_url_options_reach_every_connection() {
     let store = postgres_store(format!("{url} options='-c search_path=ctxd_app'")).await;
     let t = tenant("t");
     store
-        .append_messages(&t, &batch("a", vec![text(Role::User, "hello")]))
+        .append_messages(&t, &batch("a", vec![text(Role::User, "hello")]), None)
         .await
         .unwrap();
 

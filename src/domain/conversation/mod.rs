@@ -312,5 +312,14 @@ pub struct ConversationPage {
 pub use fork::{ForkPlan, ForkRefusal, ForkSource, memory_within};
 pub use redaction::{append_covers, forget_in_memory, redacted, summary_covers, tombstone};
 
+/// What UpdateConversation does when the conversation does not exist (`allow_missing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfMissing {
+    /// Creates it empty, then patches it.
+    Create,
+    /// Answers NOT_FOUND.
+    NotFound,
+}
+
 #[cfg(test)]
 mod tests;

@@ -8,8 +8,8 @@ use crate::{
     domain::{
         ConversationId, Sequence, Violations,
         conversation::{
-            Conversation, ConversationPatch, ConversationStatus, DEFAULT_LIST_PAGE, ListQuery, MAX_LIST_PAGE,
-            TIME_RANGE_SECS, check_labels, check_title,
+            Conversation, ConversationPatch, ConversationStatus, DEFAULT_LIST_PAGE, IfMissing, ListQuery,
+            MAX_LIST_PAGE, TIME_RANGE_SECS, check_labels, check_title,
         },
     },
     proto,
@@ -83,11 +83,11 @@ pub(crate) fn get_request(request: proto::GetConversationRequest) -> Result<Conv
     }
 }
 
-/// An UpdateConversation request: the conversation, the patch of its masked fields, and
-/// `allow_missing`.
+/// An UpdateConversation request: the conversation, the patch of its masked fields, and what
+/// to do when it is missing (`allow_missing`).
 pub(crate) fn update_request(
     request: proto::UpdateConversationRequest,
-) -> Result<(ConversationId, ConversationPatch, bool), Violations> {
+) -> Result<(ConversationId, ConversationPatch, IfMissing), Violations> {
     let proto::UpdateConversationRequest {
         conversation,
         update_mask,
@@ -134,22 +134,7 @@ pub(crate) fn update_request(
                 check_labels(&mut v, &labels, "conversation.labels");
                 patch.labels = Some(labels.clone());
             }
-            "expire_time" => {
-                patch.expire_time = Some(match expire_time {
-                    None => None,
-                    Some(t)
-                        if !TIME_RANGE_SECS.contains(&t.seconds)
-                            || !(0..1_000_000_000).contains(&t.nanos) =>
-                    {
-                        v.add(
-                            "conversation.expire_time",
-                            "must be a valid timestamp between years 1 and 9999",
-                        );
-                        None
-                    }
-                    Some(t) => SystemTime::try_from(t).ok(),
-                })
-            }
+            "expire_time" => patch.expire_time = Some(expire(expire_time, &mut v)),
             other => v.add(
                 "update_mask",
                 format!(
@@ -160,8 +145,30 @@ pub(crate) fn update_request(
         }
     }
     match id {
-        Some(id) if v.is_empty() => Ok((id, patch, allow_missing)),
+        Some(id) if v.is_empty() => {
+            let if_missing = match allow_missing {
+                true => IfMissing::Create,
+                false => IfMissing::NotFound,
+            };
+            Ok((id, patch, if_missing))
+        }
         _ => Err(v),
+    }
+}
+
+/// A patched `expire_time`: `None` clears it; a timestamp outside years 1 to 9999 is a
+/// violation.
+fn expire(expire_time: Option<prost_types::Timestamp>, v: &mut Violations) -> Option<SystemTime> {
+    match expire_time {
+        None => None,
+        Some(t) if !TIME_RANGE_SECS.contains(&t.seconds) || !(0..1_000_000_000).contains(&t.nanos) => {
+            v.add(
+                "conversation.expire_time",
+                "must be a valid timestamp between years 1 and 9999",
+            );
+            None
+        }
+        Some(t) => SystemTime::try_from(t).ok(),
     }
 }
 

@@ -11,17 +11,20 @@ use std::{
 use async_trait::async_trait;
 
 use super::{
-    Lease, MemoryState, MessagePage, NewSummary, Redaction, RetentionRule, Store, StoreError, SummaryState,
-    Swept,
+    CappedPage, Lease, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction, RetentionRule, Store,
+    StoreError, SummaryState, Swept,
 };
-use crate::domain::{
-    AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, ConversationId, Sequence, StoredMessage,
-    TenantId,
-    append::plan,
-    context::{ContextSnapshot, PageRequest, SummarySection},
-    conversation::{self, ActivityKey, ConversationPage, ConversationPatch, ListQuery},
-    summary::Summary,
-    working_memory::WorkingMemory,
+use crate::{
+    deadline::Deadline,
+    domain::{
+        AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, ConversationId, Sequence,
+        StoredMessage, TenantId,
+        append::plan,
+        context::{ContextSnapshot, PageRequest, SummarySection},
+        conversation::{self, ActivityKey, ConversationPage, ConversationPatch, IfMissing, ListQuery},
+        summary::Summary,
+        working_memory::WorkingMemory,
+    },
 };
 
 mod leases;
@@ -64,6 +67,7 @@ impl Store for InMemoryStore {
         &self,
         tenant: &TenantId,
         batch: &AppendBatch,
+        _deadline: Option<Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
         let mut conversations = self.lock();
         let key = key(tenant, &batch.conversation_id);
@@ -93,7 +97,10 @@ impl Store for InMemoryStore {
             .ok_or(StoreError::NotFound)?;
         let start = (after.get() as usize).min(conversation.messages.len());
         let rest = &conversation.messages[start..];
-        let (messages, reached) = capped(rest.iter().take(limit), max_bytes);
+        let CappedPage {
+            messages,
+            cut_by_size: reached,
+        } = capped(rest.iter().take(limit), max_bytes);
         Ok(MessagePage {
             messages,
             has_more: rest.len() > limit || reached,
@@ -104,6 +111,7 @@ impl Store for InMemoryStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        _deadline: Option<Deadline>,
     ) -> Result<u64, StoreError> {
         let removed = self
             .lock()
@@ -118,7 +126,7 @@ impl Store for InMemoryStore {
         conversation: &ConversationId,
         first_page: usize,
         max_bytes: usize,
-    ) -> Result<(ContextSnapshot, Vec<StoredMessage>, bool), StoreError> {
+    ) -> Result<OpenedContext, StoreError> {
         let conversations = self.lock();
         let c = conversations
             .get(&key(tenant, conversation))
@@ -141,8 +149,10 @@ impl Store for InMemoryStore {
             memory: c.memory.clone(),
             pending_calls: HashMap::new(),
         };
-        let (newest, reached) = capped(newest, max_bytes);
-        Ok((snapshot, newest, reached))
+        Ok(OpenedContext {
+            snapshot,
+            newest: capped(newest, max_bytes),
+        })
     }
 
     async fn tail(
@@ -150,10 +160,10 @@ impl Store for InMemoryStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         page: PageRequest,
-    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+    ) -> Result<CappedPage, StoreError> {
         let conversations = self.lock();
         let Some(c) = conversations.get(&key(tenant, conversation)) else {
-            return Ok((Vec::new(), false));
+            return Ok(CappedPage::default());
         };
         let end = (page.before.get() as usize)
             .saturating_sub(1)
@@ -208,7 +218,10 @@ impl Store for InMemoryStore {
             .ok_or(StoreError::NotFound)?;
         let summary = c.summaries.last().cloned();
         let watermark = summary.as_ref().map_or(0, |s| s.through_sequence.get() as usize);
-        let (messages, reached) = capped(c.messages[watermark.min(c.messages.len())..].iter(), max_bytes);
+        let CappedPage {
+            messages,
+            cut_by_size: reached,
+        } = capped(c.messages[watermark.min(c.messages.len())..].iter(), max_bytes);
         Ok(SummaryState {
             summary,
             messages,
@@ -224,6 +237,7 @@ impl Store for InMemoryStore {
         conversation: &ConversationId,
         base: Sequence,
         summary: NewSummary,
+        _deadline: Option<Deadline>,
     ) -> Result<Summary, StoreError> {
         let mut conversations = self.lock();
         let c = conversations
@@ -260,9 +274,12 @@ impl Store for InMemoryStore {
             .ok_or(StoreError::NotFound)?;
         let memory = c.memory.clone().unwrap_or_default();
         let from = (memory.through_sequence.get() as usize).min(c.messages.len());
-        let (messages, reached) = match messages_up_to {
+        let CappedPage {
+            messages,
+            cut_by_size: reached,
+        } = match messages_up_to {
             Some(max_bytes) => capped(c.messages[from..].iter(), max_bytes),
-            None => (Vec::new(), false),
+            None => CappedPage::default(),
         };
         Ok(MemoryState {
             memory,
@@ -278,6 +295,7 @@ impl Store for InMemoryStore {
         conversation: &ConversationId,
         expected_version: u64,
         memory: &WorkingMemory,
+        _deadline: Option<Deadline>,
     ) -> Result<WorkingMemory, StoreError> {
         let mut conversations = self.lock();
         let c = conversations
@@ -332,11 +350,12 @@ impl Store for InMemoryStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         patch: &ConversationPatch,
-        allow_missing: bool,
+        if_missing: IfMissing,
+        _deadline: Option<Deadline>,
     ) -> Result<conversation::Conversation, StoreError> {
         let mut conversations = self.lock();
         let key = key(tenant, conversation);
-        if !allow_missing && !conversations.contains_key(&key) {
+        if if_missing == IfMissing::NotFound && !conversations.contains_key(&key) {
             return Err(StoreError::NotFound);
         }
         let c = conversations.touch(&key, SystemTime::now());
@@ -384,6 +403,7 @@ impl Store for InMemoryStore {
         source: &ConversationId,
         through: Sequence,
         target: &ConversationId,
+        _deadline: Option<Deadline>,
     ) -> Result<conversation::Conversation, StoreError> {
         let mut conversations = self.lock();
         let c = conversations
@@ -406,6 +426,7 @@ impl Store for InMemoryStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         sequence: Sequence,
+        _deadline: Option<Deadline>,
     ) -> Result<Redaction, StoreError> {
         self.lock()
             .get_mut(&key(tenant, conversation))
@@ -444,11 +465,8 @@ impl Store for InMemoryStore {
 }
 
 /// Clones `messages` until their size reaches `max_bytes` (the message that reaches it is the
-/// last; a first one always comes), as PostgreSQL's capped pages do; true when it was reached.
-fn capped<'a>(
-    messages: impl Iterator<Item = &'a StoredMessage>,
-    max_bytes: usize,
-) -> (Vec<StoredMessage>, bool) {
+/// last; a first one always comes), as PostgreSQL's capped pages do.
+fn capped<'a>(messages: impl Iterator<Item = &'a StoredMessage>, max_bytes: usize) -> CappedPage {
     let (mut out, mut bytes) = (Vec::new(), 0usize);
     for message in messages {
         if bytes >= max_bytes {
@@ -457,5 +475,8 @@ fn capped<'a>(
         bytes += message.message.loaded_bytes();
         out.push(message.clone());
     }
-    (out, bytes >= max_bytes)
+    CappedPage {
+        messages: out,
+        cut_by_size: bytes >= max_bytes,
+    }
 }

@@ -14,7 +14,7 @@ use crate::{
         ConversationId, Sequence, StoredMessage, TenantId,
         context::{ContextSnapshot, PageRequest, SummarySection},
     },
-    store::StoreError,
+    store::{CappedPage, OpenedContext, StoreError},
 };
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
@@ -24,7 +24,7 @@ pub(super) async fn open_context(
     conversation: &ConversationId,
     first_page: usize,
     max_bytes: usize,
-) -> Result<(ContextSnapshot, Vec<StoredMessage>, bool), StoreError> {
+) -> Result<OpenedContext, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
     let state = client
@@ -89,8 +89,10 @@ pub(super) async fn open_context(
         memory,
         pending_calls: HashMap::new(),
     };
-    let (newest, reached) = capped_messages(&newest)?;
-    Ok((snapshot, newest, reached))
+    Ok(OpenedContext {
+        snapshot,
+        newest: capped_messages(&newest)?,
+    })
 }
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, before = page.before.get(), limit = page.limit))]
@@ -99,7 +101,7 @@ pub(super) async fn tail(
     tenant: &TenantId,
     conversation: &ConversationId,
     page: PageRequest,
-) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+) -> Result<CappedPage, StoreError> {
     let client = pool.get().await?;
     let query = capped_page(
         "tenant_id = $1 AND conversation_id = $2 AND sequence < $3 AND sequence > $4

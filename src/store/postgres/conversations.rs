@@ -14,10 +14,11 @@ use super::{
     rows::{self, column},
 };
 use crate::{
+    deadline::Deadline,
     domain::{
         ConversationId, Sequence, TenantId,
         conversation::{
-            self, Conversation, ConversationPage, ConversationPatch, ConversationStatus, ListQuery,
+            self, Conversation, ConversationPage, ConversationPatch, ConversationStatus, IfMissing, ListQuery,
         },
         working_memory::WorkingMemory,
     },
@@ -91,13 +92,14 @@ pub(super) async fn update(
     tenant: &TenantId,
     conversation: &ConversationId,
     patch: &ConversationPatch,
-    allow_missing: bool,
+    if_missing: IfMissing,
+    deadline: Option<Deadline>,
 ) -> Result<Conversation, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx).await?;
-    if allow_missing {
+    super::limit(&tx, deadline).await?;
+    if if_missing == IfMissing::Create {
         tx.execute(
             "INSERT INTO conversations (tenant_id, conversation_id, last_sequence) VALUES ($1, $2, 0)
              ON CONFLICT (tenant_id, conversation_id) DO NOTHING",

@@ -9,6 +9,7 @@ use super::{
     rows::column,
 };
 use crate::{
+    deadline::Deadline,
     domain::{
         ConversationId, Sequence, TenantId,
         conversation::{Conversation, ForkPlan, ForkSource},
@@ -28,11 +29,12 @@ pub(super) async fn fork(
     source: &ConversationId,
     through: Sequence,
     target: &ConversationId,
+    deadline: Option<Deadline>,
 ) -> Result<Conversation, StoreError> {
     let (t, s, n) = (tenant.as_str(), source.as_str(), target.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx).await?;
+    super::limit(&tx, deadline).await?;
     let plan = fork_plan(&tx, t, s, through).await?;
     create_fork(&tx, t, s, through, n).await?;
     copy_log(&tx, t, s, through, n).await?;

@@ -4,8 +4,9 @@ use deadpool_postgres::Pool;
 
 use super::rows::{byte_limit, capped_messages, capped_page};
 use crate::{
+    deadline::Deadline,
     domain::{ConversationId, Sequence, StoredMessage, TenantId},
-    store::{MessagePage, StoreError},
+    store::{CappedPage, MessagePage, StoreError},
 };
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
@@ -51,7 +52,10 @@ pub(super) async fn list_messages(
         }
     }
     let has_more = rows.len() > limit;
-    let (mut messages, reached) = capped_messages(&rows)?;
+    let CappedPage {
+        mut messages,
+        cut_by_size: reached,
+    } = capped_messages(&rows)?;
     messages.truncate(limit);
     Ok(MessagePage {
         messages,
@@ -64,11 +68,12 @@ pub(super) async fn delete_conversation(
     pool: &Pool,
     tenant: &TenantId,
     conversation: &ConversationId,
+    deadline: Option<Deadline>,
 ) -> Result<u64, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx).await?;
+    super::limit(&tx, deadline).await?;
     let removed = tx
         .execute(
             "DELETE FROM conversations WHERE tenant_id = $1 AND conversation_id = $2",
@@ -123,6 +128,9 @@ pub(super) async fn messages_after(
     let rows = client
         .query(&statement, &[&tenant, &conversation, &after.as_i64(), &max_bytes])
         .await?;
-    let (messages, reached) = capped_messages(&rows)?;
+    let CappedPage {
+        messages,
+        cut_by_size: reached,
+    } = capped_messages(&rows)?;
     Ok((messages, !reached))
 }

@@ -14,15 +14,18 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::NoTls;
 
 use super::{
-    Lease, MemoryState, MessagePage, NewSummary, PoolStats, Redaction, RetentionRule, Store, StoreError,
-    SummaryState, Swept,
+    CappedPage, Lease, MemoryState, MessagePage, NewSummary, OpenedContext, PoolStats, Redaction,
+    RetentionRule, Store, StoreError, SummaryState, Swept,
 };
-use crate::domain::{
-    AppendBatch, AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId,
-    context::{ContextSnapshot, PageRequest},
-    conversation::{Conversation, ConversationPage, ConversationPatch, ListQuery},
-    summary::Summary,
-    working_memory::WorkingMemory,
+use crate::{
+    deadline::Deadline,
+    domain::{
+        AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId,
+        context::PageRequest,
+        conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
+        summary::Summary,
+        working_memory::WorkingMemory,
+    },
 };
 
 mod append;
@@ -107,8 +110,9 @@ impl PostgresStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        deadline: Option<Deadline>,
     ) -> Result<gate::Pass, StoreError> {
-        let patience = crate::deadline::budget().unwrap_or(self.gate_patience);
+        let patience = deadline.map_or(self.gate_patience, Deadline::work_left);
         self.gate
             .enter(tenant.as_str(), conversation.as_str(), Some(patience))
             .await
@@ -119,8 +123,8 @@ impl PostgresStore {
 /// lock is waited for past the call's deadline (less the margin its answer needs), so a write
 /// the caller saw fail never commits later. `None` outside a call: the connection's
 /// `statement_timeout` applies.
-fn write_limits() -> Result<Option<String>, StoreError> {
-    let Some(budget) = crate::deadline::budget() else {
+fn write_limits(deadline: Option<Deadline>) -> Result<Option<String>, StoreError> {
+    let Some(budget) = deadline.map(Deadline::work_left) else {
         return Ok(None);
     };
     // Zero would mean "no limit" to PostgreSQL.
@@ -134,8 +138,11 @@ fn write_limits() -> Result<Option<String>, StoreError> {
 }
 
 /// Bounds the open transaction `tx` by the call's deadline (see [`write_limits`]).
-async fn limit(tx: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError> {
-    if let Some(limits) = write_limits()? {
+async fn limit(
+    tx: &deadpool_postgres::Transaction<'_>,
+    deadline: Option<Deadline>,
+) -> Result<(), StoreError> {
+    if let Some(limits) = write_limits(deadline)? {
         tx.batch_execute(&limits).await?;
     }
     Ok(())
@@ -149,9 +156,10 @@ async fn limit(tx: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError
 /// the statement runs alone, under the connection's `statement_timeout`.
 async fn write_once<T>(
     client: &tokio_postgres::Client,
+    deadline: Option<Deadline>,
     write: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
 ) -> Result<T, StoreError> {
-    let Some(limits) = write_limits()? else {
+    let Some(limits) = write_limits(deadline)? else {
         return Ok(write.await?);
     };
     let begin = format!("BEGIN; {limits}");
@@ -219,9 +227,10 @@ impl Store for PostgresStore {
         &self,
         tenant: &TenantId,
         batch: &AppendBatch,
+        deadline: Option<Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
-        let _slot = self.write_slot(tenant, &batch.conversation_id).await?;
-        append::append_messages(&self.pool, tenant, batch).await
+        let _slot = self.write_slot(tenant, &batch.conversation_id, deadline).await?;
+        append::append_messages(&self.pool, tenant, batch, deadline).await
     }
 
     async fn list_messages(
@@ -239,9 +248,10 @@ impl Store for PostgresStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        deadline: Option<Deadline>,
     ) -> Result<u64, StoreError> {
-        let _slot = self.write_slot(tenant, conversation).await?;
-        messages::delete_conversation(&self.pool, tenant, conversation).await
+        let _slot = self.write_slot(tenant, conversation, deadline).await?;
+        messages::delete_conversation(&self.pool, tenant, conversation, deadline).await
     }
 
     async fn open_context(
@@ -250,7 +260,7 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         first_page: usize,
         max_bytes: usize,
-    ) -> Result<(ContextSnapshot, Vec<StoredMessage>, bool), StoreError> {
+    ) -> Result<OpenedContext, StoreError> {
         context::open_context(&self.pool, tenant, conversation, first_page, max_bytes).await
     }
 
@@ -259,7 +269,7 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         page: PageRequest,
-    ) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+    ) -> Result<CappedPage, StoreError> {
         context::tail(&self.pool, tenant, conversation, page).await
     }
 
@@ -287,9 +297,10 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         base: Sequence,
         summary: NewSummary,
+        deadline: Option<Deadline>,
     ) -> Result<Summary, StoreError> {
-        let _slot = self.write_slot(tenant, conversation).await?;
-        summary::store_summary(&self.pool, tenant, conversation, base, summary).await
+        let _slot = self.write_slot(tenant, conversation, deadline).await?;
+        summary::store_summary(&self.pool, tenant, conversation, base, summary, deadline).await
     }
 
     async fn memory_state(
@@ -307,9 +318,18 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         expected_version: u64,
         memory: &WorkingMemory,
+        deadline: Option<Deadline>,
     ) -> Result<WorkingMemory, StoreError> {
-        let _slot = self.write_slot(tenant, conversation).await?;
-        working_memory::store_memory(&self.pool, tenant, conversation, expected_version, memory).await
+        let _slot = self.write_slot(tenant, conversation, deadline).await?;
+        working_memory::store_memory(
+            &self.pool,
+            tenant,
+            conversation,
+            expected_version,
+            memory,
+            deadline,
+        )
+        .await
     }
 
     async fn try_summarizer_lease(
@@ -333,10 +353,11 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         patch: &ConversationPatch,
-        allow_missing: bool,
+        if_missing: IfMissing,
+        deadline: Option<Deadline>,
     ) -> Result<Conversation, StoreError> {
-        let _slot = self.write_slot(tenant, conversation).await?;
-        conversations::update(&self.pool, tenant, conversation, patch, allow_missing).await
+        let _slot = self.write_slot(tenant, conversation, deadline).await?;
+        conversations::update(&self.pool, tenant, conversation, patch, if_missing, deadline).await
     }
 
     async fn list_conversations(
@@ -353,9 +374,10 @@ impl Store for PostgresStore {
         source: &ConversationId,
         through: Sequence,
         target: &ConversationId,
+        deadline: Option<Deadline>,
     ) -> Result<Conversation, StoreError> {
-        let _slot = self.write_slot(tenant, target).await?;
-        fork::fork(&self.pool, tenant, source, through, target).await
+        let _slot = self.write_slot(tenant, target, deadline).await?;
+        fork::fork(&self.pool, tenant, source, through, target, deadline).await
     }
 
     async fn redact_message(
@@ -363,9 +385,10 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         sequence: Sequence,
+        deadline: Option<Deadline>,
     ) -> Result<Redaction, StoreError> {
-        let _slot = self.write_slot(tenant, conversation).await?;
-        redaction::redact(&self.pool, tenant, conversation, sequence).await
+        let _slot = self.write_slot(tenant, conversation, deadline).await?;
+        redaction::redact(&self.pool, tenant, conversation, sequence, deadline).await
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

@@ -10,6 +10,7 @@ use super::{
     rows::{self, column},
 };
 use crate::{
+    deadline::Deadline,
     domain::{ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, conversation},
     store::{Redaction, StoreError},
 };
@@ -20,12 +21,13 @@ pub(super) async fn redact(
     tenant: &TenantId,
     conversation: &ConversationId,
     sequence: Sequence,
+    deadline: Option<Deadline>,
 ) -> Result<Redaction, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let at = sequence.as_i64();
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx).await?;
+    super::limit(&tx, deadline).await?;
     // The conversation row first, as appends and summaries lock it; counting the redaction
     // keeps a summary or memory computed from the text before it from being stored after it.
     let watermark = tx

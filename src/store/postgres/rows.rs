@@ -17,7 +17,7 @@ use crate::{
         message::{Attachment, LlmError, Message, Reasoning, ToolCall},
         working_memory::WorkingMemory,
     },
-    store::StoreError,
+    store::{CappedPage, StoreError},
 };
 
 /// Columns of a stored message, as [`stored_messages`] reads them by name.
@@ -63,13 +63,16 @@ pub(super) fn byte_limit(max_bytes: usize) -> i64 {
     i64::try_from(max_bytes).unwrap_or(i64::MAX)
 }
 
-/// The rows of a [`capped_page`] query and whether the page reached its byte limit.
-pub(super) fn capped_messages(rows: &[Row]) -> Result<(Vec<StoredMessage>, bool), StoreError> {
-    let reached = match rows.last() {
+/// The rows of a [`capped_page`] query.
+pub(super) fn capped_messages(rows: &[Row]) -> Result<CappedPage, StoreError> {
+    let cut_by_size = match rows.last() {
         Some(row) => column(row, "reached")?,
         None => false,
     };
-    Ok((stored_messages(rows)?, reached))
+    Ok(CappedPage {
+        messages: stored_messages(rows)?,
+        cut_by_size,
+    })
 }
 
 /// One column of `row` by name; a missing column or a type mismatch is an internal error, never

@@ -6,6 +6,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{messages::messages_after, rows::column};
 use crate::{
+    deadline::Deadline,
     domain::{ConversationId, Sequence, TenantId, summary::Summary},
     store::{NewSummary, StoreError, SummaryState},
 };
@@ -60,6 +61,7 @@ pub(super) async fn store_summary(
     conversation: &ConversationId,
     base: Sequence,
     summary: NewSummary,
+    deadline: Option<Deadline>,
 ) -> Result<Summary, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
@@ -68,7 +70,7 @@ pub(super) async fn store_summary(
     // statements on the conversation's shard (a writable CTE would not be routed to one shard
     // on Citus).
     let tx = client.transaction().await?;
-    super::limit(&tx).await?;
+    super::limit(&tx, deadline).await?;
     let moved = tx
         .prepare_cached(
             "UPDATE conversations

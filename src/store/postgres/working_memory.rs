@@ -8,6 +8,7 @@ use super::{
     rows::{column, memory_from_row},
 };
 use crate::{
+    deadline::Deadline,
     domain::{ConversationId, Sequence, TenantId, working_memory::WorkingMemory},
     store::{MemoryState, StoreError},
 };
@@ -53,6 +54,7 @@ pub(super) async fn store_memory(
     conversation: &ConversationId,
     expected_version: u64,
     memory: &WorkingMemory,
+    deadline: Option<Deadline>,
 ) -> Result<WorkingMemory, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
@@ -69,7 +71,7 @@ pub(super) async fn store_memory(
             )
             .await?;
         let params: [&(dyn ToSql + Sync); 4] = [&t, &c, &document, &through];
-        super::write_once(&client, client.query_opt(&statement, &params)).await?
+        super::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
     } else {
         let statement = client
             .prepare_cached(
@@ -81,7 +83,7 @@ pub(super) async fn store_memory(
             .await?;
         let version = expected_version as i64;
         let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &document, &through, &version];
-        super::write_once(&client, client.query_opt(&statement, &params)).await?
+        super::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
     };
     if let Some(row) = row {
         return Ok(WorkingMemory {

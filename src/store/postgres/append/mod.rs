@@ -15,6 +15,7 @@ mod insert;
 use insert::MessageRows;
 
 use crate::{
+    deadline::Deadline,
     domain::{
         AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, IdempotencyRecord, KnownCall,
         PayloadHash, Sequence, TenantId, WritePlan,
@@ -164,15 +165,16 @@ pub(super) async fn append_messages(
     pool: &Pool,
     tenant: &TenantId,
     batch: &AppendBatch,
+    deadline: Option<Deadline>,
 ) -> Result<AppendOutcome, StoreError> {
     if !needs_state(batch) {
-        return append_plain(pool, tenant, batch).await;
+        return append_plain(pool, tenant, batch, deadline).await;
     }
     let allocation = Allocation::of(tenant, batch);
     let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx).await?;
+    super::limit(&tx, deadline).await?;
 
     let allocate = tx.prepare_cached(ALLOCATE).await?;
     let row = tx.query_one(&allocate, &allocation.params()).await?;
@@ -231,10 +233,11 @@ async fn append_plain(
     pool: &Pool,
     tenant: &TenantId,
     batch: &AppendBatch,
+    deadline: Option<Deadline>,
 ) -> Result<AppendOutcome, StoreError> {
     let allocation = Allocation::of(tenant, batch);
     let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
-    let begin = match super::write_limits()? {
+    let begin = match super::write_limits(deadline)? {
         Some(limits) => format!("BEGIN; {limits}"),
         None => "BEGIN".to_owned(),
     };
