@@ -46,7 +46,7 @@ impl ContextApi {
         let (id, patch, if_missing) = convert::update_request(request)?;
         let conversation = self
             .service
-            .update_conversation(&tenant, &id, &patch, if_missing, deadline)
+            .update_conversation(&tenant, &id, &patch, if_missing, deadline.as_ref())
             .await?;
         Ok(proto::UpdateConversationResponse {
             conversation: Some(convert::conversation(conversation)),
@@ -62,7 +62,7 @@ impl ContextApi {
         let (source, through, target) = convert::fork_request(request)?;
         let conversation = self
             .service
-            .fork_conversation(&tenant, &source, through, &target, deadline)
+            .fork_conversation(&tenant, &source, through, &target, deadline.as_ref())
             .await?;
         Ok(proto::ForkConversationResponse {
             conversation: Some(convert::conversation(conversation)),
@@ -78,7 +78,7 @@ impl ContextApi {
         let (id, sequence) = convert::redact_request(request)?;
         let redaction = self
             .service
-            .redact_message(&tenant, &id, sequence, deadline)
+            .redact_message(&tenant, &id, sequence, deadline.as_ref())
             .await?;
         Ok(proto::RedactMessageResponse {
             message: Some(convert::stored_message(redaction.message)),

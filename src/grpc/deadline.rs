@@ -51,6 +51,7 @@ impl<S, B> Service<Request<B>> for DeadlineService<S>
 where
     S: Service<Request<B>, Response = Response<tonic::body::Body>>,
     S::Future: Send + 'static,
+    S::Error: Send,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -63,11 +64,14 @@ where
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let allowed = caller_timeout(request.headers()).map_or(self.limit, |t| t.min(self.limit));
         let deadline = Deadline::after(allowed);
-        request.extensions_mut().insert(deadline);
-        let future = self.inner.call(request);
+        request.extensions_mut().insert(deadline.clone());
+        let mut future = Box::pin(self.inner.call(request));
         Box::pin(async move {
-            match tokio::time::timeout_at(deadline.call(), future).await {
+            match tokio::time::timeout_at(deadline.call(), &mut future).await {
                 Ok(result) => result,
+                // A write claimed its commit first: its outcome is the answer, however late
+                // (the store bounded its statements by the work deadline).
+                Err(_) if !deadline.abandon() => future.await,
                 Err(_) => {
                     tracing::info!(
                         code = "DEADLINE_EXCEEDED",
@@ -75,7 +79,7 @@ where
                         "request ran out of time"
                     );
                     let status = tonic::Status::deadline_exceeded(format!(
-                        "the call did not finish within its deadline ({} ms)",
+                        "the call did not finish within its deadline ({} ms); nothing was stored",
                         allowed.as_millis()
                     ));
                     Ok(status.into_http())
@@ -88,7 +92,7 @@ where
 /// The call's deadline that [`DeadlineLayer`] set: `None` only for a server built without it
 /// (tests that serve the handlers directly).
 pub fn of<T>(request: &tonic::Request<T>) -> Option<Deadline> {
-    request.extensions().get::<Deadline>().copied()
+    request.extensions().get::<Deadline>().cloned()
 }
 
 /// The caller's `grpc-timeout` (at most eight digits and a unit, per the gRPC HTTP/2 spec);

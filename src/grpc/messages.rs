@@ -16,7 +16,10 @@ impl ContextApi {
         deadline: Option<Deadline>,
     ) -> Result<proto::AppendMessageResponse, ServiceError> {
         let batch = convert::append_batch(request, &self.service.limits().append)?;
-        let outcome = self.service.append_message(&tenant, batch, deadline).await?;
+        let outcome = self
+            .service
+            .append_message(&tenant, batch, deadline.as_ref())
+            .await?;
         Ok(proto::AppendMessageResponse {
             first_sequence: outcome.first_sequence.get(),
             last_sequence: outcome.last_sequence.get(),
@@ -58,7 +61,7 @@ impl ContextApi {
         let conversation = conversation.ok_or(v)?;
         let messages_deleted = self
             .service
-            .delete_conversation(&tenant, &conversation, deadline)
+            .delete_conversation(&tenant, &conversation, deadline.as_ref())
             .await?;
         Ok(proto::DeleteConversationResponse { messages_deleted })
     }

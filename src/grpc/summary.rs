@@ -13,7 +13,10 @@ impl ContextApi {
         let limits = self.service.limits();
         let request = convert::summarize_request(request, limits, self.service.default_summary_tokens())?;
         let tokenizer = request.tokenizer;
-        let outcome = self.service.summarize(&tenant, request, deadline).await?;
+        let outcome = self
+            .service
+            .summarize(&tenant, request, deadline.as_ref())
+            .await?;
         let response = proto::SummarizeResponse {
             summary: outcome.summary.map(|s| convert::summary(&s, tokenizer)),
             changed: outcome.changed,

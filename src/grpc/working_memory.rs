@@ -31,7 +31,7 @@ impl ContextApi {
         };
         let outcome = self
             .service
-            .get_working_memory(&tenant, &conversation, mode, deadline)
+            .get_working_memory(&tenant, &conversation, mode, deadline.as_ref())
             .await?;
         let response = proto::GetWorkingMemoryResponse {
             memory: Some(convert::memory_to_proto(&outcome.memory)),
@@ -70,7 +70,13 @@ impl ContextApi {
         v.into_result(())?;
         let stored = self
             .service
-            .update_working_memory(&tenant, &conversation, update, expected_version, deadline)
+            .update_working_memory(
+                &tenant,
+                &conversation,
+                update,
+                expected_version,
+                deadline.as_ref(),
+            )
             .await?;
         Ok(proto::UpdateWorkingMemoryResponse {
             memory: Some(convert::memory_to_proto(&stored)),

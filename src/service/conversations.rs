@@ -39,7 +39,7 @@ impl Service {
         conversation: &ConversationId,
         patch: &ConversationPatch,
         if_missing: IfMissing,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Conversation, ServiceError> {
         Ok(self
             .store
@@ -55,7 +55,7 @@ impl Service {
         source: &ConversationId,
         through: Sequence,
         target: &ConversationId,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Conversation, ServiceError> {
         let fork = self
             .store
@@ -72,7 +72,7 @@ impl Service {
         tenant: &TenantId,
         conversation: &ConversationId,
         sequence: Sequence,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Redaction, ServiceError> {
         let redaction = self
             .store

@@ -21,7 +21,7 @@ impl Service {
         &self,
         tenant: &TenantId,
         mut batch: AppendBatch,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, ServiceError> {
         let batch = offload(batch.text_bytes(), move || {
             batch.count_tokens();
@@ -76,7 +76,7 @@ impl Service {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<u64, ServiceError> {
         let messages_deleted = self
             .store

@@ -146,7 +146,7 @@ impl Service {
         &self,
         tenant: &TenantId,
         request: SummarizeRequest,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<SummarizeOutcome, ServiceError> {
         let mut attempt = 1;
         loop {
@@ -196,7 +196,7 @@ impl Service {
         request: &SummarizeRequest,
         state: &SummaryState,
         reservation: Reservation,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<SummarizeOutcome, ServiceError> {
         let summary = match &request.mode {
             SummarizeMode::Provided { text, through } => {
@@ -274,7 +274,7 @@ impl Service {
         base: Sequence,
         summary: NewSummary,
         mut reservation: Reservation,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<SummarizeOutcome, ServiceError> {
         let through = summary.through_sequence;
         let stored = self
@@ -304,7 +304,7 @@ impl Service {
         through: Sequence,
         max_summary_tokens: usize,
         tokenizer: Tokenizer,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<NewSummary, ServiceError> {
         let summarizer = &self.ai.summarizer;
         let text = summarizer

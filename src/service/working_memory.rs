@@ -6,7 +6,7 @@ use crate::{
     deadline::Deadline,
     domain::{ConversationId, TenantId, Violations, message::StoredMessage, working_memory::WorkingMemory},
     response_budget::Reservation,
-    store::{MemoryState, StoreError},
+    store::{MemoryBase, MemoryState, StoreError},
     summarize::{ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format},
 };
 
@@ -69,7 +69,7 @@ impl Service {
         tenant: &TenantId,
         conversation: &ConversationId,
         mode: MemoryMode,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<MemoryOutcome, ServiceError> {
         let mut attempt = 1;
         loop {
@@ -78,10 +78,12 @@ impl Service {
             let mut reservation = self.response_budget.reserve();
             let read = reservation.begin_read()?;
             let with_messages = (mode != MemoryMode::Read).then_some(read.limit);
-            let MemoryState { memory, messages, .. } = self
+            let state = self
                 .store
                 .memory_state(tenant, conversation, with_messages)
                 .await?;
+            let base = state.base();
+            let MemoryState { memory, messages, .. } = state;
             reservation.end_read(read, super::context::loaded_bytes(&messages))?;
             match mode {
                 MemoryMode::Prepare => return self.prepare_extraction(memory, &messages, reservation),
@@ -92,7 +94,7 @@ impl Service {
                 MemoryMode::Refresh => {}
             }
             match self
-                .refresh(tenant, conversation, &memory, messages, deadline)
+                .refresh(tenant, conversation, &memory, base, messages, deadline)
                 .await
             {
                 Ok(stored) => return Ok(MemoryOutcome::plain(stored, reservation)),
@@ -136,14 +138,15 @@ impl Service {
     }
 
     /// Runs the configured extractor over `messages` and stores the result as the version
-    /// after `memory`'s.
+    /// after `memory`'s, if nothing changed or was redacted since `base` was read.
     async fn refresh(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
         memory: &WorkingMemory,
+        base: MemoryBase,
         messages: Vec<StoredMessage>,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, ServiceError> {
         let mut refreshed = memory.clone();
         let messages: std::sync::Arc<[_]> = messages.into();
@@ -165,7 +168,7 @@ impl Service {
         }
         let stored = self
             .store
-            .store_memory(tenant, conversation, memory.version, &refreshed, deadline)
+            .store_memory(tenant, conversation, base, &refreshed, deadline)
             .await?;
         tracing::info!(
             version = stored.version,
@@ -184,13 +187,15 @@ impl Service {
         conversation: &ConversationId,
         update: WorkingMemory,
         expected_version: Option<u64>,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, ServiceError> {
+        let state = self.store.memory_state(tenant, conversation, None).await?;
+        let base = state.base();
         let MemoryState {
             memory: current,
             last_sequence: log,
             ..
-        } = self.store.memory_state(tenant, conversation, None).await?;
+        } = state;
         if let Some(expected) = expected_version
             && expected != current.version
         {
@@ -206,7 +211,7 @@ impl Service {
         merged.fit().map_err(|e| Violations::single("memory", e))?;
         let stored = self
             .store
-            .store_memory(tenant, conversation, current.version, &merged, deadline)
+            .store_memory(tenant, conversation, base, &merged, deadline)
             .await?;
         tracing::info!(version = stored.version, "memory updated");
         Ok(stored)

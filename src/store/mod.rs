@@ -1,24 +1,19 @@
 //! Conversation storage: one [`Store`] trait, a Postgres implementation for production and an
-//! in-memory one for development, both held to the same contract tests (`tests/api/store.rs`).
+//! in-memory one for development, both held to the same contract tests (`tests/api/store_contract.rs`).
 //!
 //! A store reads and writes; it decides nothing the domain can decide (the append decision is
 //! [`crate::domain::append::plan`]). Each implementation lives in its own folder; [`open`] is
 //! the one place that knows them all.
 
-use std::{
-    collections::HashMap,
-    sync::Arc,
-    time::{Duration, SystemTime},
-};
+use std::{collections::HashMap, sync::Arc};
 
 use async_trait::async_trait;
 
 use crate::{
     deadline::Deadline,
     domain::{
-        AppendBatch, AppendOutcome, AppendRejection, ConversationId, Sequence, StoredMessage, TenantId,
-        Violations,
-        context::{ContextSnapshot, PageRequest},
+        AppendBatch, AppendOutcome, AppendRejection, ConversationId, Sequence, TenantId, Violations,
+        context::PageRequest,
         conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
         summary::Summary,
         working_memory::WorkingMemory,
@@ -27,9 +22,14 @@ use crate::{
 
 pub mod in_memory;
 pub mod postgres;
+mod records;
 
 pub use in_memory::InMemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
+pub use records::{
+    CappedPage, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction, RetentionRule,
+    SummaryState, Swept,
+};
 
 /// Opens the configured store: PostgreSQL when `postgres` is set, else the in-memory store.
 /// Connections open lazily; call [`Store::migrate`] before serving.
@@ -128,118 +128,14 @@ impl StoreError {
     }
 }
 
-/// What Summarize reads.
-#[derive(Debug, Clone)]
-pub struct SummaryState {
-    /// The current summary, if any.
-    pub summary: Option<Summary>,
-    /// Messages after the watermark, oldest first.
-    pub messages: Vec<StoredMessage>,
-    /// False when `messages` stopped at the byte limit before the log's end.
-    pub complete: bool,
-    /// The log's last sequence.
-    pub last_sequence: Sequence,
-    /// How many redactions the conversation had when this was read (see [`NewSummary`]).
-    pub redactions: u64,
-}
-
-impl SummaryState {
-    /// The current watermark (0 without a summary).
-    pub fn watermark(&self) -> Sequence {
-        self.summary
-            .as_ref()
-            .map_or(Sequence::ZERO, |s| s.through_sequence)
+/// Claims the call's commit ([`Deadline::claim_commit`]) before a write takes effect (sends
+/// `COMMIT`, or changes the in-memory store): a call already answered DEADLINE_EXCEEDED writes
+/// nothing. Writes outside a call (`None`) always may.
+pub(crate) fn claim_commit(deadline: Option<&Deadline>) -> Result<(), StoreError> {
+    match deadline {
+        Some(deadline) if !deadline.claim_commit() => Err(StoreError::DeadlineExceeded),
+        _ => Ok(()),
     }
-}
-
-/// What the working memory RPCs read.
-#[derive(Debug, Clone)]
-pub struct MemoryState {
-    /// The stored memory (version 0 when none).
-    pub memory: WorkingMemory,
-    /// Messages after its watermark, oldest first (when asked for).
-    pub messages: Vec<StoredMessage>,
-    /// False when `messages` stopped at the byte limit before the log's end.
-    pub complete: bool,
-    /// The log's last sequence.
-    pub last_sequence: Sequence,
-}
-
-/// A summary to store.
-#[derive(Debug, Clone)]
-pub struct NewSummary {
-    /// Its text.
-    pub text: String,
-    /// The watermark it reaches.
-    pub through_sequence: Sequence,
-    /// Who wrote it.
-    pub summarizer: String,
-    /// [`SummaryState::redactions`] of the state it was written from: a redaction since then
-    /// refuses it (as a moved watermark), so redacted text cannot come back through it.
-    pub redactions: u64,
-}
-
-/// A page of messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MessagePage {
-    /// Messages in sequence order.
-    pub messages: Vec<StoredMessage>,
-    /// True when messages exist after the last one returned.
-    pub has_more: bool,
-}
-
-/// Messages read up to a byte cap, in the order the read asked for (the tail's pages: newest
-/// first).
-#[derive(Debug, Clone, Default)]
-pub struct CappedPage {
-    /// The messages.
-    pub messages: Vec<StoredMessage>,
-    /// True when the page stopped because its size reached the byte cap: older messages may
-    /// follow. (A page shorter than its count limit without the cap reached is the log's start.)
-    pub cut_by_size: bool,
-}
-
-/// What BuildContext reads before walking the log: the conversation's state and the newest
-/// page of its tail.
-#[derive(Debug, Clone)]
-pub struct OpenedContext {
-    /// Last sequence, newest user message, response id, pinned messages, summary, memory.
-    pub snapshot: ContextSnapshot,
-    /// The first page of the tail.
-    pub newest: CappedPage,
-}
-
-/// What a redaction changed.
-#[derive(Debug, Clone)]
-pub struct Redaction {
-    /// The message as it is now stored.
-    pub message: StoredMessage,
-    /// Summary versions removed because they covered the message.
-    pub summaries_removed: u64,
-    /// The summary watermark afterwards.
-    pub summary_through_sequence: Sequence,
-    /// The working memory version afterwards (a new one when items citing the message went).
-    pub memory_version: u64,
-}
-
-/// What one retention sweep deleted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Swept {
-    /// Conversations deleted.
-    pub conversations: u64,
-    /// Their messages.
-    pub messages: u64,
-}
-
-/// Which conversations retention deletes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetentionRule {
-    /// The sweep's time: conversations whose `expire_time` is at or before it go.
-    pub now: SystemTime,
-    /// Conversations without `expire_time` go when inactive (no append or update) this long.
-    pub inactive: Option<Duration>,
-    /// At most this many conversations per sweep.
-    pub batch: usize,
 }
 
 /// The storage contract. Every method is scoped to a tenant: another tenant's conversation is
@@ -253,7 +149,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         &self,
         tenant: &TenantId,
         batch: &AppendBatch,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError>;
 
     /// Returns up to `limit` messages with a sequence greater than `after`, in order, and no
@@ -273,7 +169,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<u64, StoreError>;
 
     /// Reads what context assembly needs before walking the log (last sequence, newest user
@@ -325,7 +221,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         conversation: &ConversationId,
         base: Sequence,
         summary: NewSummary,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Summary, StoreError>;
 
     /// The working memory (version 0 when none was stored) and, with `messages_up_to`, the
@@ -338,14 +234,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         messages_up_to: Option<usize>,
     ) -> Result<MemoryState, StoreError>;
 
-    /// Stores `memory` as the next version if the stored version is still `expected_version`.
+    /// Stores `memory` as the next version if the stored version is still `base.version` and
+    /// no redaction happened since `base` was read ([`MemoryBase`]).
     async fn store_memory(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        expected_version: u64,
+        base: MemoryBase,
         memory: &WorkingMemory,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, StoreError>;
 
     /// Tries to take the conversation's background-summarizer lease, held by at most one
@@ -373,7 +270,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         conversation: &ConversationId,
         patch: &ConversationPatch,
         if_missing: IfMissing,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Conversation, StoreError>;
 
     /// A page of the tenant's conversations matching `query`, newest activity first (see
@@ -395,7 +292,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         source: &ConversationId,
         through: Sequence,
         target: &ConversationId,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Conversation, StoreError>;
 
     /// Replaces the message with its [`crate::domain::conversation::tombstone`] (tokens
@@ -407,7 +304,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         tenant: &TenantId,
         conversation: &ConversationId,
         sequence: Sequence,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Redaction, StoreError>;
 
     /// Deletes up to `rule.batch` conversations that `rule` says have expired, each in its own

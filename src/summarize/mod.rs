@@ -83,7 +83,7 @@ impl Summarizer {
         messages: &[StoredMessage],
         max_summary_tokens: usize,
         tokenizer: Tokenizer,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<String, ModelError> {
         let result = match self {
             Summarizer::Extractive => {
@@ -128,7 +128,7 @@ async fn fold_in_chunks(
     messages: &[StoredMessage],
     max_summary_tokens: usize,
     tokenizer: Tokenizer,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<String, OpenAiError> {
     let context = client.options().context_tokens;
     let mut folded: Option<(String, Sequence)> = previous.map(|s| (s.text.clone(), s.through_sequence));
@@ -224,7 +224,7 @@ impl Extractor {
         memory: &mut WorkingMemory,
         messages: &Arc<[StoredMessage]>,
         max_text_bytes: usize,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<(), ModelError> {
         let result = self.run(memory, messages, max_text_bytes, deadline).await;
         let engine = match self {
@@ -243,7 +243,7 @@ impl Extractor {
         memory: &mut WorkingMemory,
         messages: &Arc<[StoredMessage]>,
         max_text_bytes: usize,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<(), OpenAiError> {
         let Some(last) = messages.last() else {
             return Ok(());

@@ -138,7 +138,7 @@ impl OpenAiClient {
         messages: &[Message],
         output: Option<JsonOutput<'_>>,
         max_tokens: usize,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<String, OpenAiError> {
         let messages: Vec<Value> = messages
             .iter()

@@ -10,7 +10,7 @@ use ctxd::{
         context::{PageRequest, TokenCounts, anchor::LogEnd},
         working_memory::WorkingMemory,
     },
-    store::{self, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
+    store::{self, MemoryBase, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
 };
 
 use crate::{
@@ -35,6 +35,7 @@ contract_tests!(
     store_summarizer_lease_is_exclusive_until_released,
     store_retention_lease_is_exclusive_until_released,
     store_refuses_derived_data_read_before_a_redaction,
+    store_refuses_a_first_memory_read_before_a_redaction,
     store_forks_keep_the_sources_log_positions,
 );
 
@@ -181,7 +182,10 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
     ));
     let memory = WorkingMemory::default();
     assert!(not_found(
-        store.store_memory(&t, &c, 0, &memory, None).await.map(drop)
+        store
+            .store_memory(&t, &c, MemoryBase::default(), &memory, None)
+            .await
+            .map(drop)
     ));
 }
 
@@ -409,7 +413,10 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         summary: "facts".into(),
         ..WorkingMemory::default()
     };
-    store.store_memory(&t, &c, 0, &memory, None).await.unwrap();
+    store
+        .store_memory(&t, &c, MemoryBase::default(), &memory, None)
+        .await
+        .unwrap();
 
     let OpenedContext { snapshot, newest } = store.open_context(&t, &c, 2, usize::MAX).await.unwrap();
     let newest = newest.messages;
@@ -487,9 +494,15 @@ async fn store_memory_versions_are_compare_and_set(kind: StoreKind) {
         through_sequence: seq(1),
         ..WorkingMemory::default()
     };
-    let v1 = store.store_memory(&t, &c, 0, &memory, None).await.unwrap();
+    let v1 = store
+        .store_memory(&t, &c, MemoryBase::default(), &memory, None)
+        .await
+        .unwrap();
     assert_eq!(v1.version, 1);
-    match store.store_memory(&t, &c, 0, &memory, None).await {
+    match store
+        .store_memory(&t, &c, MemoryBase::default(), &memory, None)
+        .await
+    {
         Err(StoreError::MemoryVersionMismatch { current }) => assert_eq!(current, 1),
         other => panic!("expected MemoryVersionMismatch, got {other:?}"),
     }
@@ -783,7 +796,14 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
         through_sequence: seq(4),
         ..Default::default()
     };
-    let stored = store.store_memory(&t, &c, 0, &extracted, None).await.unwrap();
+    let stored = store
+        .store_memory(&t, &c, memory.base(), &extracted, None)
+        .await
+        .unwrap();
+    let stored_base = MemoryBase {
+        version: stored.version,
+        ..memory.base()
+    };
     let redaction = store.redact_message(&t, &c, seq(2), None).await.unwrap();
     assert_eq!(redaction.message.message.content, "[redacted]");
     assert_eq!(
@@ -805,7 +825,7 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
         Err(StoreError::SummaryMoved { .. })
     ));
     assert!(matches!(
-        store.store_memory(&t, &c, stored.version, &extracted, None).await,
+        store.store_memory(&t, &c, stored_base, &extracted, None).await,
         Err(StoreError::MemoryVersionMismatch { .. })
     ));
     // Read again, they go through.
@@ -820,6 +840,42 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
         .store_summary(&t, &c, fresh.watermark(), summary, None)
         .await
         .unwrap();
+}
+
+/// A conversation without working memory: an extraction that read the log before a redaction
+/// cannot store the first memory after it (the redaction bumps no version to refuse it by).
+async fn store_refuses_a_first_memory_read_before_a_redaction(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let messages = (0..3).map(|i| text(Role::User, &format!("secret {i}"))).collect();
+    store
+        .append_messages(&t, &batch("c", messages), None)
+        .await
+        .unwrap();
+    let read = store.memory_state(&t, &c, Some(usize::MAX)).await.unwrap();
+    assert_eq!(read.base(), MemoryBase::default());
+    store.redact_message(&t, &c, seq(2), None).await.unwrap();
+    let extracted = WorkingMemory {
+        through_sequence: seq(3),
+        ..Default::default()
+    };
+    assert!(matches!(
+        store.store_memory(&t, &c, read.base(), &extracted, None).await,
+        Err(StoreError::MemoryVersionMismatch { current: 0 })
+    ));
+    let fresh = store.memory_state(&t, &c, Some(usize::MAX)).await.unwrap();
+    assert_eq!(
+        fresh.base(),
+        MemoryBase {
+            version: 0,
+            redactions: 1
+        }
+    );
+    let stored = store
+        .store_memory(&t, &c, fresh.base(), &extracted, None)
+        .await
+        .unwrap();
+    assert_eq!(stored.version, 1);
 }
 
 async fn store_forks_keep_the_sources_log_positions(kind: StoreKind) {

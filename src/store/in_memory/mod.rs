@@ -11,8 +11,8 @@ use std::{
 use async_trait::async_trait;
 
 use super::{
-    CappedPage, Lease, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction, RetentionRule, Store,
-    StoreError, SummaryState, Swept,
+    CappedPage, Lease, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction,
+    RetentionRule, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -67,8 +67,9 @@ impl Store for InMemoryStore {
         &self,
         tenant: &TenantId,
         batch: &AppendBatch,
-        _deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
+        super::claim_commit(deadline)?;
         let mut conversations = self.lock();
         let key = key(tenant, &batch.conversation_id);
         let state = conversations
@@ -111,8 +112,9 @@ impl Store for InMemoryStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        _deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<u64, StoreError> {
+        super::claim_commit(deadline)?;
         let removed = self
             .lock()
             .remove(&key(tenant, conversation))
@@ -237,8 +239,9 @@ impl Store for InMemoryStore {
         conversation: &ConversationId,
         base: Sequence,
         summary: NewSummary,
-        _deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Summary, StoreError> {
+        super::claim_commit(deadline)?;
         let mut conversations = self.lock();
         let c = conversations
             .get_mut(&key(tenant, conversation))
@@ -286,6 +289,7 @@ impl Store for InMemoryStore {
             messages,
             complete: !reached,
             last_sequence: c.last_sequence(),
+            redactions: c.redactions,
         })
     }
 
@@ -293,16 +297,17 @@ impl Store for InMemoryStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        expected_version: u64,
+        base: MemoryBase,
         memory: &WorkingMemory,
-        _deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, StoreError> {
+        super::claim_commit(deadline)?;
         let mut conversations = self.lock();
         let c = conversations
             .get_mut(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
         let current = c.memory.as_ref().map_or(0, |m| m.version);
-        if current != expected_version {
+        if current != base.version || c.redactions != base.redactions {
             return Err(StoreError::MemoryVersionMismatch { current });
         }
         let stored = WorkingMemory {
@@ -351,8 +356,9 @@ impl Store for InMemoryStore {
         conversation: &ConversationId,
         patch: &ConversationPatch,
         if_missing: IfMissing,
-        _deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<conversation::Conversation, StoreError> {
+        super::claim_commit(deadline)?;
         let mut conversations = self.lock();
         let key = key(tenant, conversation);
         if if_missing == IfMissing::NotFound && !conversations.contains_key(&key) {
@@ -403,8 +409,9 @@ impl Store for InMemoryStore {
         source: &ConversationId,
         through: Sequence,
         target: &ConversationId,
-        _deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<conversation::Conversation, StoreError> {
+        super::claim_commit(deadline)?;
         let mut conversations = self.lock();
         let c = conversations
             .get(&key(tenant, source))
@@ -426,8 +433,9 @@ impl Store for InMemoryStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         sequence: Sequence,
-        _deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Redaction, StoreError> {
+        super::claim_commit(deadline)?;
         self.lock()
             .get_mut(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?

@@ -93,7 +93,7 @@ pub(super) async fn update(
     conversation: &ConversationId,
     patch: &ConversationPatch,
     if_missing: IfMissing,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<Conversation, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
@@ -133,7 +133,7 @@ pub(super) async fn update(
         return Err(StoreError::NotFound);
     }
     let conversation = read(&tx, t, c).await?;
-    tx.commit().await?;
+    super::commit(tx, deadline).await?;
     Ok(conversation)
 }
 

@@ -29,7 +29,7 @@ pub(super) async fn fork(
     source: &ConversationId,
     through: Sequence,
     target: &ConversationId,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<Conversation, StoreError> {
     let (t, s, n) = (tenant.as_str(), source.as_str(), target.as_str());
     let mut client = pool.get().await?;
@@ -42,7 +42,7 @@ pub(super) async fn fork(
         insert_memory(&tx, t, n, memory).await?;
     }
     let conversation = read(&tx, t, n).await?;
-    tx.commit().await?;
+    super::commit(tx, deadline).await?;
     Ok(conversation)
 }
 

@@ -68,7 +68,7 @@ pub(super) async fn delete_conversation(
     pool: &Pool,
     tenant: &TenantId,
     conversation: &ConversationId,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<u64, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
@@ -84,7 +84,7 @@ pub(super) async fn delete_conversation(
         return Err(StoreError::NotFound);
     }
     let messages = delete_rows(&tx, t, c).await?;
-    tx.commit().await?;
+    super::commit(tx, deadline).await?;
     Ok(messages)
 }
 

@@ -14,7 +14,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::NoTls;
 
 use super::{
-    CappedPage, Lease, MemoryState, MessagePage, NewSummary, OpenedContext, PoolStats, Redaction,
+    CappedPage, Lease, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, PoolStats, Redaction,
     RetentionRule, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
@@ -110,7 +110,7 @@ impl PostgresStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<gate::Pass, StoreError> {
         let patience = deadline.map_or(self.gate_patience, Deadline::work_left);
         self.gate
@@ -123,7 +123,7 @@ impl PostgresStore {
 /// lock is waited for past the call's deadline (less the margin its answer needs), so a write
 /// the caller saw fail never commits later. `None` outside a call: the connection's
 /// `statement_timeout` applies.
-fn write_limits(deadline: Option<Deadline>) -> Result<Option<String>, StoreError> {
+fn write_limits(deadline: Option<&Deadline>) -> Result<Option<String>, StoreError> {
     let Some(budget) = deadline.map(Deadline::work_left) else {
         return Ok(None);
     };
@@ -140,11 +140,21 @@ fn write_limits(deadline: Option<Deadline>) -> Result<Option<String>, StoreError
 /// Bounds the open transaction `tx` by the call's deadline (see [`write_limits`]).
 async fn limit(
     tx: &deadpool_postgres::Transaction<'_>,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<(), StoreError> {
     if let Some(limits) = write_limits(deadline)? {
         tx.batch_execute(&limits).await?;
     }
+    Ok(())
+}
+
+/// Commits `tx` once the call has claimed its commit (else `tx` is dropped: rolled back).
+async fn commit(
+    tx: deadpool_postgres::Transaction<'_>,
+    deadline: Option<&Deadline>,
+) -> Result<(), StoreError> {
+    super::claim_commit(deadline)?;
+    tx.commit().await?;
     Ok(())
 }
 
@@ -156,12 +166,14 @@ async fn limit(
 /// the statement runs alone, under the connection's `statement_timeout`.
 async fn write_once<T>(
     client: &tokio_postgres::Client,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
     write: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
 ) -> Result<T, StoreError> {
     let Some(limits) = write_limits(deadline)? else {
         return Ok(write.await?);
     };
+    // COMMIT goes out with the statement.
+    super::claim_commit(deadline)?;
     let begin = format!("BEGIN; {limits}");
     // try_join polls all three at once, so all three are sent, in order, before any answer.
     let ((), value, ()) = tokio::try_join!(
@@ -227,7 +239,7 @@ impl Store for PostgresStore {
         &self,
         tenant: &TenantId,
         batch: &AppendBatch,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
         let _slot = self.write_slot(tenant, &batch.conversation_id, deadline).await?;
         append::append_messages(&self.pool, tenant, batch, deadline).await
@@ -248,7 +260,7 @@ impl Store for PostgresStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<u64, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
         messages::delete_conversation(&self.pool, tenant, conversation, deadline).await
@@ -297,7 +309,7 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         base: Sequence,
         summary: NewSummary,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Summary, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
         summary::store_summary(&self.pool, tenant, conversation, base, summary, deadline).await
@@ -316,20 +328,12 @@ impl Store for PostgresStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        expected_version: u64,
+        base: MemoryBase,
         memory: &WorkingMemory,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        working_memory::store_memory(
-            &self.pool,
-            tenant,
-            conversation,
-            expected_version,
-            memory,
-            deadline,
-        )
-        .await
+        working_memory::store_memory(&self.pool, tenant, conversation, base, memory, deadline).await
     }
 
     async fn try_summarizer_lease(
@@ -354,7 +358,7 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         patch: &ConversationPatch,
         if_missing: IfMissing,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Conversation, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
         conversations::update(&self.pool, tenant, conversation, patch, if_missing, deadline).await
@@ -374,7 +378,7 @@ impl Store for PostgresStore {
         source: &ConversationId,
         through: Sequence,
         target: &ConversationId,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Conversation, StoreError> {
         let _slot = self.write_slot(tenant, target, deadline).await?;
         fork::fork(&self.pool, tenant, source, through, target, deadline).await
@@ -385,7 +389,7 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
         sequence: Sequence,
-        deadline: Option<Deadline>,
+        deadline: Option<&Deadline>,
     ) -> Result<Redaction, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
         redaction::redact(&self.pool, tenant, conversation, sequence, deadline).await

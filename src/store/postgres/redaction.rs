@@ -21,7 +21,7 @@ pub(super) async fn redact(
     tenant: &TenantId,
     conversation: &ConversationId,
     sequence: Sequence,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<Redaction, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let at = sequence.as_i64();
@@ -50,7 +50,7 @@ pub(super) async fn redact(
         &[&t, &c, &at, &redacted_hash],
     )
     .await?;
-    tx.commit().await?;
+    super::commit(tx, deadline).await?;
     Ok(Redaction {
         message: stored,
         summaries_removed,

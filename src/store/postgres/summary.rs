@@ -61,7 +61,7 @@ pub(super) async fn store_summary(
     conversation: &ConversationId,
     base: Sequence,
     summary: NewSummary,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<Summary, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
@@ -95,7 +95,7 @@ pub(super) async fn store_summary(
             let params: [&(dyn ToSql + Sync); 6] =
                 [&t, &c, &version, &summary.text, &through, &summary.summarizer];
             let row = tx.query_one(&insert, &params).await?;
-            tx.commit().await?;
+            super::commit(tx, deadline).await?;
             Some(row)
         }
         None => {

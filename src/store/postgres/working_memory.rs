@@ -10,7 +10,7 @@ use super::{
 use crate::{
     deadline::Deadline,
     domain::{ConversationId, Sequence, TenantId, working_memory::WorkingMemory},
-    store::{MemoryState, StoreError},
+    store::{MemoryBase, MemoryState, StoreError},
 };
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
@@ -25,7 +25,7 @@ pub(super) async fn memory_state(
     let row = client
         .query_opt(
             "SELECT m.document AS memory_document, m.through_sequence AS memory_through_sequence,
-                    m.version AS memory_version, m.updated_at, c.last_sequence
+                    m.version AS memory_version, m.updated_at, c.last_sequence, c.redactions
              FROM conversations c
              LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
              WHERE c.tenant_id = $1 AND c.conversation_id = $2",
@@ -44,33 +44,37 @@ pub(super) async fn memory_state(
         messages,
         complete,
         last_sequence: Sequence::from_stored(column(&row, "last_sequence")?),
+        redactions: column::<i64>(&row, "redactions")?.max(0) as u64,
     })
 }
 
-#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, expected_version))]
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, expected_version = base.version))]
 pub(super) async fn store_memory(
     pool: &Pool,
     tenant: &TenantId,
     conversation: &ConversationId,
-    expected_version: u64,
+    base: MemoryBase,
     memory: &WorkingMemory,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<WorkingMemory, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
     let (document, through) = (Json(memory), memory.through_sequence.as_i64());
-    let row = if expected_version == 0 {
+    let row = if base.version == 0 {
         let statement = client
             .prepare_cached(
-                // Selected from the conversation's row: on Citus, a statement on its shard.
+                // Selected from the conversation's row: on Citus, a statement on its shard. A
+                // first memory is checked against the redaction count (a later one against its
+                // version, which every redaction bumps).
                 "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
                  SELECT tenant_id, conversation_id, $3, $4, 1 FROM conversations
-                 WHERE tenant_id = $1 AND conversation_id = $2
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND redactions = $5
                  ON CONFLICT (tenant_id, conversation_id) DO NOTHING
                  RETURNING version, updated_at",
             )
             .await?;
-        let params: [&(dyn ToSql + Sync); 4] = [&t, &c, &document, &through];
+        let redactions = base.redactions as i64;
+        let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &document, &through, &redactions];
         super::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
     } else {
         let statement = client
@@ -81,7 +85,7 @@ pub(super) async fn store_memory(
                  RETURNING version, updated_at",
             )
             .await?;
-        let version = expected_version as i64;
+        let version = base.version as i64;
         let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &document, &through, &version];
         super::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
     };

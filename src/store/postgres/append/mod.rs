@@ -165,7 +165,7 @@ pub(super) async fn append_messages(
     pool: &Pool,
     tenant: &TenantId,
     batch: &AppendBatch,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<AppendOutcome, StoreError> {
     if !needs_state(batch) {
         return append_plain(pool, tenant, batch, deadline).await;
@@ -222,7 +222,7 @@ pub(super) async fn append_messages(
         )
         .await?;
     }
-    tx.commit().await?;
+    super::commit(tx, deadline).await?;
     Ok(write.outcome)
 }
 
@@ -233,7 +233,7 @@ async fn append_plain(
     pool: &Pool,
     tenant: &TenantId,
     batch: &AppendBatch,
-    deadline: Option<Deadline>,
+    deadline: Option<&Deadline>,
 ) -> Result<AppendOutcome, StoreError> {
     let allocation = Allocation::of(tenant, batch);
     let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
@@ -264,6 +264,8 @@ async fn append_plain(
             call_sequences: vec![None; batch.messages.len()],
             placement: relative.after(base, turn_offset_before),
         };
+        // The rows go out with COMMIT.
+        crate::store::claim_commit(deadline)?;
         let commit = async { Ok(client.batch_execute("COMMIT").await?) };
         let ((), ()) = tokio::try_join!(rows.execute(client, &inserts), commit)?;
         Ok::<_, StoreError>(Sequence::from_stored(first - 1))

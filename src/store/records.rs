@@ -1,0 +1,146 @@
+//! What the store's operations read and write, besides the domain's own types.
+
+use std::time::{Duration, SystemTime};
+
+use crate::domain::{
+    Sequence, StoredMessage, context::ContextSnapshot, summary::Summary, working_memory::WorkingMemory,
+};
+
+/// What Summarize reads.
+#[derive(Debug, Clone)]
+pub struct SummaryState {
+    /// The current summary, if any.
+    pub summary: Option<Summary>,
+    /// Messages after the watermark, oldest first.
+    pub messages: Vec<StoredMessage>,
+    /// False when `messages` stopped at the byte limit before the log's end.
+    pub complete: bool,
+    /// The log's last sequence.
+    pub last_sequence: Sequence,
+    /// How many redactions the conversation had when this was read (see [`NewSummary`]).
+    pub redactions: u64,
+}
+
+impl SummaryState {
+    /// The current watermark (0 without a summary).
+    pub fn watermark(&self) -> Sequence {
+        self.summary
+            .as_ref()
+            .map_or(Sequence::ZERO, |s| s.through_sequence)
+    }
+}
+
+/// What the working memory RPCs read.
+#[derive(Debug, Clone)]
+pub struct MemoryState {
+    /// The stored memory (version 0 when none).
+    pub memory: WorkingMemory,
+    /// Messages after its watermark, oldest first (when asked for).
+    pub messages: Vec<StoredMessage>,
+    /// False when `messages` stopped at the byte limit before the log's end.
+    pub complete: bool,
+    /// The log's last sequence.
+    pub last_sequence: Sequence,
+    /// How many redactions the conversation had when this was read (see [`MemoryBase`]).
+    pub redactions: u64,
+}
+
+impl MemoryState {
+    /// What a memory computed from this state is based on.
+    pub fn base(&self) -> MemoryBase {
+        MemoryBase {
+            version: self.memory.version,
+            redactions: self.redactions,
+        }
+    }
+}
+
+/// What a working memory write replaces: the stored version (0: none yet) and the
+/// conversation's redaction count when the memory it derives from was read. A redaction since
+/// then refuses the write (as a version mismatch): a redaction bumps an existing memory's
+/// version, and a first memory is checked against the count, so redacted text cannot come back
+/// through an extraction that read it before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryBase {
+    /// The version replaced.
+    pub version: u64,
+    /// [`MemoryState::redactions`] of the read.
+    pub redactions: u64,
+}
+
+/// A summary to store.
+#[derive(Debug, Clone)]
+pub struct NewSummary {
+    /// Its text.
+    pub text: String,
+    /// The watermark it reaches.
+    pub through_sequence: Sequence,
+    /// Who wrote it.
+    pub summarizer: String,
+    /// [`SummaryState::redactions`] of the state it was written from: a redaction since then
+    /// refuses it (as a moved watermark), so redacted text cannot come back through it.
+    pub redactions: u64,
+}
+
+/// A page of messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessagePage {
+    /// Messages in sequence order.
+    pub messages: Vec<StoredMessage>,
+    /// True when messages exist after the last one returned.
+    pub has_more: bool,
+}
+
+/// Messages read up to a byte cap, in the order the read asked for (the tail's pages: newest
+/// first).
+#[derive(Debug, Clone, Default)]
+pub struct CappedPage {
+    /// The messages.
+    pub messages: Vec<StoredMessage>,
+    /// True when the page stopped because its size reached the byte cap: older messages may
+    /// follow. (A page shorter than its count limit without the cap reached is the log's start.)
+    pub cut_by_size: bool,
+}
+
+/// What BuildContext reads before walking the log: the conversation's state and the newest
+/// page of its tail.
+#[derive(Debug, Clone)]
+pub struct OpenedContext {
+    /// Last sequence, newest user message, response id, pinned messages, summary, memory.
+    pub snapshot: ContextSnapshot,
+    /// The first page of the tail.
+    pub newest: CappedPage,
+}
+
+/// What a redaction changed.
+#[derive(Debug, Clone)]
+pub struct Redaction {
+    /// The message as it is now stored.
+    pub message: StoredMessage,
+    /// Summary versions removed because they covered the message.
+    pub summaries_removed: u64,
+    /// The summary watermark afterwards.
+    pub summary_through_sequence: Sequence,
+    /// The working memory version afterwards (a new one when items citing the message went).
+    pub memory_version: u64,
+}
+
+/// What one retention sweep deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Conversations deleted.
+    pub conversations: u64,
+    /// Their messages.
+    pub messages: u64,
+}
+
+/// Which conversations retention deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionRule {
+    /// The sweep's time: conversations whose `expire_time` is at or before it go.
+    pub now: SystemTime,
+    /// Conversations without `expire_time` go when inactive (no append or update) this long.
+    pub inactive: Option<Duration>,
+    /// At most this many conversations per sweep.
+    pub batch: usize,
+}
