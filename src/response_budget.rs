@@ -5,8 +5,15 @@
 //! amount, so that N large calls at once fit the memory the replica is given instead of
 //! getting it OOM-killed. Growing never waits (no call can hold part of the memory while
 //! waiting for more): a call that would pass either limit is refused with a clear reason.
+//!
+//! A reservation made for a tenant also counts against that tenant's share of the amount, so
+//! one tenant's calls (large pages its client never reads, request bodies it never finishes)
+//! cannot hold all of it: the other tenants' calls still find room.
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -26,12 +33,46 @@ pub struct Read {
     pub limit: usize,
 }
 
-/// The process-wide amount and the per-call limit.
+/// The process-wide amount, the per-call limit and the tenants' shares.
 #[derive(Debug, Clone)]
 pub struct ResponseBudget {
     units: Arc<Semaphore>,
     total_bytes: usize,
     per_call_bytes: usize,
+    shares: Arc<Shares>,
+}
+
+/// What each tenant's reservations hold, in units, and the most one tenant may.
+#[derive(Debug)]
+struct Shares {
+    limit: usize,
+    held: Mutex<HashMap<Arc<str>, usize>>,
+}
+
+impl Shares {
+    /// Counts `units` more for `tenant`, or refuses.
+    fn take(&self, tenant: &Arc<str>, units: usize) -> Result<(), Refusal> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let holds = held.get(tenant).copied().unwrap_or(0);
+        if holds + units > self.limit {
+            return Err(Refusal::TenantBusy {
+                share: self.limit * UNIT,
+            });
+        }
+        held.insert(tenant.clone(), holds + units);
+        Ok(())
+    }
+
+    /// Returns `units` of `tenant`'s.
+    fn give_back(&self, tenant: &str, units: usize) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(holds) = held.get_mut(tenant) {
+            *holds = holds.saturating_sub(units);
+            if *holds == 0 {
+                held.remove(tenant);
+            }
+        }
+    }
 }
 
 /// Why a reservation could not grow.
@@ -49,25 +90,55 @@ pub enum Refusal {
         /// The process-wide amount.
         total: usize,
     },
+    /// The tenant's other calls hold its share of the replica's memory for now.
+    #[error("the tenant's calls hold its share of the replica's memory ({share} bytes)")]
+    TenantBusy {
+        /// One tenant's share.
+        share: usize,
+    },
 }
 
 impl ResponseBudget {
-    /// `total_bytes` for all calls at once, at most `per_call_bytes` for one.
+    /// `total_bytes` for all calls at once, at most `per_call_bytes` for one, and all of it for
+    /// one tenant's (see [`Self::with_tenant_share`]).
     pub fn new(total_bytes: usize, per_call_bytes: usize) -> Self {
         let units = (total_bytes / UNIT).clamp(1, Semaphore::MAX_PERMITS);
         Self {
             units: Arc::new(Semaphore::new(units)),
             total_bytes,
             per_call_bytes: per_call_bytes.min(total_bytes),
+            shares: Arc::new(Shares {
+                limit: units,
+                held: Mutex::default(),
+            }),
         }
     }
 
-    /// An empty reservation for one call.
+    /// The same amount, of which one tenant's reservations may hold at most `percent`.
+    pub fn with_tenant_share(mut self, percent: usize) -> Self {
+        let units = self.units.available_permits();
+        let limit = (units * percent.clamp(1, 100)).div_ceil(100);
+        self.shares = Arc::new(Shares {
+            limit,
+            held: Mutex::default(),
+        });
+        self
+    }
+
+    /// An empty reservation for one call, up to the per-call limit.
     pub fn reserve(&self) -> Reservation {
+        self.reserve_up_to(self.per_call_bytes)
+    }
+
+    /// An empty reservation that may grow to `limit` bytes (at most the whole amount): a
+    /// request body's, whose limit is the request size limit rather than the per-call one.
+    pub fn reserve_up_to(&self, limit: usize) -> Reservation {
         Reservation {
             memory: self.clone(),
             held: None,
             bytes: 0,
+            limit: limit.min(self.total_bytes),
+            tenant: None,
         }
     }
 
@@ -91,27 +162,57 @@ pub struct Reservation {
     memory: ResponseBudget,
     held: Option<OwnedSemaphorePermit>,
     bytes: usize,
+    /// The most it may grow to.
+    limit: usize,
+    /// The tenant whose share it counts against, if any.
+    tenant: Option<Arc<str>>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let (Some(tenant), Some(held)) = (&self.tenant, &self.held) {
+            self.memory.shares.give_back(tenant, held.num_permits());
+        }
+    }
 }
 
 impl Reservation {
+    /// Counts the reservation against `tenant`'s share from now on (call it before growing).
+    pub fn of_tenant(mut self, tenant: &str) -> Self {
+        debug_assert!(
+            self.held.is_none(),
+            "a reservation is given its tenant before it grows"
+        );
+        if self.held.is_none() {
+            self.tenant = Some(Arc::from(tenant));
+        }
+        self
+    }
+
     /// Counts `bytes` more: grows the reservation, or refuses without waiting.
     pub fn grow(&mut self, bytes: usize) -> Result<(), Refusal> {
         let wanted = self.bytes.saturating_add(bytes);
-        if wanted > self.memory.per_call_bytes {
-            return Err(Refusal::TooLarge {
-                limit: self.memory.per_call_bytes,
-            });
+        if wanted > self.limit {
+            return Err(Refusal::TooLarge { limit: self.limit });
         }
         let (have, need) = (units(self.bytes), units(wanted));
         if need > have {
-            let more = self
+            if let Some(tenant) = &self.tenant {
+                self.memory.shares.take(tenant, need - have)?;
+            }
+            let acquired = self
                 .memory
                 .units
                 .clone()
-                .try_acquire_many_owned((need - have) as u32)
-                .map_err(|_| Refusal::Busy {
+                .try_acquire_many_owned((need - have) as u32);
+            let Ok(more) = acquired else {
+                if let Some(tenant) = &self.tenant {
+                    self.memory.shares.give_back(tenant, need - have);
+                }
+                return Err(Refusal::Busy {
                     total: self.memory.total_bytes,
-                })?;
+                });
+            };
             match &mut self.held {
                 Some(held) => held.merge(more),
                 None => self.held = Some(more),
@@ -141,6 +242,9 @@ impl Reservation {
         if let Some(held) = &mut self.held {
             let surplus = held.num_permits().saturating_sub(keep);
             drop(held.split(surplus));
+            if let Some(tenant) = &self.tenant {
+                self.memory.shares.give_back(tenant, surplus);
+            }
         }
         self.bytes = bytes;
     }
@@ -155,11 +259,9 @@ impl Reservation {
     pub fn begin_read(&mut self) -> Result<Read, Refusal> {
         // A quarter of what is left: the read is reserved twice over while it runs, and what it
         // loads may need as much again for the response built from it.
-        let left = self.memory.per_call_bytes.saturating_sub(self.bytes) / 4;
+        let left = self.limit.saturating_sub(self.bytes) / 4;
         if left == 0 {
-            return Err(Refusal::TooLarge {
-                limit: self.memory.per_call_bytes,
-            });
+            return Err(Refusal::TooLarge { limit: self.limit });
         }
         let before = self.bytes;
         let limit = left.min(READ_BYTES);
@@ -218,6 +320,26 @@ mod tests {
         call.end_read(read, 6 * READ_BYTES).unwrap_err();
         let read = call.begin_read();
         assert!(matches!(read, Err(Refusal::TooLarge { .. })) || read.unwrap().limit < READ_BYTES);
+    }
+
+    #[test]
+    fn one_tenant_holds_at_most_its_share() {
+        let memory = ResponseBudget::new(10 * UNIT, 10 * UNIT).with_tenant_share(50);
+        let mut a = memory.reserve().of_tenant("a");
+        a.grow(4 * UNIT).unwrap();
+        let mut a2 = memory.reserve().of_tenant("a");
+        assert_eq!(a2.grow(2 * UNIT), Err(Refusal::TenantBusy { share: 5 * UNIT }));
+        a2.grow(UNIT).unwrap();
+        // Another tenant still finds the rest.
+        let mut b = memory.reserve().of_tenant("b");
+        b.grow(5 * UNIT).unwrap();
+        assert_eq!(memory.available_bytes(), 0);
+        a.shrink_to(UNIT);
+        a2.grow(2 * UNIT).unwrap();
+        drop((a, a2, b));
+        assert_eq!(memory.available_bytes(), 10 * UNIT);
+        let mut again = memory.reserve().of_tenant("a");
+        again.grow(5 * UNIT).unwrap();
     }
 
     #[test]

@@ -31,6 +31,18 @@ pub struct LimitArgs {
     )]
     pub response_memory_mib: usize,
 
+    /// The percentage of CTXD_RESPONSE_MEMORY_MIB that one tenant's calls (their loaded
+    /// messages, unread responses and request bodies) may hold, so that one tenant's clients
+    /// cannot leave the others none. 100 for a single-tenant deployment.
+    #[arg(
+        long,
+        env = "CTXD_TENANT_MEMORY_PERCENT",
+        default_value_t = 50,
+        value_parser = clap::value_parser!(u8).range(1..=100),
+        display_order = 19
+    )]
+    pub tenant_memory_percent: u8,
+
     /// Messages accepted in one AppendMessage request.
     #[arg(
         long,
@@ -107,6 +119,8 @@ pub struct LimitOptions {
     pub max_response_bytes: usize,
     /// Bytes all calls' loaded messages and unread responses may hold at once.
     pub response_memory_bytes: usize,
+    /// The percentage of it one tenant may hold.
+    pub tenant_memory_percent: usize,
     /// Tokenizer of requests that leave it unspecified.
     pub default_tokenizer: TokenizerName,
 }
@@ -140,6 +154,7 @@ impl LimitArgs {
             max_request_bytes: self.max_request_bytes,
             max_response_bytes: self.max_response_bytes,
             response_memory_bytes: self.response_memory_mib.saturating_mul(1 << 20),
+            tenant_memory_percent: usize::from(self.tenant_memory_percent),
             default_tokenizer: self.default_tokenizer,
         })
     }

@@ -3,20 +3,21 @@
 //! outermost layer, so a call is observed once, when its status is known: from the response
 //! headers for an error (gRPC "trailers-only"), else from the body's trailers; a response the
 //! client stops reading counts as CANCELLED. The body also keeps the response's memory
-//! reservation (see [`crate::response_budget`]), so it is freed when the body is, sent or not.
+//! reservation (see [`crate::response_budget`]), so it is freed when the body is, sent or not,
+//! or when the client has not read it in time ([`super::unread`]).
 
 use std::{
     future::Future,
     pin::Pin,
     task::{Context, Poll},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 use tonic::codegen::http::{HeaderMap, Request, Response};
 use tower::{Layer, Service};
 
-use super::{HeldMemory, METHODS, code_name};
+use super::{HeldMemory, METHODS, code_name, unread::ReadInTime};
 use crate::metrics::ServerMetrics;
 
 /// The gRPC service whose calls are counted.
@@ -26,12 +27,17 @@ const SERVICE_PREFIX: &str = "/ctxd.v1.ContextService/";
 #[derive(Debug, Clone)]
 pub struct MeteredLayer {
     metrics: ServerMetrics,
+    read_timeout: Duration,
 }
 
 impl MeteredLayer {
-    /// Counts calls in `metrics`, the server's own.
-    pub fn new(metrics: ServerMetrics) -> Self {
-        Self { metrics }
+    /// Counts calls in `metrics`, the server's own; a response holding memory must be read
+    /// within `read_timeout`.
+    pub fn new(metrics: ServerMetrics, read_timeout: Duration) -> Self {
+        Self {
+            metrics,
+            read_timeout,
+        }
     }
 }
 
@@ -42,6 +48,7 @@ impl<S> Layer<S> for MeteredLayer {
         Metered {
             inner,
             metrics: self.metrics.clone(),
+            read_timeout: self.read_timeout,
         }
     }
 }
@@ -51,6 +58,7 @@ impl<S> Layer<S> for MeteredLayer {
 pub struct Metered<S> {
     inner: S,
     metrics: ServerMetrics,
+    read_timeout: Duration,
 }
 
 impl<S, B> Service<Request<B>> for Metered<S>
@@ -76,6 +84,7 @@ where
         let Some(method) = method else {
             return Box::pin(future);
         };
+        let read_timeout = self.read_timeout;
         let call = Call {
             method,
             started: Instant::now(),
@@ -89,10 +98,13 @@ where
             }
             let held = response.extensions_mut().remove::<HeldMemory>();
             Ok(response.map(|body| {
+                let inner = match held {
+                    Some(held) => tonic::body::Body::new(ReadInTime::new(body, held, read_timeout)),
+                    None => body,
+                };
                 tonic::body::Body::new(MeteredBody {
-                    inner: body,
+                    inner,
                     call: Some(call),
-                    _held: held,
                 })
             }))
         })
@@ -127,13 +139,11 @@ fn status_code(headers: &HeaderMap) -> Option<tonic::Code> {
     Some(tonic::Code::from_i32(code))
 }
 
-/// A response body that reports its call when the trailers pass (or the body is dropped), and
-/// holds the response's memory reservation until then.
+/// A response body that reports its call when the trailers pass (or the body is dropped).
 #[derive(Debug)]
 struct MeteredBody {
     inner: tonic::body::Body,
     call: Option<Call>,
-    _held: Option<HeldMemory>,
 }
 
 impl Body for MeteredBody {
@@ -149,7 +159,7 @@ impl Body for MeteredBody {
             Poll::Ready(Some(Ok(frame))) => frame
                 .trailers_ref()
                 .map(|t| status_code(t).unwrap_or(tonic::Code::Unknown)),
-            Poll::Ready(Some(Err(_))) => Some(tonic::Code::Internal),
+            Poll::Ready(Some(Err(status))) => Some(status.code()),
             Poll::Ready(None) => Some(tonic::Code::Unknown),
             Poll::Pending => None,
         };

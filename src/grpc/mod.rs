@@ -20,10 +20,12 @@ pub(crate) mod convert;
 pub mod deadline;
 mod messages;
 pub mod metered;
+pub mod request_body;
 pub mod request_id;
 pub mod status;
 mod summary;
 pub mod tenant;
+mod unread;
 mod working_memory;
 
 pub use crate::auth::ApiKey;

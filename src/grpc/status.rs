@@ -48,6 +48,11 @@ fn budget_status(refusal: Refusal) -> Status {
             "the replica's memory for large calls ({total} bytes, CTXD_RESPONSE_MEMORY_MIB) is \
              in use by other calls: retry with backoff"
         ),
+        Refusal::TenantBusy { share } => format!(
+            "this tenant's calls hold its share of the replica's memory ({share} bytes, \
+             CTXD_TENANT_MEMORY_PERCENT): read the responses already asked for, or retry with \
+             backoff"
+        ),
     })
 }
 

@@ -90,6 +90,14 @@ fn presented_key(metadata: &MetadataMap) -> Option<String> {
         .map(|k| k.trim().to_owned())
 }
 
+impl TenantInterceptor {
+    /// The tenant a request with `headers` acts for, as the interceptor will resolve it;
+    /// `None` when it will refuse the call.
+    pub(crate) fn tenant_for(&self, headers: &tonic::codegen::http::HeaderMap) -> Option<TenantId> {
+        self.resolve(&MetadataMap::from_headers(headers.clone())).ok()
+    }
+}
+
 impl Interceptor for TenantInterceptor {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         let tenant = self.resolve(request.metadata())?;

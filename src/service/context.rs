@@ -46,7 +46,7 @@ impl Service {
             &*self.store,
             tenant,
             request,
-            self.response_budget.reserve(),
+            self.response_budget.reserve().of_tenant(tenant.as_str()),
             max_response,
         )
         .await?;

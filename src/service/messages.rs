@@ -57,7 +57,7 @@ impl Service {
         };
         // A page stops at the read's byte limit (with `has_more`): large messages make short
         // pages, never a large response.
-        let mut reservation = self.response_budget.reserve();
+        let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
         let page = self
             .store

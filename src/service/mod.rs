@@ -44,6 +44,8 @@ pub struct Limits {
     pub max_response_bytes: usize,
     /// The memory all calls' loaded messages and responses may hold at once.
     pub response_budget_bytes: usize,
+    /// The percentage of it one tenant's calls may hold.
+    pub tenant_memory_percent: usize,
 }
 
 impl Default for Limits {
@@ -53,18 +55,21 @@ impl Default for Limits {
             default_tokenizer: Tokenizer::O200kBase,
             max_response_bytes: 16 << 20,
             response_budget_bytes: 256 << 20,
+            tenant_memory_percent: 50,
         }
     }
 }
 
 impl Limits {
-    /// The replica's [`ResponseBudget`]: the configured total, and for one call twice its
-    /// largest response (the messages it loads, then the response and its encoding).
+    /// The replica's [`ResponseBudget`]: the configured total, for one call twice its largest
+    /// response (the messages it loads, then the response and its encoding), for one tenant
+    /// its share.
     pub fn response_budget(&self) -> ResponseBudget {
         ResponseBudget::new(
             self.response_budget_bytes,
             self.max_response_bytes.saturating_mul(2),
         )
+        .with_tenant_share(self.tenant_memory_percent)
     }
 }
 
@@ -158,6 +163,12 @@ impl Service {
     /// Request limits and defaults, for parsing.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The replica's memory for what calls load, answer and receive (request bodies count
+    /// into it too, see `grpc::request_body`).
+    pub fn response_budget(&self) -> &ResponseBudget {
+        &self.response_budget
     }
 
     /// `max_summary_tokens` when a request leaves it at 0.

@@ -181,7 +181,7 @@ impl Service {
         tenant: &TenantId,
         conversation: &ConversationId,
     ) -> Result<(SummaryState, Reservation), ServiceError> {
-        let mut reservation = self.response_budget.reserve();
+        let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
         let state = self.store.summary_state(tenant, conversation, read.limit).await?;
         reservation.end_read(read, super::context::loaded_bytes(&state.messages))?;

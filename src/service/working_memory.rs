@@ -75,7 +75,7 @@ impl Service {
         loop {
             // The messages after the watermark come at most a read's worth at a time: a refresh
             // or a prepared request over a long backlog advances through it in steps.
-            let mut reservation = self.response_budget.reserve();
+            let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
             let read = reservation.begin_read()?;
             let with_messages = (mode != MemoryMode::Read).then_some(read.limit);
             let state = self

@@ -54,6 +54,7 @@ pub(super) fn limits(options: &LimitOptions) -> Limits {
         },
         max_response_bytes: options.max_response_bytes,
         response_budget_bytes: options.response_memory_bytes,
+        tenant_memory_percent: options.tenant_memory_percent,
     }
 }
 

@@ -20,6 +20,7 @@ use crate::{
         ContextApi, TenantInterceptor,
         deadline::DeadlineLayer,
         metered::MeteredLayer,
+        request_body::RequestBodyLayer,
         request_id::{REQUEST_ID_HEADER, RequestIdLayer},
     },
     metrics::ServerMetrics,
@@ -35,11 +36,15 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 type Rewrite = fn(http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body>;
 
 /// The layers around every call, outermost first: metrics, request id, the oversize rewrite,
-/// the deadline (tower's `Stack` spells them innermost first). Metrics see every call's final
-/// code, including the rewrite's and the deadline's answers.
+/// the deadline, the request body's memory and framing (tower's `Stack` spells them innermost
+/// first). Metrics see every call's final code, including the rewrite's, the deadline's and
+/// the body checks' answers.
 pub(super) type Layers = Stack<
-    DeadlineLayer,
-    Stack<MapResponseLayer<Rewrite>, Stack<RequestIdLayer, Stack<MeteredLayer, NoLayer>>>,
+    RequestBodyLayer,
+    Stack<
+        DeadlineLayer,
+        Stack<MapResponseLayer<Rewrite>, Stack<RequestIdLayer, Stack<MeteredLayer, NoLayer>>>,
+    >,
 >;
 
 /// Everything the gRPC port serves, ready to run on a listener.
@@ -50,15 +55,21 @@ pub(super) fn router(
     health: HealthServer<impl Health>,
     metrics: ServerMetrics,
 ) -> Result<Router<Layers>, StartupError> {
+    let body = RequestBodyLayer::new(
+        service.response_budget().clone(),
+        settings.limits.max_request_bytes,
+        interceptor.clone(),
+    );
     let api = ContextServiceServer::new(ContextApi::new(service))
         .max_decoding_message_size(settings.limits.max_request_bytes)
         // A backstop: responses are checked against max_response_bytes as they are built.
         .max_encoding_message_size(settings.limits.max_response_bytes.saturating_mul(2));
     let mut server = configured_server(&settings.server)?
-        .layer(MeteredLayer::new(metrics))
+        .layer(MeteredLayer::new(metrics, settings.server.request_timeout))
         .layer(RequestIdLayer)
         .layer(MapResponseLayer::new(oversize_is_resource_exhausted as Rewrite))
-        .layer(DeadlineLayer::new(settings.server.request_timeout));
+        .layer(DeadlineLayer::new(settings.server.request_timeout))
+        .layer(body);
     Ok(server
         .add_service(health)
         .add_service(reflection().build_v1()?)

@@ -18,6 +18,7 @@ mod race;
 #[path = "../support/replica.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod replica;
+mod short_deadlines;
 
 use std::{path::Path, time::Instant};
 
@@ -149,6 +150,10 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("locked") {
         reports.push(locked::locked_conversation(binary, &cluster, &work).await?);
+    }
+    if wanted("short_deadlines") {
+        let appends = if full { 8_000 } else { 2_000 };
+        reports.push(short_deadlines::short_deadlines(&replicas[0], &cluster, appends).await?);
     }
     if wanted("connections") {
         reports.push(connections::silent_connections(binary, &cluster, &work).await?);
