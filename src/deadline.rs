@@ -70,10 +70,11 @@ impl Deadline {
     }
 
     /// Claims the right to commit, before a write sends `COMMIT`: false when the call was
-    /// abandoned, or its deadline has passed (then it is abandoned here: nothing may commit).
+    /// abandoned, or its work deadline has passed (then it is abandoned here: nothing may
+    /// commit; the margin left is the commit's, so that its answer still reaches the caller).
     /// Once claimed, the call is answered with the write's outcome.
     pub fn claim_commit(&self) -> bool {
-        if Instant::now() >= self.call {
+        if Instant::now() >= self.work {
             self.abandon();
         }
         match self.transition(WORKING, COMMITTING) {

@@ -16,6 +16,12 @@ use tower::{Layer, Service};
 
 use crate::deadline::Deadline;
 
+/// How much sooner than the caller's deadline this layer ends a call. tonic's server applies
+/// the caller's `grpc-timeout` too, outside every layer, and answers CANCELLED when it passes:
+/// ending first (timers tick in milliseconds) makes the answer DEADLINE_EXCEEDED, or the
+/// claimed commit's outcome.
+const TONIC_LEAD: Duration = Duration::from_millis(2);
+
 /// Bounds every call by the sooner of the caller's deadline and `limit`.
 #[derive(Debug, Clone, Copy)]
 pub struct DeadlineLayer {
@@ -63,7 +69,7 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let allowed = caller_timeout(request.headers()).map_or(self.limit, |t| t.min(self.limit));
-        let deadline = Deadline::after(allowed);
+        let deadline = Deadline::after(allowed.saturating_sub(TONIC_LEAD));
         request.extensions_mut().insert(deadline.clone());
         let mut future = Box::pin(self.inner.call(request));
         Box::pin(async move {

@@ -28,8 +28,15 @@ use tower::{Layer, Service};
 use super::TenantInterceptor;
 use crate::response_budget::{Refusal, Reservation, ResponseBudget};
 
+/// The health service, whose request is also decoded here (its codec would call bytes that
+/// are not a `HealthCheckRequest` INTERNAL).
+const HEALTH: &str = "/grpc.health.v1.Health/";
+
 /// The unary services whose framing is checked (reflection streams its requests).
-const UNARY_SERVICES: [&str; 2] = ["/ctxd.v1.ContextService/", "/grpc.health.v1.Health/"];
+const UNARY_SERVICES: [&str; 2] = ["/ctxd.v1.ContextService/", HEALTH];
+
+/// The most a health check request may be (it names a service).
+const MAX_HEALTH_REQUEST: usize = 4096;
 
 /// Counts and checks every request body (see the module docs).
 #[derive(Debug, Clone)]
@@ -88,7 +95,7 @@ where
         let framing = UNARY_SERVICES
             .iter()
             .any(|service| path.starts_with(service))
-            .then(|| Framing::new(encoded(request.headers())));
+            .then(|| Framing::new(encoded(request.headers()), path.starts_with(HEALTH)));
         // Twice the largest message: what tonic buffers, and the frame around it.
         let limit = self.layer.max_request_bytes.saturating_mul(2);
         // A call the interceptor will refuse is counted under no tenant's name but its own.
@@ -201,21 +208,27 @@ fn refused(refusal: Refusal) -> Status {
 #[derive(Debug)]
 struct Framing {
     compressed_allowed: bool,
+    /// The message so far, kept to be decoded (health checks only).
+    kept: Option<Vec<u8>>,
     messages: u32,
     prefix: [u8; 5],
     prefix_len: usize,
     /// Message bytes still to come (after a complete prefix).
     remaining: u64,
+    /// Whether the message is marked compressed.
+    prefix_compressed: bool,
 }
 
 impl Framing {
-    fn new(compressed_allowed: bool) -> Self {
+    fn new(compressed_allowed: bool, health: bool) -> Self {
         Self {
             compressed_allowed,
+            kept: health.then(Vec::new),
             messages: 0,
             prefix: [0; 5],
             prefix_len: 0,
             remaining: 0,
+            prefix_compressed: false,
         }
     }
 
@@ -224,8 +237,17 @@ impl Framing {
         while !data.is_empty() {
             if self.remaining > 0 {
                 let take = (self.remaining as usize).min(data.len());
+                if let Some(kept) = &mut self.kept {
+                    if kept.len() + take > MAX_HEALTH_REQUEST {
+                        return Err(malformed("a health check request is a short service name"));
+                    }
+                    kept.extend_from_slice(&data[..take]);
+                }
                 self.remaining -= take as u64;
                 data = &data[take..];
+                if self.remaining == 0 {
+                    self.check_kept()?;
+                }
                 continue;
             }
             let take = (5 - self.prefix_len).min(data.len());
@@ -251,13 +273,32 @@ impl Framing {
             }
             _ => return Err(malformed("a message's compressed flag is neither 0 nor 1")),
         }
+        self.prefix_compressed = self.prefix[0] == 1;
         self.messages += 1;
         if self.messages > 1 {
             return Err(malformed("a unary call carries exactly one message"));
         }
         let len = u32::from_be_bytes([self.prefix[1], self.prefix[2], self.prefix[3], self.prefix[4]]);
         self.remaining = u64::from(len);
+        if len == 0 {
+            self.check_kept()?;
+        }
         Ok(())
+    }
+
+    /// A kept (health check) message must decode; checked as soon as it is whole, before
+    /// tonic decodes it.
+    fn check_kept(&self) -> Result<(), Status> {
+        let Some(kept) = &self.kept else {
+            return Ok(());
+        };
+        if self.prefix_compressed {
+            return Err(malformed("health checks are not compressed"));
+        }
+        use prost::Message as _;
+        tonic_health::pb::HealthCheckRequest::decode(kept.as_slice())
+            .map(drop)
+            .map_err(|_| malformed("the message is not a HealthCheckRequest"))
     }
 
     /// The body ended: it must have carried one whole message.
@@ -288,7 +329,7 @@ mod tests {
     }
 
     fn check(chunks: &[&[u8]], compressed_allowed: bool) -> Result<(), tonic::Code> {
-        let mut framing = Framing::new(compressed_allowed);
+        let mut framing = Framing::new(compressed_allowed, false);
         for chunk in chunks {
             framing.feed(chunk).map_err(|s| s.code())?;
         }
@@ -325,5 +366,21 @@ mod tests {
         assert_eq!(check(&[&framed(2, b"x")], true), invalid, "unknown flag");
         let two = [framed(0, b"a"), framed(0, b"b")].concat();
         assert_eq!(check(&[&two], false), invalid, "two messages");
+    }
+
+    #[test]
+    fn a_health_check_must_decode() {
+        let health = |body: &[u8]| {
+            let mut framing = Framing::new(false, true);
+            framing
+                .feed(body)
+                .and_then(|()| framing.finish())
+                .map_err(|s| s.code())
+        };
+        assert_eq!(health(&framed(0, b"")), Ok(()));
+        assert_eq!(health(&framed(0, &[0x0a, 0x02, b'c', b'x'])), Ok(()));
+        assert_eq!(health(&framed(0, &[0xff; 8])), Err(tonic::Code::InvalidArgument));
+        let long = framed(0, &vec![0; MAX_HEALTH_REQUEST + 1]);
+        assert_eq!(health(&long), Err(tonic::Code::InvalidArgument));
     }
 }

@@ -2,6 +2,7 @@
 //! nothing is stored, and the process survives. The table printed here is docs/reliability.md's.
 
 use ctxd::proto::{self, Role};
+use prost::Message as _;
 use prost::bytes::{Buf, BufMut, Bytes};
 use tonic::{
     Code, Status,
@@ -13,6 +14,7 @@ use tonic::{
 use crate::{
     Report,
     appenders::{all_messages, user},
+    raw,
     replica::Replica,
 };
 
@@ -30,6 +32,8 @@ enum Call {
     List(proto::ListMessagesRequest),
     /// Bytes sent as-is to a method path: what a broken or malicious client can send.
     Raw(&'static str, Vec<u8>),
+    /// A whole request body sent as-is (gRPC framing included) to a path.
+    Framed(&'static str, Vec<u8>),
 }
 
 pub(crate) async fn table(replicas: &mut [Replica]) -> anyhow::Result<Report> {
@@ -54,7 +58,7 @@ pub(crate) async fn table(replicas: &mut [Replica]) -> anyhow::Result<Report> {
     println!("\n| # | request | expected | got | stored |");
     println!("|---|---|---|---|---|");
     for (i, (name, call, expected)) in cases.into_iter().enumerate() {
-        let got = send(&mut client, &channel, call).await;
+        let got = send(&mut client, &channel, replica.addr, call).await;
         let stored = stored_anything(&mut client).await?;
         let alive = replica.is_running();
         let ok = got == expected && !stored && alive;
@@ -78,6 +82,7 @@ pub(crate) async fn table(replicas: &mut [Replica]) -> anyhow::Result<Report> {
 async fn send(
     client: &mut proto::context_service_client::ContextServiceClient<Channel>,
     channel: &Channel,
+    addr: std::net::SocketAddr,
     call: Call,
 ) -> Code {
     let code = |r: Result<(), Status>| r.err().map_or(Code::Ok, |s| s.code());
@@ -88,6 +93,16 @@ async fn send(
         Call::Memory(r) => code(client.update_working_memory(r).await.map(drop)),
         Call::Count(r) => code(client.count_tokens(r).await.map(drop)),
         Call::List(r) => code(client.list_messages(r).await.map(drop)),
+        Call::Framed(path, body) => {
+            let sent = async {
+                let send = raw::connect(addr).await?;
+                raw::unary(&send, &addr.to_string(), path, &[], body).await
+            };
+            match sent.await {
+                Ok(code) => Code::from_i32(code as i32),
+                Err(_) => Code::Unknown,
+            }
+        }
         Call::Raw(method, bytes) => {
             let mut grpc = tonic::client::Grpc::new(channel.clone());
             if let Err(e) = grpc.ready().await {
@@ -681,6 +696,52 @@ fn cases() -> Vec<(&'static str, Call, Code)> {
             Unimplemented,
         ),
     ]
+    .into_iter()
+    .chain(framing_cases())
+    .collect()
+}
+
+/// Bodies whose gRPC framing is malformed: INVALID_ARGUMENT, never INTERNAL, and never half
+/// accepted.
+fn framing_cases() -> Vec<(&'static str, Call, Code)> {
+    const APPEND: &str = "/ctxd.v1.ContextService/AppendMessage";
+    const HEALTH: &str = "/grpc.health.v1.Health/Check";
+    let message = append(NEW, vec![user("x".into())]).encode_to_vec();
+    let whole = raw::framed(0, &message);
+    let cases = [
+        (
+            "framing: compressed flag without grpc-encoding",
+            APPEND,
+            raw::framed(1, &message),
+        ),
+        ("framing: compressed flag 7", APPEND, raw::framed(7, &message)),
+        (
+            "framing: body ends inside the message",
+            APPEND,
+            whole[..whole.len() - 2].to_vec(),
+        ),
+        ("framing: body ends inside the prefix", APPEND, vec![0, 0, 0]),
+        ("framing: empty body", APPEND, Vec::new()),
+        (
+            "framing: two messages in a unary call",
+            APPEND,
+            [whole.clone(), whole].concat(),
+        ),
+        (
+            "health check: garbage body",
+            HEALTH,
+            vec![0xde, 0xad, 0xbe, 0xef, 0x01, 0x02],
+        ),
+        (
+            "health check: a frame that is not protobuf",
+            HEALTH,
+            raw::framed(0, &[0xff; 8]),
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, path, body)| (name, Call::Framed(path, body), Code::InvalidArgument))
+        .collect()
 }
 
 /// Sends and receives raw bytes, for the requests a generated client cannot produce.

@@ -15,6 +15,7 @@ mod locked;
 mod memory;
 mod outage;
 mod race;
+mod raw;
 #[path = "../support/replica.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod replica;
