@@ -9,6 +9,7 @@
 mod appenders;
 mod connections;
 mod cpu;
+mod held;
 mod hostile;
 mod kill;
 mod locked;
@@ -148,6 +149,9 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("memory") {
         reports.push(memory::large_calls(binary, &cluster, &work).await?);
+    }
+    if wanted("held") {
+        reports.push(held::held_memory(binary, &cluster, &work).await?);
     }
     if wanted("locked") {
         reports.push(locked::locked_conversation(binary, &cluster, &work).await?);
