@@ -113,6 +113,12 @@ fn store_status(error: StoreError) -> Status {
             "MEMORY_VERSION_MISMATCH",
             ("current_version", current.to_string()),
         ),
+        StoreError::Expired => Status::with_error_details(
+            Code::FailedPrecondition,
+            "the conversation is past its expire_time and takes no more messages: the retention \
+             sweep deletes it; UpdateConversation can clear or move expire_time to keep it",
+            ErrorDetails::with_error_info("CONVERSATION_EXPIRED", ERROR_DOMAIN, HashMap::new()),
+        ),
         StoreError::IdempotencyKeyReused => Status::with_error_details(
             Code::FailedPrecondition,
             "idempotency_key was already used for a different payload",

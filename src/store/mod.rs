@@ -79,6 +79,10 @@ pub enum StoreError {
         /// The current version.
         current: u64,
     },
+    /// The conversation is past its `expire_time`: it takes no more messages (the retention
+    /// sweep deletes it), so nothing is acknowledged only to be deleted.
+    #[error("the conversation is past its expire_time")]
+    Expired,
     /// An idempotency key was reused for different messages.
     #[error("idempotency key was already used for a different payload")]
     IdempotencyKeyReused,

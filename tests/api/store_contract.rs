@@ -8,6 +8,7 @@ use ctxd::{
     domain::{
         AppendBatch, ConversationId, IdempotencyKey, Message, Role, Sequence, TenantId, ToolCall,
         context::{PageRequest, TokenCounts, anchor::LogEnd},
+        conversation::{ConversationPatch, IfMissing},
         working_memory::WorkingMemory,
     },
     store::{self, MemoryBase, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
@@ -36,6 +37,7 @@ contract_tests!(
     store_retention_lease_is_exclusive_until_released,
     store_refuses_derived_data_read_before_a_redaction,
     store_refuses_a_first_memory_read_before_a_redaction,
+    store_refuses_appends_past_expire_time,
     store_forks_keep_the_sources_log_positions,
 );
 
@@ -876,6 +878,38 @@ async fn store_refuses_a_first_memory_read_before_a_redaction(kind: StoreKind) {
         .await
         .unwrap();
     assert_eq!(stored.version, 1);
+}
+
+/// Between its `expire_time` and the sweep, a conversation takes no more messages: nothing is
+/// acknowledged only to be deleted; moving `expire_time` away takes it back.
+async fn store_refuses_appends_past_expire_time(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let one = || batch("c", vec![text(Role::User, "hello")]);
+    store.append_messages(&t, &one(), None).await.unwrap();
+    let expire = |at: Option<std::time::SystemTime>| ConversationPatch {
+        expire_time: Some(at),
+        ..Default::default()
+    };
+    let past = std::time::SystemTime::now() - Duration::from_secs(1);
+    store
+        .update_conversation(&t, &c, &expire(Some(past)), IfMissing::NotFound, None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.append_messages(&t, &one(), None).await,
+        Err(StoreError::Expired)
+    ));
+    assert_eq!(
+        store.get_conversation(&t, &c).await.unwrap().last_sequence,
+        seq(1)
+    );
+    store
+        .update_conversation(&t, &c, &expire(None), IfMissing::NotFound, None)
+        .await
+        .unwrap();
+    let outcome = store.append_messages(&t, &one(), None).await.unwrap();
+    assert_eq!(outcome.last_sequence, seq(2));
 }
 
 async fn store_forks_keep_the_sources_log_positions(kind: StoreKind) {

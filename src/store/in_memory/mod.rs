@@ -72,6 +72,12 @@ impl Store for InMemoryStore {
         super::claim_commit(deadline)?;
         let mut conversations = self.lock();
         let key = key(tenant, &batch.conversation_id);
+        let now = SystemTime::now();
+        if let Some(c) = conversations.get(&key)
+            && c.resource.expire_time.is_some_and(|at| at <= now)
+        {
+            return Err(StoreError::Expired);
+        }
         let state = conversations
             .get(&key)
             .map_or_else(AppendState::default, |c| c.append_state(batch));
@@ -80,7 +86,7 @@ impl Store for InMemoryStore {
             AppendPlan::Write(write) => write,
         };
         let outcome = write.outcome;
-        conversations.touch(&key, SystemTime::now()).apply(batch, write);
+        conversations.touch(&key, now).apply(batch, write);
         Ok(outcome)
     }
 

@@ -32,7 +32,8 @@ use crate::{
 /// offset of its newest turn start within the batch (NULL if none), see [`Placement`]. SET
 /// expressions see the row as it was before the update, so `turn_offset_before` keeps the
 /// newest turn start before the batch. The time comes in through the VALUES: Citus refuses
-/// any function that is not immutable in `DO UPDATE SET`.
+/// any function that is not immutable in `DO UPDATE SET`. A conversation past its
+/// `expire_time` is not updated, and no row comes back ([`StoreError::Expired`]).
 const ALLOCATE: &str = "INSERT INTO conversations
              (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id,
               token_offset, turn_offset, updated_at)
@@ -45,6 +46,7 @@ const ALLOCATE: &str = "INSERT INTO conversations
              turn_offset = coalesce(conversations.token_offset + $7, conversations.turn_offset),
              turn_offset_before = conversations.turn_offset,
              updated_at = greatest(conversations.updated_at, EXCLUDED.updated_at)
+         WHERE conversations.expire_time IS NULL OR conversations.expire_time > EXCLUDED.updated_at
          RETURNING last_sequence, token_offset, turn_offset_before";
 
 /// A pooled connection in a transaction opened by hand (to pipeline it). Dropped before
@@ -177,7 +179,10 @@ pub(super) async fn append_messages(
     super::limit(&tx, deadline).await?;
 
     let allocate = tx.prepare_cached(ALLOCATE).await?;
-    let row = tx.query_one(&allocate, &allocation.params()).await?;
+    let row = tx
+        .query_opt(&allocate, &allocation.params())
+        .await?
+        .ok_or(StoreError::Expired)?;
     let last_sequence = Sequence::from_stored(column::<i64>(&row, "last_sequence")? - count);
     let base = column::<i64>(&row, "token_offset")? - allocation.relative.total;
     let placement = allocation
@@ -251,7 +256,8 @@ async fn append_plain(
     let written = async {
         let params = allocation.params();
         // try_join polls both at once: both are sent before either answer is read.
-        let ((), row) = tokio::try_join!(client.batch_execute(&begin), client.query_one(&allocate, &params))?;
+        let ((), row) = tokio::try_join!(client.batch_execute(&begin), client.query_opt(&allocate, &params))?;
+        let row = row.ok_or(StoreError::Expired)?;
         let first = column::<i64>(&row, "last_sequence")? - count + 1;
         let relative = allocation.relative;
         let base = column::<i64>(&row, "token_offset")? - relative.total;
