@@ -13,6 +13,7 @@ use crate::{
     tokenize::Tokenizer,
 };
 
+mod auto_summary;
 mod context;
 mod conversations;
 mod messages;
@@ -21,9 +22,10 @@ mod summary;
 mod tasks;
 mod working_memory;
 
+pub use auto_summary::AutoSummarize;
 pub use context::ContextOutcome;
 pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
-pub use summary::{AutoSummarize, PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
+pub use summary::{PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
 pub use tasks::BackgroundTasks;
 pub use working_memory::{MemoryMode, MemoryOutcome};
 

@@ -4,7 +4,7 @@ use super::{Service, ServiceError};
 use crate::{
     deadline::Deadline,
     domain::{
-        AppendOutcome, ConversationId, Sequence, StoredMessage, TenantId, Violations,
+        ConversationId, Sequence, StoredMessage, TenantId, Violations, conversation,
         message::Message,
         summary::{Summary, is_boundary, messages_to_fold},
     },
@@ -17,9 +17,8 @@ use crate::{
 /// SERVER summaries retry this many times when a concurrent summary moved the watermark.
 const SERVER_ATTEMPTS: usize = 3;
 
-/// Background summarization is considered each time a conversation passes a multiple of this
-/// many messages, so the check's read stays rare.
-const AUTO_CHECK_EVERY: u64 = 16;
+/// How many times a summary is stored again after redactions of messages it did not read.
+const REBASES: usize = 8;
 
 /// A parsed Summarize request.
 #[derive(Debug)]
@@ -125,19 +124,6 @@ pub struct SummarizeOutcome {
     pub reservation: Reservation,
 }
 
-/// Background summarization: when a conversation's unsummarized history passes `threshold`
-/// tokens, one replica folds it in, keeping `keep_recent_tokens` verbatim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AutoSummarize {
-    /// Unsummarized tokens that trigger a summary.
-    pub threshold: usize,
-    /// Tokens left verbatim.
-    pub keep_recent_tokens: usize,
-    /// Background summaries this replica runs at once; a check point reached while that many
-    /// run is skipped (the next one checks again).
-    pub concurrency: usize,
-}
-
 impl Service {
     /// Advances (or prepares) the rolling summary. SERVER retries when a concurrent summary
     /// moved the watermark, unless the caller pinned it with `expected_through`.
@@ -176,7 +162,7 @@ impl Service {
 
     /// The summary state with at most a read's worth of the messages after the watermark,
     /// reserved: a summary over a long backlog advances through it in steps.
-    async fn read_summary_state(
+    pub(super) async fn read_summary_state(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
@@ -231,7 +217,7 @@ impl Service {
         self.store_new_summary(
             tenant,
             &request.conversation,
-            state.watermark(),
+            state,
             summary,
             reservation,
             deadline,
@@ -266,20 +252,20 @@ impl Service {
         ))
     }
 
-    /// Stores `summary` if the watermark is still `base`.
+    /// Stores `summary`, made from `state`, if the watermark is still `state`'s
+    /// ([`Self::store_summary_rebased`]).
     async fn store_new_summary(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        base: Sequence,
+        state: &SummaryState,
         summary: NewSummary,
         mut reservation: Reservation,
         deadline: Option<&Deadline>,
     ) -> Result<SummarizeOutcome, ServiceError> {
-        let through = summary.through_sequence;
+        let (base, through) = (state.watermark(), summary.through_sequence);
         let stored = self
-            .store
-            .store_summary(tenant, conversation, base, summary, deadline)
+            .store_summary_rebased(tenant, conversation, state, summary, deadline)
             .await?;
         tracing::info!(
             base = base.get(),
@@ -296,8 +282,54 @@ impl Service {
         })
     }
 
+    /// Stores `summary`; when only redactions of other messages refused it (the watermark is
+    /// the same and every message it was made from is unchanged), stores it again on the fresh
+    /// count, up to [`REBASES`] times, so that a storm of redactions elsewhere does not starve
+    /// summaries. A redaction of a message it read refuses it for good (SummaryMoved).
+    pub(super) async fn store_summary_rebased(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        state: &SummaryState,
+        mut summary: NewSummary,
+        deadline: Option<&Deadline>,
+    ) -> Result<Summary, ServiceError> {
+        let base = state.watermark();
+        let through = summary.through_sequence;
+        let read: Vec<_> = state
+            .messages
+            .iter()
+            .take_while(|m| m.sequence <= through)
+            .cloned()
+            .collect();
+        let mut rebases = 0;
+        loop {
+            let attempt = self
+                .store
+                .store_summary(tenant, conversation, base, summary.clone(), deadline)
+                .await;
+            match attempt {
+                Err(StoreError::SummaryMoved { current }) if current == base && rebases < REBASES => {
+                    let (fresh, _reservation) = self.read_summary_state(tenant, conversation).await?;
+                    let redacted_elsewhere = fresh.watermark() == base
+                        && fresh.redactions != summary.redactions
+                        && conversation::unchanged_since(&read, &fresh.messages);
+                    if !redacted_elsewhere {
+                        return Err(StoreError::SummaryMoved {
+                            current: fresh.watermark(),
+                        }
+                        .into());
+                    }
+                    summary.redactions = fresh.redactions;
+                    rebases += 1;
+                }
+                other => return Ok(other?),
+            }
+        }
+    }
+
     /// Runs the configured summarizer over `folded` (the messages up to `through`).
-    async fn server_summary(
+    pub(super) async fn server_summary(
         &self,
         state: &SummaryState,
         folded: &[StoredMessage],
@@ -322,103 +354,6 @@ impl Service {
             summarizer: summarizer.name().to_owned(),
             redactions: state.redactions,
         })
-    }
-
-    /// Starts a background summarization check when the append crossed a check point.
-    pub(super) fn after_append(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        outcome: AppendOutcome,
-    ) {
-        let Some(auto) = self.ai.auto_summarize else {
-            return;
-        };
-        let (first, last) = (outcome.first_sequence.get(), outcome.last_sequence.get());
-        if (first - 1) / AUTO_CHECK_EVERY == last / AUTO_CHECK_EVERY {
-            return;
-        }
-        let (service, tenant, conversation) = (self.clone(), tenant.clone(), conversation.clone());
-        // One check per conversation at a time on this replica; the lease makes it one across
-        // replicas. The key is unambiguous: a tenant id never holds a NUL.
-        let key = format!("{tenant}\u{0}{conversation}");
-        let started = self.tasks.try_spawn(key, auto.concurrency, async move {
-            if let Err(error) = service.auto_summarize(&tenant, &conversation, auto).await {
-                let error = crate::telemetry::ErrorChain(&error);
-                tracing::warn!(%tenant, %conversation, %error, "background summarization failed");
-            }
-        });
-        if let Err(reason) = started {
-            crate::metrics::METRICS
-                .background_skipped
-                .with_label_values(&[reason.label()])
-                .inc();
-            tracing::debug!(reason = reason.label(), "background summary check skipped");
-        }
-    }
-
-    /// Folds unsummarized history past the threshold, single-flight per conversation across
-    /// replicas (the store's lease); a concurrent manual summary wins the compare-and-set.
-    async fn auto_summarize(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        auto: AutoSummarize,
-    ) -> Result<(), ServiceError> {
-        let Some(lease) = self.store.try_summarizer_lease(tenant, conversation).await? else {
-            return Ok(());
-        };
-        let result = self.auto_summarize_held(tenant, conversation, auto).await;
-        lease.release().await;
-        result
-    }
-
-    async fn auto_summarize_held(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        auto: AutoSummarize,
-    ) -> Result<(), ServiceError> {
-        let tokenizer = self.limits.default_tokenizer;
-        let (state, _reservation) = self.read_summary_state(tenant, conversation).await?;
-        let unsummarized: usize = state
-            .messages
-            .iter()
-            .filter(|m| !m.message.exclude_from_context)
-            .map(|m| m.tokens.get(tokenizer) as usize)
-            .sum();
-        if unsummarized <= auto.threshold {
-            return Ok(());
-        }
-        let keep = match state.complete {
-            true => auto.keep_recent_tokens,
-            false => 0,
-        };
-        let Some((through, folded)) = messages_to_fold(&state.messages, keep, tokenizer) else {
-            return Ok(());
-        };
-        let summary = self
-            .server_summary(
-                &state,
-                folded,
-                through,
-                self.ai.max_summary_tokens,
-                tokenizer,
-                None,
-            )
-            .await?;
-        match self
-            .store
-            .store_summary(tenant, conversation, state.watermark(), summary, None)
-            .await
-        {
-            Ok(stored) => {
-                tracing::info!(%tenant, %conversation, through = through.get(), version = stored.version, unsummarized, "background summary stored");
-                Ok(())
-            }
-            Err(StoreError::SummaryMoved { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 }
 

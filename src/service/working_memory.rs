@@ -4,7 +4,10 @@
 use super::{PreparedRequest, Service, ServiceError};
 use crate::{
     deadline::Deadline,
-    domain::{ConversationId, TenantId, Violations, message::StoredMessage, working_memory::WorkingMemory},
+    domain::{
+        ConversationId, TenantId, Violations, conversation, message::StoredMessage,
+        working_memory::WorkingMemory,
+    },
     response_budget::Reservation,
     store::{MemoryBase, MemoryState, StoreError},
     summarize::{ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format},
@@ -12,6 +15,17 @@ use crate::{
 
 /// Refreshes retry this many times when a concurrent update bumped the version.
 const REFRESH_ATTEMPTS: usize = 3;
+
+/// How many times a refresh is stored again after redactions of messages it did not read.
+const REBASES: usize = 8;
+
+/// What a refresh was extracted from.
+#[derive(Debug, Clone, Copy)]
+struct Read<'a> {
+    memory: &'a WorkingMemory,
+    base: MemoryBase,
+    messages: &'a [StoredMessage],
+}
 
 /// What GetWorkingMemory answers.
 #[derive(Debug)]
@@ -75,16 +89,11 @@ impl Service {
         loop {
             // The messages after the watermark come at most a read's worth at a time: a refresh
             // or a prepared request over a long backlog advances through it in steps.
-            let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
-            let read = reservation.begin_read()?;
-            let with_messages = (mode != MemoryMode::Read).then_some(read.limit);
-            let state = self
-                .store
-                .memory_state(tenant, conversation, with_messages)
+            let (state, reservation) = self
+                .read_memory_state(tenant, conversation, mode != MemoryMode::Read)
                 .await?;
             let base = state.base();
             let MemoryState { memory, messages, .. } = state;
-            reservation.end_read(read, super::context::loaded_bytes(&messages))?;
             match mode {
                 MemoryMode::Prepare => return self.prepare_extraction(memory, &messages, reservation),
                 MemoryMode::Read => return Ok(MemoryOutcome::plain(memory, reservation)),
@@ -107,6 +116,22 @@ impl Service {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The memory state, with at most a read's worth of the messages after its watermark when
+    /// `with_messages`, reserved.
+    async fn read_memory_state(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        with_messages: bool,
+    ) -> Result<(MemoryState, Reservation), ServiceError> {
+        let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
+        let read = reservation.begin_read()?;
+        let limit = with_messages.then_some(read.limit);
+        let state = self.store.memory_state(tenant, conversation, limit).await?;
+        reservation.end_read(read, super::context::loaded_bytes(&state.messages))?;
+        Ok((state, reservation))
     }
 
     /// The memory with the extraction request over the first chunk of `messages` that fits
@@ -166,9 +191,13 @@ impl Service {
                 "working memory full: the oldest extracted items were dropped"
             );
         }
+        let read = Read {
+            memory,
+            base,
+            messages: &messages,
+        };
         let stored = self
-            .store
-            .store_memory(tenant, conversation, base, &refreshed, deadline)
+            .store_memory_rebased(tenant, conversation, read, &refreshed, deadline)
             .await?;
         tracing::info!(
             version = stored.version,
@@ -176,6 +205,43 @@ impl Service {
             "memory refreshed"
         );
         Ok(stored)
+    }
+
+    /// Stores `refreshed`, extracted from `read`; when only a redaction of a message it did not
+    /// read refused it (the memory is the same but for its version, and every message it was
+    /// extracted from is unchanged), stores it again on the fresh version, up to [`REBASES`]
+    /// times, so that a storm of redactions elsewhere does not starve refreshes.
+    async fn store_memory_rebased(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        read: Read<'_>,
+        refreshed: &WorkingMemory,
+        deadline: Option<&Deadline>,
+    ) -> Result<WorkingMemory, ServiceError> {
+        let mut base = read.base;
+        let mut rebases = 0;
+        loop {
+            let attempt = self
+                .store
+                .store_memory(tenant, conversation, base, refreshed, deadline)
+                .await;
+            match attempt {
+                Err(StoreError::MemoryVersionMismatch { .. }) if rebases < REBASES => {
+                    let (fresh, _reservation) = self.read_memory_state(tenant, conversation, true).await?;
+                    let redacted_elsewhere = conversation::same_memory(&fresh.memory, read.memory)
+                        && fresh.redactions != base.redactions
+                        && conversation::unchanged_since(read.messages, &fresh.messages);
+                    if !redacted_elsewhere {
+                        let current = fresh.memory.version;
+                        return Err(StoreError::MemoryVersionMismatch { current }.into());
+                    }
+                    base = fresh.base();
+                    rebases += 1;
+                }
+                other => return Ok(other?),
+            }
+        }
     }
 
     /// Merges the caller's extracted facts into the stored memory, if its version is still

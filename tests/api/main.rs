@@ -15,6 +15,7 @@ mod openai;
 mod outage;
 mod real_model;
 mod reasoning;
+mod redaction_storm;
 mod response_limits;
 mod server;
 mod store_contract;

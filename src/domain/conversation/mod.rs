@@ -310,7 +310,9 @@ pub struct ConversationPage {
 }
 
 pub use fork::{ForkPlan, ForkRefusal, ForkSource, memory_within};
-pub use redaction::{append_covers, forget_in_memory, redacted, summary_covers, tombstone};
+pub use redaction::{
+    append_covers, forget_in_memory, redacted, same_memory, summary_covers, tombstone, unchanged_since,
+};
 
 /// What UpdateConversation does when the conversation does not exist (`allow_missing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -73,3 +73,28 @@ pub fn forget_in_memory(memory: &mut WorkingMemory, sequence: Sequence) -> bool 
     }
     *memory != before
 }
+
+/// Whether a derivation made from `read` (messages in sequence order) still holds on `fresh`,
+/// a later read from the same point: every message of `read` is in `fresh` unchanged, so the
+/// redactions counted since `read` were of other messages. A shorter `fresh` does not vouch
+/// for what it lacks.
+pub fn unchanged_since(read: &[StoredMessage], fresh: &[StoredMessage]) -> bool {
+    let mut fresh = fresh.iter();
+    read.iter().all(|message| {
+        fresh
+            .find(|f| f.sequence >= message.sequence)
+            .is_some_and(|f| f.sequence == message.sequence && f.message == message.message)
+    })
+}
+
+/// Whether two versions of working memory hold the same items, glossary, summary and
+/// watermark (the version and the time aside): a redaction that bumped the version changed
+/// nothing in it.
+pub fn same_memory(a: &WorkingMemory, b: &WorkingMemory) -> bool {
+    let plain = |m: &WorkingMemory| WorkingMemory {
+        version: 0,
+        updated_at: None,
+        ..m.clone()
+    };
+    plain(a) == plain(b)
+}
