@@ -79,6 +79,16 @@ pub struct LimitArgs {
     )]
     pub max_request_bytes: usize,
 
+    /// Messages one ForkConversation may copy (its `through_sequence`): a fork copies the
+    /// prefix's rows, so this bounds what one request makes the database write.
+    #[arg(
+        long,
+        env = "CTXD_MAX_FORK_MESSAGES",
+        default_value_t = 10_000,
+        display_order = 28
+    )]
+    pub max_fork_messages: usize,
+
     /// Tokenizer of requests that leave it unspecified.
     #[arg(
         long,
@@ -115,6 +125,8 @@ pub struct LimitOptions {
     pub max_attachment_bytes: usize,
     /// Bytes of one decoded request.
     pub max_request_bytes: usize,
+    /// Messages one fork may copy.
+    pub max_fork_messages: usize,
     /// Bytes of one response.
     pub max_response_bytes: usize,
     /// Bytes all calls' loaded messages and unread responses may hold at once.
@@ -136,6 +148,7 @@ impl LimitArgs {
             ("CTXD_MAX_REQUEST_BYTES", self.max_request_bytes),
             ("CTXD_MAX_RESPONSE_BYTES", self.max_response_bytes),
             ("CTXD_RESPONSE_MEMORY_MIB", self.response_memory_mib),
+            ("CTXD_MAX_FORK_MESSAGES", self.max_fork_messages),
         ] {
             problems.positive(setting, value as u64);
         }
@@ -152,6 +165,7 @@ impl LimitArgs {
             max_content_bytes: self.max_content_bytes,
             max_attachment_bytes: self.max_attachment_bytes,
             max_request_bytes: self.max_request_bytes,
+            max_fork_messages: self.max_fork_messages,
             max_response_bytes: self.max_response_bytes,
             response_memory_bytes: self.response_memory_mib.saturating_mul(1 << 20),
             tenant_memory_percent: usize::from(self.tenant_memory_percent),

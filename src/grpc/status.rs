@@ -33,6 +33,10 @@ impl From<ServiceError> for Status {
                 "the pack and its rendering would be {bytes} bytes; the limit is {limit} \
                  (CTXD_MAX_RESPONSE_BYTES): ask for a smaller budget"
             )),
+            ServiceError::TenantBusy { what, limit } => Status::resource_exhausted(format!(
+                "this tenant already runs {limit} {what} at once on this replica: retry when they \
+                 have finished"
+            )),
         }
     }
 }

@@ -4,7 +4,7 @@ use super::{Service, ServiceError};
 use crate::{
     deadline::Deadline,
     domain::{
-        ConversationId, Sequence, TenantId,
+        ConversationId, Sequence, TenantId, Violations,
         conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
     },
     store::Redaction,
@@ -57,6 +57,20 @@ impl Service {
         target: &ConversationId,
         deadline: Option<&Deadline>,
     ) -> Result<Conversation, ServiceError> {
+        let limit = self.limits.max_fork_messages;
+        if through.get() > limit as u64 {
+            let problem = format!(
+                "a fork copies at most {limit} messages (CTXD_MAX_FORK_MESSAGES): fork at or before \
+                 sequence {limit}"
+            );
+            return Err(Violations::single("through_sequence", problem).into());
+        }
+        let Some(_slot) = self.forks.try_take(tenant) else {
+            return Err(ServiceError::TenantBusy {
+                what: "forks",
+                limit: self.forks.per_tenant(),
+            });
+        };
         let fork = self
             .store
             .fork_conversation(tenant, source, through, target, deadline)

@@ -20,6 +20,7 @@ mod messages;
 pub mod retention;
 mod summary;
 mod tasks;
+mod tenant_slots;
 mod working_memory;
 
 pub use auto_summary::AutoSummarize;
@@ -28,6 +29,12 @@ pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use summary::{PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
 pub use tasks::BackgroundTasks;
 pub use working_memory::{MemoryMode, MemoryOutcome};
+
+use tenant_slots::TenantSlots;
+
+/// Forks one tenant may run at once on a replica: a fork copies rows, and one tenant's burst of
+/// forks must not take the database pool from every other call.
+pub const FORKS_PER_TENANT: usize = 2;
 
 /// Texts and requests larger than this are tokenized on the blocking pool, off the async
 /// workers.
@@ -48,6 +55,8 @@ pub struct Limits {
     pub response_budget_bytes: usize,
     /// The percentage of it one tenant's calls may hold.
     pub tenant_memory_percent: usize,
+    /// Messages one fork may copy.
+    pub max_fork_messages: usize,
 }
 
 impl Default for Limits {
@@ -58,6 +67,7 @@ impl Default for Limits {
             max_response_bytes: 16 << 20,
             response_budget_bytes: 256 << 20,
             tenant_memory_percent: 50,
+            max_fork_messages: 10_000,
         }
     }
 }
@@ -129,6 +139,14 @@ pub enum ServiceError {
         /// The configured largest response.
         limit: usize,
     },
+    /// The tenant runs as many calls of this kind at once as it may on this replica.
+    #[error("the tenant already runs {limit} {what} at once on this replica")]
+    TenantBusy {
+        /// What kind of call, plural ("forks").
+        what: &'static str,
+        /// How many one tenant may run at once.
+        limit: usize,
+    },
     /// The summarizer or extractor failed; the stored state is unchanged.
     #[error(transparent)]
     Model(#[from] ModelError),
@@ -148,6 +166,8 @@ pub struct Service {
     response_budget: ResponseBudget,
     ai: AiSettings,
     tasks: Arc<BackgroundTasks>,
+    /// Forks each tenant runs at once on this replica.
+    forks: Arc<TenantSlots>,
 }
 
 impl Service {
@@ -159,6 +179,7 @@ impl Service {
             limits,
             ai,
             tasks: Arc::new(BackgroundTasks::default()),
+            forks: TenantSlots::new(FORKS_PER_TENANT),
         }
     }
 

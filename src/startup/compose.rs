@@ -55,6 +55,7 @@ pub(super) fn limits(options: &LimitOptions) -> Limits {
         max_response_bytes: options.max_response_bytes,
         response_budget_bytes: options.response_memory_bytes,
         tenant_memory_percent: options.tenant_memory_percent,
+        max_fork_messages: options.max_fork_messages,
     }
 }
 

@@ -26,6 +26,7 @@ contract_tests!(
     every_new_rpc_is_scoped_to_the_tenant,
     a_fork_copies_a_prefix_with_its_summary_and_memory_and_is_independent,
     a_fork_is_refused_inside_a_tool_group_past_the_end_and_onto_a_taken_id,
+    a_fork_copies_at_most_the_configured_messages,
     a_redacted_message_cannot_come_back_through_any_read,
     expired_conversations_are_deleted_whole_within_the_sweep_interval,
     inactive_conversations_are_deleted_when_configured,
@@ -747,6 +748,108 @@ async fn a_fork_is_refused_inside_a_tool_group_past_the_end_and_onto_a_taken_id(
         .await;
     assert_eq!(fork(&app, "open", 2, "open-fork").await.unwrap().last_sequence, 2);
     app.append_ok("open-fork", vec![tool_result("z", "done")]).await;
+}
+
+async fn a_fork_copies_at_most_the_configured_messages(kind: StoreKind) {
+    let app = spawn_app_with(kind, &["--max-fork-messages", "3"]).await;
+    let messages = (0..5).map(|i| user(&format!("m{i}"))).collect();
+    app.append_ok("src", messages).await;
+    let status = fork(&app, "src", 4, "big").await.unwrap_err();
+    assert_field_violation(&status, "through_sequence");
+    assert!(
+        status.message().contains("CTXD_MAX_FORK_MESSAGES"),
+        "{}",
+        status.message()
+    );
+    assert_eq!(
+        get(&app, "default", "big").await.unwrap_err().code(),
+        Code::NotFound
+    );
+    assert_eq!(fork(&app, "src", 3, "small").await.unwrap().last_sequence, 3);
+}
+
+/// One tenant runs at most two forks at once on a replica; a third is refused at once with
+/// RESOURCE_EXHAUSTED, while another tenant's fork goes through. (PostgreSQL, where a fork
+/// can be held: the source's row is locked elsewhere.)
+#[tokio::test]
+async fn a_tenant_runs_at_most_two_forks_at_once() {
+    let url = crate::helpers::fresh_database().await;
+    let app = crate::helpers::spawn_on(Some(url.clone()), &[]).await;
+    app.append_ok("src", vec![user("hello"), assistant("hi")]).await;
+    let mut other = app.client.clone();
+    other
+        .append_message(as_tenant("other", append("theirs", vec![user("hello")])))
+        .await
+        .unwrap();
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    db.batch_execute(
+        "BEGIN; SELECT 1 FROM conversations WHERE tenant_id = 'default' AND conversation_id = 'src' FOR UPDATE",
+    )
+    .await
+    .unwrap();
+    let held: Vec<_> = ["f1", "f2"]
+        .into_iter()
+        .map(|target| {
+            let client = app.client.clone();
+            tokio::spawn(async move {
+                let mut client = client;
+                client
+                    .fork_conversation(proto::ForkConversationRequest {
+                        conversation_id: "src".into(),
+                        through_sequence: 2,
+                        new_conversation_id: target.into(),
+                    })
+                    .await
+            })
+        })
+        .collect();
+    // Once both wait for the lock in the database, they hold their slots.
+    loop {
+        let waiting: i64 = db
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let third = fork(&app, "src", 2, "f3").await.unwrap_err();
+    assert_eq!(third.code(), Code::ResourceExhausted, "{third:?}");
+    assert!(third.message().contains("2 forks"), "{}", third.message());
+    let theirs = other
+        .fork_conversation(as_tenant(
+            "other",
+            proto::ForkConversationRequest {
+                conversation_id: "theirs".into(),
+                through_sequence: 1,
+                new_conversation_id: "their-fork".into(),
+            },
+        ))
+        .await;
+    assert!(theirs.is_ok(), "another tenant's fork: {theirs:?}");
+    db.batch_execute("COMMIT").await.unwrap();
+    for fork in held {
+        assert_eq!(
+            fork.await
+                .unwrap()
+                .unwrap()
+                .into_inner()
+                .conversation
+                .unwrap()
+                .last_sequence,
+            2
+        );
+    }
+    drop(db);
+    let _ = connection.await;
 }
 
 async fn a_redacted_message_cannot_come_back_through_any_read(kind: StoreKind) {

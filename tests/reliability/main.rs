@@ -9,6 +9,7 @@
 mod appenders;
 mod connections;
 mod cpu;
+mod forks;
 mod held;
 mod hostile;
 mod kill;
@@ -140,6 +141,9 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("race") {
         reports.push(race::summarize_racing_appenders(&replicas, scale.race_appends).await?);
+    }
+    if wanted("forks") {
+        reports.push(forks::concurrent_forks(&replicas[1], &cluster).await?);
     }
     if wanted("hostile") {
         reports.push(hostile::table(&mut replicas).await?);

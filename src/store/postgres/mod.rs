@@ -380,7 +380,18 @@ impl Store for PostgresStore {
         target: &ConversationId,
         deadline: Option<&Deadline>,
     ) -> Result<Conversation, StoreError> {
-        let _slot = self.write_slot(tenant, target, deadline).await?;
+        // The source's slot too: forks read it, and many at once must not take the pool. The
+        // slots are taken in id order, so two forks between the same two conversations in
+        // opposite directions cannot each hold one and wait for the other.
+        let (first, second) = match source.as_str() <= target.as_str() {
+            true => (source, target),
+            false => (target, source),
+        };
+        let _first = self.write_slot(tenant, first, deadline).await?;
+        let _second = match first == second {
+            true => None,
+            false => Some(self.write_slot(tenant, second, deadline).await?),
+        };
         fork::fork(&self.pool, tenant, source, through, target, deadline).await
     }
 
