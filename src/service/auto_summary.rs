@@ -5,6 +5,7 @@ use super::{Service, ServiceError};
 use crate::{
     domain::{AppendOutcome, ConversationId, TenantId, summary::messages_to_fold},
     store::StoreError,
+    summarize::Caller,
 };
 
 /// Background summarization is considered each time a conversation passes a multiple of this
@@ -105,7 +106,10 @@ impl Service {
                 through,
                 self.ai.max_summary_tokens,
                 tokenizer,
-                None,
+                Caller {
+                    owner: tenant.as_str(),
+                    deadline: None,
+                },
             )
             .await?;
         match self

@@ -76,7 +76,8 @@ impl Service {
             let problem = format!("{} bytes; the limit is {limit}", text.len());
             return Err(Violations::single("text", problem).into());
         }
-        Ok(offload(text.len(), move || tokenizer.count(&text)).await)
+        // CountTokens has no tenant: its callers share one owner's part of the CPU pool.
+        Ok(offload("", text.len(), move |_| tokenizer.count(&text)).await)
     }
 }
 

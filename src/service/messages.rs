@@ -23,8 +23,8 @@ impl Service {
         mut batch: AppendBatch,
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, ServiceError> {
-        let batch = offload(batch.text_bytes(), move || {
-            batch.count_tokens();
+        let batch = offload(tenant.as_str(), batch.text_bytes(), move |cancel| {
+            batch.count_tokens_until(&|| cancel.is_cancelled());
             batch
         })
         .await;

@@ -207,10 +207,14 @@ impl Service {
 
 /// Runs CPU work proportional to `bytes` on the CPU pool ([`crate::cpu`]) when large, inline
 /// when small.
-async fn offload<T: Send + 'static>(bytes: usize, work: impl FnOnce() -> T + Send + 'static) -> T {
+async fn offload<T: Send + 'static>(
+    owner: &str,
+    bytes: usize,
+    work: impl FnOnce(&crate::cpu::Cancel) -> T + Send + 'static,
+) -> T {
     if bytes > OFFLOAD_BYTES {
-        crate::cpu::run(move |_| work()).await
+        crate::cpu::run(owner, work).await
     } else {
-        work()
+        work(&crate::cpu::Cancel::default())
     }
 }

@@ -10,7 +10,7 @@ use crate::{
     },
     response_budget::Reservation,
     store::{NewSummary, StoreError, SummaryState},
-    summarize::{ModelError, ModelRole, prompts::render_chat, summary_chunk},
+    summarize::{Caller, ModelError, ModelRole, prompts::render_chat, summary_chunk},
     tokenize::Tokenizer,
 };
 
@@ -210,7 +210,11 @@ impl Service {
                     return unchanged(state, Some(prepared), reservation);
                 }
                 let (max, tokenizer) = (request.max_summary_tokens, request.tokenizer);
-                self.server_summary(state, folded, through, max, tokenizer, deadline)
+                let caller = Caller {
+                    owner: tenant.as_str(),
+                    deadline,
+                };
+                self.server_summary(state, folded, through, max, tokenizer, caller)
                     .await?
             }
         };
@@ -336,7 +340,7 @@ impl Service {
         through: Sequence,
         max_summary_tokens: usize,
         tokenizer: Tokenizer,
-        deadline: Option<&Deadline>,
+        caller: Caller<'_>,
     ) -> Result<NewSummary, ServiceError> {
         let summarizer = &self.ai.summarizer;
         let text = summarizer
@@ -345,7 +349,7 @@ impl Service {
                 folded,
                 max_summary_tokens,
                 tokenizer,
-                deadline,
+                caller,
             )
             .await?;
         Ok(NewSummary {

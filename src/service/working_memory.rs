@@ -10,7 +10,7 @@ use crate::{
     },
     response_budget::Reservation,
     store::{MemoryBase, MemoryState, StoreError},
-    summarize::{ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format},
+    summarize::{Caller, ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format},
 };
 
 /// Refreshes retry this many times when a concurrent update bumped the version.
@@ -181,7 +181,10 @@ impl Service {
                 &mut refreshed,
                 &messages,
                 self.limits.append.max_content_bytes,
-                deadline,
+                Caller {
+                    owner: tenant.as_str(),
+                    deadline,
+                },
             )
             .await?;
         let dropped = refreshed.fit_dropping_oldest();

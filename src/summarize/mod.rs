@@ -83,13 +83,13 @@ impl Summarizer {
         messages: &[StoredMessage],
         max_summary_tokens: usize,
         tokenizer: Tokenizer,
-        deadline: Option<&Deadline>,
+        caller: Caller<'_>,
     ) -> Result<String, ModelError> {
         let result = match self {
             Summarizer::Extractive => {
                 let previous = previous.cloned();
                 let messages = messages.to_vec();
-                Ok(crate::cpu::run(move |cancel| {
+                Ok(crate::cpu::run(caller.owner, move |cancel| {
                     extractive_summary(
                         previous.as_ref(),
                         &messages,
@@ -101,15 +101,7 @@ impl Summarizer {
                 .await)
             }
             Summarizer::OpenAi(client) => {
-                fold_in_chunks(
-                    client,
-                    previous,
-                    messages,
-                    max_summary_tokens,
-                    tokenizer,
-                    deadline,
-                )
-                .await
+                fold_in_chunks(client, previous, messages, max_summary_tokens, tokenizer, caller).await
             }
         };
         count_call(self.name(), &result);
@@ -128,7 +120,7 @@ async fn fold_in_chunks(
     messages: &[StoredMessage],
     max_summary_tokens: usize,
     tokenizer: Tokenizer,
-    deadline: Option<&Deadline>,
+    caller: Caller<'_>,
 ) -> Result<String, OpenAiError> {
     let context = client.options().context_tokens;
     let mut folded: Option<(String, Sequence)> = previous.map(|s| (s.text.clone(), s.through_sequence));
@@ -136,8 +128,10 @@ async fn fold_in_chunks(
     while at < messages.len() {
         let previous = folded.as_ref().map(|(text, through)| (text.as_str(), *through));
         let (request, len) = summary_chunk(previous, &messages[at..], max_summary_tokens, context)?;
-        let text = client.chat(&request, None, max_summary_tokens, deadline).await?;
-        let text = check_summary_size(text, max_summary_tokens, tokenizer).await?;
+        let text = client
+            .chat(&request, None, max_summary_tokens, caller.deadline)
+            .await?;
+        let text = check_summary_size(text, max_summary_tokens, tokenizer, caller.owner).await?;
         at += len;
         folded = Some((text, messages[at - 1].sequence));
     }
@@ -183,6 +177,7 @@ async fn check_summary_size(
     text: String,
     max_summary_tokens: usize,
     tokenizer: Tokenizer,
+    owner: &str,
 ) -> Result<String, OpenAiError> {
     let limit = summary_limit(max_summary_tokens);
     // No tokenizer yields fewer than one token per 16 bytes of text.
@@ -194,7 +189,7 @@ async fn check_summary_size(
     if text.len() > limit.saturating_mul(16) {
         return Err(too_large(text.len() / 16));
     }
-    let (text, tokens) = crate::cpu::run(move |_| {
+    let (text, tokens) = crate::cpu::run(owner, move |_| {
         let tokens = tokenizer.count(&text);
         (text, tokens)
     })
@@ -203,6 +198,16 @@ async fn check_summary_size(
         true => Err(too_large(tokens)),
         false => Ok(text),
     }
+}
+
+/// Who a summarization or extraction runs for: the owner (tenant) whose share of the CPU pool
+/// its embedded work takes ([`crate::cpu`]), and the call's deadline, if it serves one.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// The tenant.
+    pub owner: &'a str,
+    /// The call's deadline; `None` for background work.
+    pub deadline: Option<&'a Deadline>,
 }
 
 /// Which extractor refreshes working memory.
@@ -224,9 +229,9 @@ impl Extractor {
         memory: &mut WorkingMemory,
         messages: &Arc<[StoredMessage]>,
         max_text_bytes: usize,
-        deadline: Option<&Deadline>,
+        caller: Caller<'_>,
     ) -> Result<(), ModelError> {
-        let result = self.run(memory, messages, max_text_bytes, deadline).await;
+        let result = self.run(memory, messages, max_text_bytes, caller).await;
         let engine = match self {
             Extractor::Rules => "rules",
             Extractor::OpenAi(_) => "openai-extractor",
@@ -243,7 +248,7 @@ impl Extractor {
         memory: &mut WorkingMemory,
         messages: &Arc<[StoredMessage]>,
         max_text_bytes: usize,
-        deadline: Option<&Deadline>,
+        caller: Caller<'_>,
     ) -> Result<(), OpenAiError> {
         let Some(last) = messages.last() else {
             return Ok(());
@@ -252,7 +257,7 @@ impl Extractor {
             Extractor::Rules => {
                 let mut owned = std::mem::take(memory);
                 let messages = Arc::clone(messages);
-                *memory = crate::cpu::run(move |cancel| {
+                *memory = crate::cpu::run(caller.owner, move |cancel| {
                     extract_rules(&mut owned, &messages, &|| cancel.is_cancelled());
                     owned
                 })
@@ -271,7 +276,9 @@ impl Extractor {
                 let mut at = 0;
                 while at < messages.len() {
                     let (request, len, max_tokens) = extraction_chunk(&extracted, &messages[at..], context)?;
-                    let answer = client.chat(&request, Some(output), max_tokens, deadline).await?;
+                    let answer = client
+                        .chat(&request, Some(output), max_tokens, caller.deadline)
+                        .await?;
                     let extraction = parse_extraction(&answer)
                         .map_err(|e| OpenAiError::BadAnswer(format!("not of the extraction schema: {e}")))?;
                     at += len;

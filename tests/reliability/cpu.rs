@@ -166,3 +166,117 @@ pub(crate) async fn pathological_memory_work(replica: &Replica) -> anyhow::Resul
     report.expect(accepted == 1 && refused == 7, "the cap did not refuse the growth");
     Ok(report)
 }
+
+/// Four clients of one tenant send 15 MiB appends (15 messages of 1 MiB of varied text) with
+/// 300 ms deadlines for a few seconds, while another tenant counts tokens of a short text:
+/// the other tenant's calls keep their latency (one tenant gets at most half the CPU pool),
+/// and once the appends stop, so does the replica's CPU (counting stops at the deadline).
+pub(crate) async fn large_appends_with_short_deadlines(replica: &Replica) -> anyhow::Result<Report> {
+    let mut report = Report::new("15 MiB appends with 300 ms deadlines from one tenant, 1 replica");
+    let text: String = (0..200_000)
+        .map(|i| format!("w{} ", i * 7919 % 100_003))
+        .collect();
+    let message = user(text[..(1 << 20) - 64].to_owned());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut senders = JoinSet::new();
+    for n in 0..4 {
+        let mut client = replica.client().await?;
+        let (message, stop) = (message.clone(), stop.clone());
+        senders.spawn(async move {
+            let mut codes = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut request = tonic::Request::new(proto::AppendMessageRequest {
+                    conversation_id: format!("cpu-large-{n}"),
+                    messages: vec![message.clone(); 15],
+                    ..Default::default()
+                });
+                request.set_timeout(Duration::from_millis(300));
+                request
+                    .metadata_mut()
+                    .insert("x-tenant-id", "heavy".parse().expect("header"));
+                codes.push(
+                    client
+                        .append_message(request)
+                        .await
+                        .err()
+                        .map_or(Code::Ok, |s| s.code()),
+                );
+            }
+            codes
+        });
+    }
+    let mut light = replica.client().await?;
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
+        let mut request = tonic::Request::new(proto::CountTokensRequest {
+            text: "How many tokens is this?".into(),
+            ..Default::default()
+        });
+        request
+            .metadata_mut()
+            .insert("x-tenant-id", "light".parse().expect("header"));
+        let asked = Instant::now();
+        light.count_tokens(request).await?;
+        latencies.push(asked.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let codes: Vec<Code> = senders.join_all().await.into_iter().flatten().collect();
+    // The last appends' counting stops at their deadline (between messages of 1 MiB, slow in a
+    // debug build): CPU over the second after the next.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = cpu_seconds(replica).unwrap_or(0.0);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after_stop = cpu_seconds(replica).unwrap_or(f64::MAX) - before;
+    latencies.sort();
+    let p = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    report.figure(
+        "heavy tenant's appends",
+        format!(
+            "{} sent, {} OK, {} past their deadline (the client's CANCELLED or the server's DEADLINE_EXCEEDED)",
+            codes.len(),
+            codes.iter().filter(|c| **c == Code::Ok).count(),
+            codes
+                .iter()
+                .filter(|c| matches!(c, Code::Cancelled | Code::DeadlineExceeded))
+                .count()
+        ),
+    );
+    report.figure(
+        "other tenant's CountTokens meanwhile",
+        format!(
+            "{} calls, p50 {:.1} ms, p99 {:.1} ms",
+            latencies.len(),
+            p(0.5).as_secs_f64() * 1e3,
+            p(0.99).as_secs_f64() * 1e3
+        ),
+    );
+    report.figure(
+        "replica CPU 1-2 s after the last deadline",
+        format!("{after_stop:.2} cores"),
+    );
+    report.expect(
+        p(0.99) < Duration::from_millis(500),
+        "the other tenant's p99 is over 500 ms",
+    );
+    report.expect(after_stop < 0.2, "the replica kept working after the deadlines");
+    report.expect(
+        codes.iter().all(|c| {
+            matches!(
+                c,
+                Code::Ok | Code::Cancelled | Code::DeadlineExceeded | Code::ResourceExhausted
+            )
+        }),
+        format!("appends ended otherwise: {codes:?}"),
+    );
+    Ok(report)
+}
+
+/// The process's CPU time (user + system) in seconds, from /proc.
+fn cpu_seconds(replica: &Replica) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", replica.pid()?)).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}

@@ -150,6 +150,7 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("cpu") {
         reports.push(cpu::pathological_memory_work(&replicas[1]).await?);
+        reports.push(cpu::large_appends_with_short_deadlines(&replicas[1]).await?);
     }
     if wanted("memory") {
         reports.push(memory::large_calls(binary, &cluster, &work).await?);

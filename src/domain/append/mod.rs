@@ -74,8 +74,21 @@ impl AppendBatch {
     /// Computes the token counts of every message under every tokenizer (CPU work: callers
     /// with large batches run it off the async executor).
     pub fn count_tokens(&mut self) {
-        self.tokens = self.messages.iter().map(TokenCounts::of).collect();
-        self.reasoning_tokens = self.messages.iter().map(TokenCounts::of_native).collect();
+        self.count_tokens_until(&|| false);
+    }
+
+    /// [`Self::count_tokens`], stopping between messages once `cancelled` says nobody waits
+    /// for the counts any more (they are then incomplete).
+    pub fn count_tokens_until(&mut self, cancelled: &dyn Fn() -> bool) {
+        self.tokens.clear();
+        self.reasoning_tokens.clear();
+        for message in &self.messages {
+            if cancelled() {
+                return;
+            }
+            self.tokens.push(TokenCounts::of(message));
+            self.reasoning_tokens.push(TokenCounts::of_native(message));
+        }
     }
 
     /// Bytes of text token counting reads (content, partial outputs, tool calls): what
