@@ -1,6 +1,7 @@
 //! ListConversations cost against the size of the tenant: the first page and a page deep in
-//! the listing, in a tenant of `small` conversations and in one of `large` (target: p50 ratio
-//! large/small <= 1.2, the listing costs O(page)). Tenants are seeded with SQL (the listing
+//! the listing, and a filter (a label, a status) that matches nothing, in a tenant of `small`
+//! conversations and in one of `large` (target: p50 ratio large/small <= 1.2, the listing costs
+//! O(page) and a filter O(matches)). Tenants are seeded with SQL (the listing
 //! reads the conversation rows only); a few conversations are then appended to and updated
 //! through the API so the listing also meets rows ctxd wrote.
 
@@ -34,9 +35,11 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
         let started = Instant::now();
         client
             .execute(
-                "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, updated_at, labels)
+                "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, updated_at, labels, listing)
                  SELECT $1, 'conv-' || g, 0, now() - g * interval '1 second',
-                        jsonb_build_object('shard', (g % 10)::text)
+                        jsonb_build_object('shard', (g % 10)::text),
+                        jsonb_build_object('t', $1::text, 's', 'active',
+                            'l', jsonb_build_object('shard', (g % 10)::text))
                  FROM generate_series(1, $2::int) g",
                 &[&tenant, &count],
             )
@@ -56,27 +59,50 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
             api.append_message(request).await?;
         }
         let seeded = started.elapsed().as_secs_f64();
-        let first = measure(&mut api, &tenant, samples, 0).await?;
-        let deep = measure(&mut api, &tenant, samples, DEPTH).await?;
+        let all = Filter::default();
+        let first = measure(&mut api, &tenant, samples, 0, &all).await?;
+        let deep = measure(&mut api, &tenant, samples, DEPTH, &all).await?;
+        let label = Filter {
+            labels: [("shard".to_owned(), "none".to_owned())].into(),
+            status: None,
+        };
+        let unlabelled = measure(&mut api, &tenant, samples, 0, &label).await?;
+        let archived = Filter {
+            labels: Default::default(),
+            status: Some(proto::ConversationStatus::Idle),
+        };
+        let unarchived = measure(&mut api, &tenant, samples, 0, &archived).await?;
         println!(
-            "conversations={count:>7}  first page p50={:>6.3} ms p99={:>6.3} ms  page {} p50={:>6.3} ms  (seeded in {seeded:.1} s)",
+            "conversations={count:>7}  first page p50={:>6.3} ms p99={:>6.3} ms  page {} p50={:>6.3} ms  \
+             label matching nothing p50={:>6.3} ms  status matching nothing p50={:>6.3} ms  (seeded in {seeded:.1} s)",
             ms(first.0),
             ms(first.1),
             DEPTH + 1,
             ms(deep.0),
+            ms(unlabelled.0),
+            ms(unarchived.0),
         );
-        p50s.push((count, first.0, deep.0));
+        p50s.push((count, first.0, deep.0, unlabelled.0, unarchived.0));
     }
     let (s, l) = (p50s[0], p50s[1]);
     println!(
-        "ratio p50({})/p50({}): first page {:.2}, page {} {:.2}  (target <= 1.2)",
+        "ratio p50({})/p50({}): first page {:.2}, page {} {:.2}, label filter {:.2}, status filter {:.2}  (target <= 1.2)",
         l.0,
         s.0,
         ms(l.1) / ms(s.1),
         DEPTH + 1,
-        ms(l.2) / ms(s.2)
+        ms(l.2) / ms(s.2),
+        ms(l.3) / ms(s.3),
+        ms(l.4) / ms(s.4),
     );
     Ok(())
+}
+
+/// A ListConversations filter.
+#[derive(Debug, Default)]
+struct Filter {
+    labels: std::collections::BTreeMap<String, String>,
+    status: Option<proto::ConversationStatus>,
 }
 
 /// p50 and p99 of listing the page after `depth` pages.
@@ -85,12 +111,14 @@ async fn measure(
     tenant: &str,
     samples: usize,
     depth: usize,
+    filter: &Filter,
 ) -> anyhow::Result<(Duration, Duration)> {
     let request = |token: String| -> anyhow::Result<Request<proto::ListConversationsRequest>> {
         let mut request = Request::new(proto::ListConversationsRequest {
             page_size: PAGE,
             page_token: token,
-            ..Default::default()
+            labels: filter.labels.clone(),
+            status: filter.status.map_or(0, |s| s as i32),
         });
         request.metadata_mut().insert("x-tenant-id", tenant.parse()?);
         Ok(request)
@@ -109,7 +137,14 @@ async fn measure(
         let started = Instant::now();
         let page = api.list_conversations(call).await?.into_inner();
         latencies.push(started.elapsed());
-        anyhow::ensure!(page.conversations.len() == PAGE as usize, "a full page");
+        let expected = match filter.status.is_some() || !filter.labels.is_empty() {
+            true => 0,
+            false => PAGE as usize,
+        };
+        anyhow::ensure!(
+            page.conversations.len() == expected,
+            "a full page, or none filtered"
+        );
     }
     Ok((percentile(&mut latencies, 0.5), percentile(&mut latencies, 0.99)))
 }

@@ -113,15 +113,16 @@ impl Service {
             )
             .await?;
         match self
-            .store_summary_rebased(tenant, conversation, &state, summary, None)
+            .store
+            .store_summary(tenant, conversation, state.watermark(), summary, None)
             .await
         {
             Ok(stored) => {
                 tracing::info!(%tenant, %conversation, through = through.get(), version = stored.version, unsummarized, "background summary stored");
                 Ok(())
             }
-            Err(ServiceError::Store(StoreError::SummaryMoved { .. })) => Ok(()),
-            Err(e) => Err(e),
+            Err(StoreError::SummaryMoved { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -4,7 +4,7 @@ use super::{Service, ServiceError};
 use crate::{
     deadline::Deadline,
     domain::{
-        ConversationId, Sequence, StoredMessage, TenantId, Violations, conversation,
+        ConversationId, Sequence, StoredMessage, TenantId, Violations,
         message::Message,
         summary::{Summary, is_boundary, messages_to_fold},
     },
@@ -16,9 +16,6 @@ use crate::{
 
 /// SERVER summaries retry this many times when a concurrent summary moved the watermark.
 const SERVER_ATTEMPTS: usize = 3;
-
-/// How many times a summary is stored again after redactions of messages it did not read.
-const REBASES: usize = 8;
 
 /// A parsed Summarize request.
 #[derive(Debug)]
@@ -192,6 +189,7 @@ impl Service {
                     through_sequence: *through,
                     summarizer: "provided".to_owned(),
                     redactions: state.redactions,
+                    tombstones: state.tombstones_through(*through),
                 }
             }
             SummarizeMode::Prepare | SummarizeMode::Server => {
@@ -256,8 +254,8 @@ impl Service {
         ))
     }
 
-    /// Stores `summary`, made from `state`, if the watermark is still `state`'s
-    /// ([`Self::store_summary_rebased`]).
+    /// Stores `summary`, made from `state`, if the watermark is still `state`'s and no message
+    /// it covers was redacted since (see [`NewSummary::redactions`]).
     async fn store_new_summary(
         &self,
         tenant: &TenantId,
@@ -269,7 +267,8 @@ impl Service {
     ) -> Result<SummarizeOutcome, ServiceError> {
         let (base, through) = (state.watermark(), summary.through_sequence);
         let stored = self
-            .store_summary_rebased(tenant, conversation, state, summary, deadline)
+            .store
+            .store_summary(tenant, conversation, base, summary, deadline)
             .await?;
         tracing::info!(
             base = base.get(),
@@ -284,52 +283,6 @@ impl Service {
             prepared: None,
             reservation,
         })
-    }
-
-    /// Stores `summary`; when only redactions of other messages refused it (the watermark is
-    /// the same and every message it was made from is unchanged), stores it again on the fresh
-    /// count, up to [`REBASES`] times, so that a storm of redactions elsewhere does not starve
-    /// summaries. A redaction of a message it read refuses it for good (SummaryMoved).
-    pub(super) async fn store_summary_rebased(
-        &self,
-        tenant: &TenantId,
-        conversation: &ConversationId,
-        state: &SummaryState,
-        mut summary: NewSummary,
-        deadline: Option<&Deadline>,
-    ) -> Result<Summary, ServiceError> {
-        let base = state.watermark();
-        let through = summary.through_sequence;
-        let read: Vec<_> = state
-            .messages
-            .iter()
-            .take_while(|m| m.sequence <= through)
-            .cloned()
-            .collect();
-        let mut rebases = 0;
-        loop {
-            let attempt = self
-                .store
-                .store_summary(tenant, conversation, base, summary.clone(), deadline)
-                .await;
-            match attempt {
-                Err(StoreError::SummaryMoved { current }) if current == base && rebases < REBASES => {
-                    let (fresh, _reservation) = self.read_summary_state(tenant, conversation).await?;
-                    let redacted_elsewhere = fresh.watermark() == base
-                        && fresh.redactions != summary.redactions
-                        && conversation::unchanged_since(&read, &fresh.messages);
-                    if !redacted_elsewhere {
-                        return Err(StoreError::SummaryMoved {
-                            current: fresh.watermark(),
-                        }
-                        .into());
-                    }
-                    summary.redactions = fresh.redactions;
-                    rebases += 1;
-                }
-                other => return Ok(other?),
-            }
-        }
     }
 
     /// Runs the configured summarizer over `folded` (the messages up to `through`).
@@ -357,6 +310,7 @@ impl Service {
             through_sequence: through,
             summarizer: summarizer.name().to_owned(),
             redactions: state.redactions,
+            tombstones: state.tombstones_through(through),
         })
     }
 }

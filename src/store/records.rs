@@ -3,7 +3,8 @@
 use std::time::{Duration, SystemTime};
 
 use crate::domain::{
-    Sequence, StoredMessage, context::ContextSnapshot, summary::Summary, working_memory::WorkingMemory,
+    Sequence, StoredMessage, context::ContextSnapshot, conversation::REDACTED_CONTENT, summary::Summary,
+    working_memory::WorkingMemory,
 };
 
 /// What Summarize reads.
@@ -22,6 +23,15 @@ pub struct SummaryState {
 }
 
 impl SummaryState {
+    /// How many of the messages read, through `through`, are redaction tombstones.
+    pub fn tombstones_through(&self, through: Sequence) -> u64 {
+        self.messages
+            .iter()
+            .take_while(|m| m.sequence <= through)
+            .filter(|m| m.message.content == REDACTED_CONTENT)
+            .count() as u64
+    }
+
     /// The current watermark (0 without a summary).
     pub fn watermark(&self) -> Sequence {
         self.summary
@@ -77,9 +87,14 @@ pub struct NewSummary {
     pub through_sequence: Sequence,
     /// Who wrote it.
     pub summarizer: String,
-    /// [`SummaryState::redactions`] of the state it was written from: a redaction since then
-    /// refuses it (as a moved watermark), so redacted text cannot come back through it.
+    /// [`SummaryState::redactions`] of the state it was written from. A redaction since then
+    /// refuses it (as a moved watermark) if it redacted a message the summary covers, so
+    /// redacted text cannot come back through it: the store then counts the tombstones in the
+    /// summary's new range and compares them with `tombstones`.
     pub redactions: u64,
+    /// Messages of the new range (after the base watermark, through `through_sequence`) that
+    /// were tombstones when the summary read them ([`SummaryState::tombstones_through`]).
+    pub tombstones: u64,
 }
 
 /// A page of messages.

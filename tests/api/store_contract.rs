@@ -38,6 +38,7 @@ contract_tests!(
     store_refuses_derived_data_read_before_a_redaction,
     store_refuses_a_first_memory_read_before_a_redaction,
     store_refuses_appends_past_expire_time,
+    store_takes_a_summary_when_only_other_messages_were_redacted,
     store_forks_keep_the_sources_log_positions,
 );
 
@@ -175,6 +176,7 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
         through_sequence: seq(1),
         summarizer: "provided".into(),
         redactions: 0,
+        tombstones: 0,
     };
     assert!(not_found(
         store
@@ -406,6 +408,7 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         through_sequence: seq(2),
         summarizer: "provided".into(),
         redactions: 0,
+        tombstones: 0,
     };
     store
         .store_summary(&t, &c, Sequence::ZERO, summary, None)
@@ -454,6 +457,7 @@ async fn store_summary_watermark_moves_only_forward_by_compare_and_set(kind: Sto
         through_sequence: seq(through),
         summarizer: "provided".into(),
         redactions: 0,
+        tombstones: 0,
     };
     let v1 = store
         .store_summary(&t, &c, Sequence::ZERO, summary(2), None)
@@ -819,6 +823,7 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
         through_sequence: seq(3),
         summarizer: "openai".into(),
         redactions: read.redactions,
+        tombstones: 0,
     };
     assert!(matches!(
         store
@@ -910,6 +915,36 @@ async fn store_refuses_appends_past_expire_time(kind: StoreKind) {
         .unwrap();
     let outcome = store.append_messages(&t, &one(), None).await.unwrap();
     assert_eq!(outcome.last_sequence, seq(2));
+}
+
+/// A redaction past a summary's new range does not refuse it; one inside does.
+async fn store_takes_a_summary_when_only_other_messages_were_redacted(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let messages = (0..6).map(|i| text(Role::User, &format!("m{i}"))).collect();
+    store
+        .append_messages(&t, &batch("c", messages), None)
+        .await
+        .unwrap();
+    let read = store.summary_state(&t, &c, usize::MAX).await.unwrap();
+    let summary = |through: u64| NewSummary {
+        text: "the first messages".into(),
+        through_sequence: seq(through),
+        summarizer: "provided".into(),
+        redactions: read.redactions,
+        tombstones: read.tombstones_through(seq(through)),
+    };
+    store.redact_message(&t, &c, seq(5), None).await.unwrap();
+    let stored = store
+        .store_summary(&t, &c, read.watermark(), summary(3), None)
+        .await
+        .unwrap();
+    assert_eq!(stored.through_sequence, seq(3));
+    store.redact_message(&t, &c, seq(4), None).await.unwrap();
+    assert!(matches!(
+        store.store_summary(&t, &c, seq(3), summary(4), None).await,
+        Err(StoreError::SummaryMoved { .. })
+    ));
 }
 
 async fn store_forks_keep_the_sources_log_positions(kind: StoreKind) {

@@ -256,7 +256,8 @@ impl Store for InMemoryStore {
         if current != base
             || summary.through_sequence <= base
             || summary.through_sequence > c.last_sequence()
-            || summary.redactions != c.redactions
+            || (summary.redactions != c.redactions
+                && c.tombstones(base, summary.through_sequence) != summary.tombstones)
         {
             return Err(StoreError::SummaryMoved { current });
         }

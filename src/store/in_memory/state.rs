@@ -127,6 +127,20 @@ impl Conversation {
         self.messages.last().map_or(Sequence::ZERO, |m| m.sequence)
     }
 
+    /// Redaction tombstones among the messages after `base` through `through`.
+    pub(super) fn tombstones(&self, base: Sequence, through: Sequence) -> u64 {
+        let (from, to) = (
+            base.get() as usize,
+            (through.get() as usize).min(self.messages.len()),
+        );
+        self.messages
+            .get(from..to)
+            .unwrap_or_default()
+            .iter()
+            .filter(|m| m.message.content == conversation::REDACTED_CONTENT)
+            .count() as u64
+    }
+
     pub(super) fn at(&self, sequence: Sequence) -> Option<&StoredMessage> {
         (sequence.get() as usize)
             .checked_sub(1)

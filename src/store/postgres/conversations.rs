@@ -117,6 +117,8 @@ pub(super) async fn update(
                  title = coalesce($3, title),
                  status = coalesce($4, status),
                  labels = coalesce($5, labels),
+                 listing = jsonb_build_object('t', tenant_id, 's', coalesce($4, status),
+                     'l', coalesce($5, labels)),
                  expire_time = CASE WHEN $6 THEN $7 ELSE expire_time END,
                  -- Not clock_timestamp(): Citus refuses volatile functions in an UPDATE.
                  updated_at = greatest(updated_at, statement_timestamp())
@@ -149,9 +151,15 @@ pub(super) async fn list(
         Some(_) => "AND (c.updated_at, c.conversation_id COLLATE \"C\") < ($5, $6::text COLLATE \"C\")",
         None => "AND $5::timestamptz IS NULL AND $6::text IS NULL",
     };
+    // A filter is looked up in the listing index (only the tenant's matches, O(matches));
+    // without one the activity index is walked (O(page)).
+    let filtered = match query.status.is_some() || !query.labels.is_empty() {
+        true => "AND c.listing @> $7",
+        false => "AND $7::jsonb IS NULL",
+    };
     let text = format!(
         "SELECT {COLUMNS} FROM {FROM}
-         WHERE c.tenant_id = $1 {after}
+         WHERE c.tenant_id = $1 {after} {filtered}
            AND ($2::text IS NULL OR c.status = $2) AND c.labels @> $3
          ORDER BY c.updated_at DESC, c.conversation_id COLLATE \"C\" DESC
          LIMIT $4"
@@ -159,6 +167,11 @@ pub(super) async fn list(
     let statement = client.prepare_cached(&text).await?;
     let status = query.status.map(ConversationStatus::as_str);
     let labels = Json(&query.labels);
+    let mut listing = serde_json::json!({ "t": tenant.as_str(), "l": &query.labels });
+    if let Some(status) = status {
+        listing["s"] = status.into();
+    }
+    let listing = (query.status.is_some() || !query.labels.is_empty()).then_some(Json(listing));
     let fetch = query.limit as i64 + 1;
     let (after_time, after_id) = match &query.after {
         Some(key) => (
@@ -172,7 +185,15 @@ pub(super) async fn list(
     let rows = client
         .query(
             &statement,
-            &[&tenant.as_str(), &status, &labels, &fetch, &after_time, &after_id],
+            &[
+                &tenant.as_str(),
+                &status,
+                &labels,
+                &fetch,
+                &after_time,
+                &after_id,
+                &listing,
+            ],
         )
         .await?;
     let has_more = rows.len() > query.limit;

@@ -96,7 +96,7 @@ async fn create_fork(
     let created = tx
         .execute(
             "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, last_user_sequence,
-                 last_response_id, token_offset, turn_offset, title, labels,
+                 last_response_id, token_offset, turn_offset, title, labels, listing,
                  forked_from_conversation_id, forked_from_sequence)
              SELECT $1, $4, $3,
                  (SELECT max(sequence) FROM messages WHERE tenant_id = $1 AND conversation_id = $2
@@ -110,7 +110,8 @@ async fn create_fork(
                  (SELECT token_offset FROM messages WHERE tenant_id = $1 AND conversation_id = $2
                       AND sequence <= $3 AND role = 'user' AND NOT exclude_from_context
                       ORDER BY sequence DESC LIMIT 1),
-                 c.title, c.labels, $2, $3
+                 c.title, c.labels, jsonb_build_object('t', $1::text, 's', 'active', 'l', c.labels),
+                 $2, $3
              FROM conversations c WHERE c.tenant_id = $1 AND c.conversation_id = $2
              ON CONFLICT (tenant_id, conversation_id) DO NOTHING",
             &[&t, &s, &through.as_i64(), &n],

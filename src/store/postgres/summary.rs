@@ -7,7 +7,7 @@ use tokio_postgres::types::ToSql;
 use super::{messages::messages_after, rows::column};
 use crate::{
     deadline::Deadline,
-    domain::{ConversationId, Sequence, TenantId, summary::Summary},
+    domain::{ConversationId, Sequence, TenantId, conversation::REDACTED_CONTENT, summary::Summary},
     store::{NewSummary, StoreError, SummaryState},
 };
 
@@ -54,6 +54,37 @@ pub(super) async fn summary_state(
     })
 }
 
+/// Whether a redaction since the summary's read reached a message of its new range: the row is
+/// locked (by the watermark's update), so the count read now is final.
+async fn redacted_within(
+    tx: &deadpool_postgres::Transaction<'_>,
+    t: &str,
+    c: &str,
+    base: Sequence,
+    summary: &NewSummary,
+    moved: &tokio_postgres::Row,
+) -> Result<bool, StoreError> {
+    let redactions: i64 = column(moved, "redactions")?;
+    if redactions == summary.redactions as i64 {
+        return Ok(false);
+    }
+    let row = tx
+        .query_one(
+            "SELECT count(*) AS tombstones FROM messages
+             WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3 AND sequence <= $4
+               AND content = $5",
+            &[
+                &t,
+                &c,
+                &base.as_i64(),
+                &summary.through_sequence.as_i64(),
+                &REDACTED_CONTENT,
+            ],
+        )
+        .await?;
+    Ok(column::<i64>(&row, "tombstones")? != summary.tombstones as i64)
+}
+
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, base = base.get()))]
 pub(super) async fn store_summary(
     pool: &Pool,
@@ -76,13 +107,16 @@ pub(super) async fn store_summary(
             "UPDATE conversations
              SET summary_through_sequence = $4, summary_version = summary_version + 1
              WHERE tenant_id = $1 AND conversation_id = $2 AND summary_through_sequence = $3
-               AND $4 > $3 AND $4 <= last_sequence AND redactions = $5
-             RETURNING summary_version",
+               AND $4 > $3 AND $4 <= last_sequence
+             RETURNING summary_version, redactions",
         )
         .await?;
-    let redactions = summary.redactions as i64;
-    let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &base.as_i64(), &through, &redactions];
-    let row = match tx.query_opt(&moved, &params).await? {
+    let params: [&(dyn ToSql + Sync); 4] = [&t, &c, &base.as_i64(), &through];
+    let moved = match tx.query_opt(&moved, &params).await? {
+        Some(moved) if redacted_within(&tx, t, c, base, &summary, &moved).await? => None,
+        moved => moved,
+    };
+    let row = match moved {
         Some(moved) => {
             let version: i64 = column(&moved, "summary_version")?;
             let insert = tx

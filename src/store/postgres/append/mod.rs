@@ -36,8 +36,9 @@ use crate::{
 /// `expire_time` is not updated, and no row comes back ([`StoreError::Expired`]).
 const ALLOCATE: &str = "INSERT INTO conversations
              (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id,
-              token_offset, turn_offset, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, statement_timestamp())
+              token_offset, turn_offset, updated_at, listing)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, statement_timestamp(),
+                 jsonb_build_object('t', $1::text, 's', 'active', 'l', '{}'::jsonb))
          ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
              last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
              last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),

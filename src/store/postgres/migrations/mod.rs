@@ -60,6 +60,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "leases",
         sql: include_str!("0008_leases.sql"),
     },
+    Migration {
+        version: 9,
+        name: "listing filters",
+        sql: include_str!("0009_listing_filters.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.

@@ -1,0 +1,12 @@
+-- ListConversations with a status or label filter in O(page), per tenant (docs/scaling.md):
+-- `listing` holds the filtered fields with the tenant, {"t": tenant, "s": status, "l": labels},
+-- so one GIN containment lookup finds only the tenant's matching conversations, however many
+-- other conversations it or other tenants have. The application keeps it in step with status
+-- and labels wherever it writes them (creation, update, fork).
+
+ALTER TABLE conversations ADD COLUMN listing jsonb;
+
+UPDATE conversations
+SET listing = jsonb_build_object('t', tenant_id, 's', status, 'l', labels);
+
+CREATE INDEX conversations_listing ON conversations USING gin (listing jsonb_path_ops);
