@@ -20,7 +20,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
     let (small, large, samples) = if quick {
         (1_000, 10_000, 100)
     } else {
-        (1_000, 100_000, 500)
+        (1_000, 200_000, 500)
     };
     let run = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -85,6 +85,8 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
         p50s.push((count, first.0, deep.0, unlabelled.0, unarchived.0));
     }
     let (s, l) = (p50s[0], p50s[1]);
+    let large_tenant = format!("bench-list-{run}-{large}");
+    under_filtered_lists(server, &large_tenant, quick).await?;
     println!(
         "ratio p50({})/p50({}): first page {:.2}, page {} {:.2}, label filter {:.2}, status filter {:.2}  (target <= 1.2)",
         l.0,
@@ -94,6 +96,68 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
         ms(l.2) / ms(s.2),
         ms(l.3) / ms(s.3),
         ms(l.4) / ms(s.4),
+    );
+    Ok(())
+}
+
+/// Another tenant's appends while 48 clients list the large tenant with a filter that matches
+/// nothing, against the same appends alone: filtered reads must not take the pool from writes.
+async fn under_filtered_lists(server: &Replica, tenant: &str, quick: bool) -> anyhow::Result<()> {
+    let seconds = if quick { 1 } else { 5 };
+    let appends = |label: &'static str| async move {
+        let mut api = server.client().await?;
+        let mut latencies = Vec::new();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(seconds) {
+            let mut request = Request::new(proto::AppendMessageRequest {
+                conversation_id: format!("bench-unrelated-{label}"),
+                messages: vec![proto::Message {
+                    role: proto::Role::User as i32,
+                    content: "hello".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            request
+                .metadata_mut()
+                .insert("x-tenant-id", "bench-unrelated".parse()?);
+            let asked = Instant::now();
+            api.append_message(request).await?;
+            latencies.push(asked.elapsed());
+        }
+        anyhow::Ok((percentile(&mut latencies, 0.5), percentile(&mut latencies, 0.99)))
+    };
+    let alone = appends("alone").await?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut listers = tokio::task::JoinSet::new();
+    for _ in 0..48 {
+        let (mut api, stop, tenant) = (server.client().await?, stop.clone(), tenant.to_owned());
+        listers.spawn(async move {
+            let filter = Filter {
+                labels: [("shard".to_owned(), "none".to_owned())].into(),
+                status: None,
+            };
+            let mut calls = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                measure(&mut api, &tenant, 1, 0, &filter).await?;
+                calls += 1;
+            }
+            anyhow::Ok(calls)
+        });
+    }
+    let loaded = appends("loaded").await?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut lists = 0;
+    while let Some(joined) = listers.join_next().await {
+        lists += joined??;
+    }
+    println!(
+        "another tenant's AppendMessage alone p50={:.3} ms p99={:.3} ms; under 48 filtered lists \
+         ({lists} lists) p50={:.3} ms p99={:.3} ms",
+        ms(alone.0),
+        ms(alone.1),
+        ms(loaded.0),
+        ms(loaded.1)
     );
     Ok(())
 }

@@ -28,6 +28,12 @@ use crate::{
     service::Service,
 };
 
+/// Streams a client may reset before the server has taken them up, per connection, before
+/// the connection is closed (GOAWAY `too_many_resets`, h2's rapid-reset mitigation; its
+/// default is 20). A client cancelling many short-deadline calls at once resets that many
+/// queued streams legitimately; the bound still stops a reset flood.
+const MAX_PENDING_RESETS: usize = 512;
+
 /// How often an HTTP/2 connection is pinged, and how long the answer may take.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -95,6 +101,7 @@ fn configured_server(options: &ServerOptions) -> Result<Server, StartupError> {
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .concurrency_limit_per_connection(options.concurrency_per_connection)
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
         .trace_fn(|request| {
             let request_id = request
                 .headers()

@@ -153,9 +153,9 @@ pub(super) async fn list(
     };
     // A filter is looked up in the listing index (only the tenant's matches, O(matches));
     // without one the activity index is walked (O(page)).
-    let filtered = match query.status.is_some() || !query.labels.is_empty() {
-        true => "AND c.listing @> $7",
-        false => "AND $7::jsonb IS NULL",
+    let filtered = match listing_key(tenant, query) {
+        Some(_) => "AND c.listing @> $7",
+        None => "AND $7::jsonb IS NULL",
     };
     let text = format!(
         "SELECT {COLUMNS} FROM {FROM}
@@ -164,14 +164,16 @@ pub(super) async fn list(
          ORDER BY c.updated_at DESC, c.conversation_id COLLATE \"C\" DESC
          LIMIT $4"
     );
-    let statement = client.prepare_cached(&text).await?;
+    // A filtered listing is planned for its values (an unnamed statement): a cached generic
+    // plan cannot tell a rare filter (the listing index) from a common one and walks the
+    // activity index through every row of the tenant.
+    let statement = match listing_key(tenant, query) {
+        Some(_) => client.prepare(&text).await?,
+        None => client.prepare_cached(&text).await?,
+    };
     let status = query.status.map(ConversationStatus::as_str);
     let labels = Json(&query.labels);
-    let mut listing = serde_json::json!({ "t": tenant.as_str(), "l": &query.labels });
-    if let Some(status) = status {
-        listing["s"] = status.into();
-    }
-    let listing = (query.status.is_some() || !query.labels.is_empty()).then_some(Json(listing));
+    let listing = listing_key(tenant, query).map(Json);
     let fetch = query.limit as i64 + 1;
     let (after_time, after_id) = match &query.after {
         Some(key) => (
@@ -206,6 +208,19 @@ pub(super) async fn list(
         conversations,
         has_more,
     })
+}
+
+/// What a filtered listing looks up in the listing index (migration 9): the tenant with the
+/// status and labels asked for; `None` without a filter.
+fn listing_key(tenant: &TenantId, query: &ListQuery) -> Option<serde_json::Value> {
+    if query.status.is_none() && query.labels.is_empty() {
+        return None;
+    }
+    let mut key = serde_json::json!({ "t": tenant.as_str(), "l": &query.labels });
+    if let Some(status) = query.status {
+        key["s"] = status.as_str().into();
+    }
+    Some(key)
 }
 
 /// The conversation's working memory, if any; `lock` is appended to the query (`FOR UPDATE`).

@@ -9,4 +9,7 @@ ALTER TABLE conversations ADD COLUMN listing jsonb;
 UPDATE conversations
 SET listing = jsonb_build_object('t', tenant_id, 's', status, 'l', labels);
 
-CREATE INDEX conversations_listing ON conversations USING gin (listing jsonb_path_ops);
+-- A small pending list: a lookup scans it whole, so it is flushed into the index every 64 kB
+-- instead of every 4 MB (the default), keeping a filtered listing O(matches) between vacuums.
+CREATE INDEX conversations_listing ON conversations USING gin (listing jsonb_path_ops)
+    WITH (gin_pending_list_limit = 64);
