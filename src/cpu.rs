@@ -147,12 +147,19 @@ mod tests {
         }
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         let release_rx = Arc::new(Mutex::new(release_rx));
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
         let mut busy = Vec::new();
         for _ in 0..per_owner {
-            let release_rx = release_rx.clone();
+            let (release_rx, started_tx) = (release_rx.clone(), started_tx.clone());
             busy.push(tokio::spawn(run("greedy", move |_| {
+                started_tx.send(()).unwrap();
                 let _ = release_rx.lock().unwrap().recv();
             })));
+        }
+        // The greedy owner's jobs hold its slots before its next one is queued.
+        for _ in 0..per_owner {
+            let started_rx = &started_rx;
+            tokio::task::block_in_place(|| started_rx.recv_timeout(Duration::from_secs(5)).unwrap());
         }
         // The greedy owner's next job waits; another owner's runs at once.
         let queued = tokio::spawn(run("greedy", |_| ()));
