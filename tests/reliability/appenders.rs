@@ -25,6 +25,15 @@ pub(crate) fn user(content: String) -> proto::Message {
     }
 }
 
+/// `message` as a call of `tenant` (the `x-tenant-id` header).
+pub(crate) fn as_tenant<T>(tenant: &str, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert("x-tenant-id", tenant.parse().expect("tenant header"));
+    request
+}
+
 /// Every message of a conversation, oldest first (empty if it does not exist).
 pub(crate) async fn all_messages(
     client: &mut ContextServiceClient<Channel>,

@@ -7,24 +7,16 @@ use std::time::{Duration, Instant};
 
 use ctxd::proto;
 use tokio::task::JoinSet;
-use tonic::{Code, Request};
+use tonic::Code;
 
 use crate::{
     Report,
-    appenders::user,
+    appenders::{as_tenant, user},
     replica::{Cluster, Replica},
 };
 
 const FORKS: usize = 64;
 const MESSAGES: i64 = 10_000;
-
-fn as_tenant<T>(tenant: &str, message: T) -> Request<T> {
-    let mut request = Request::new(message);
-    request
-        .metadata_mut()
-        .insert("x-tenant-id", tenant.parse().expect("tenant header"));
-    request
-}
 
 pub(crate) async fn concurrent_forks(replica: &Replica, cluster: &Cluster) -> anyhow::Result<Report> {
     let mut report = Report::new("64 concurrent forks of a 10,000-message conversation, 1 tenant");

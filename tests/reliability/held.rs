@@ -15,11 +15,11 @@ use std::{
 use bytes::Bytes;
 use ctxd::proto;
 use tokio::task::JoinSet;
-use tonic::{Code, Request};
+use tonic::Code;
 
 use crate::{
     Report,
-    appenders::user,
+    appenders::{as_tenant, user},
     replica::{Cluster, Replica},
 };
 
@@ -114,14 +114,6 @@ pub(crate) async fn held_memory(binary: &Path, cluster: &Cluster, work: &Path) -
     );
     drop(readers);
     Ok(report)
-}
-
-fn as_tenant<T>(tenant: &str, message: T) -> Request<T> {
-    let mut request = Request::new(message);
-    request
-        .metadata_mut()
-        .insert("x-tenant-id", tenant.parse().expect("tenant header"));
-    request
 }
 
 /// 2,000 messages of 16 KB for mallory, straight into PostgreSQL.
