@@ -18,6 +18,7 @@ mod memory;
 mod outage;
 mod race;
 mod raw;
+mod redaction_races;
 #[path = "../support/replica.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod replica;
@@ -144,6 +145,10 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("forks") {
         reports.push(forks::concurrent_forks(&replicas[1], &cluster).await?);
+    }
+    if wanted("redaction_races") {
+        let rounds = if full { 30 } else { 10 };
+        reports.push(redaction_races::redactions_racing_refreshes(&replicas, rounds).await?);
     }
     if wanted("hostile") {
         reports.push(hostile::table(&mut replicas).await?);

@@ -65,10 +65,13 @@ pub(super) async fn store_memory(
             .prepare_cached(
                 // Selected from the conversation's row: on Citus, a statement on its shard. A
                 // first memory is checked against the redaction count (a later one against its
-                // version, which every redaction bumps).
+                // version, which every redaction bumps), on the row locked: a redaction running
+                // now (it holds the row) is waited for and seen, and one that starts later finds
+                // this memory and forgets what it must.
                 "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
                  SELECT tenant_id, conversation_id, $3, $4, 1 FROM conversations
                  WHERE tenant_id = $1 AND conversation_id = $2 AND redactions = $5
+                 FOR SHARE
                  ON CONFLICT (tenant_id, conversation_id) DO NOTHING
                  RETURNING version, updated_at",
             )
