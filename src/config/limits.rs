@@ -19,10 +19,10 @@ pub struct LimitArgs {
     )]
     pub max_response_bytes: usize,
 
-    /// MiB that the messages loaded by all calls at once, and their responses until the clients
-    /// have read them, may hold; one call may hold twice CTXD_MAX_RESPONSE_BYTES. A call
-    /// that would pass either is refused with RESOURCE_EXHAUSTED. Keep it well under the
-    /// container's memory limit.
+    /// MiB that the messages loaded by all calls at once, their responses until the clients
+    /// have read them (at most CTXD_REQUEST_TIMEOUT_SECS) and the request bodies being received
+    /// may hold; one call may hold twice CTXD_MAX_RESPONSE_BYTES. A call that would pass either
+    /// is refused with RESOURCE_EXHAUSTED. Keep it well under the container's memory limit.
     #[arg(
         long,
         env = "CTXD_RESPONSE_MEMORY_MIB",
