@@ -6,6 +6,7 @@
 //! - AppendMessage of one message against a gapless append by hand (bump a counter row and
 //!   insert the row, one transaction);
 //! - ListConversations' first page against one read of the page from the activity index.
+//!
 //! Latencies are printed beside the costs (one client, one call at a time).
 
 use std::time::{Duration, Instant};
