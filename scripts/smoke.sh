@@ -52,7 +52,7 @@ grep -qx 'ctxd.v1.ContextService' <<<"$services" || fail "ContextService not lis
 grep -qx 'grpc.health.v1.Health' <<<"$services" || fail "Health not listed"
 
 rpcs=$(g "$addr_a" describe ctxd.v1.ContextService | grep -c '^  rpc ')
-[ "$rpcs" = 13 ] || fail "expected 13 RPCs, described $rpcs"
+[ "$rpcs" = 14 ] || fail "expected 14 RPCs, described $rpcs"
 
 out=$(g -d "{\"conversation_id\":\"$conv\",\"messages\":[
   {\"role\":\"ROLE_USER\",\"content\":\"What is the weather in Paris?\"},
@@ -103,6 +103,8 @@ out=$(g -d "{\"conversation_id\":\"$conv/fork\",\"sequence\":1}" "$addr_a" ctxd.
 grep -q '"content": "\[redacted\]"' <<<"$out" || fail "RedactMessage: $out"
 out=$(g -d "{\"conversation_id\":\"$conv/fork\"}" "$reader" ctxd.v1.ContextService/GetConversation)
 grep -q "\"conversationId\": \"$conv\"" <<<"$out" || fail "GetConversation has no fork origin: $out"
+out=$(g -d "{\"conversation_id\":\"$conv/fork\",\"after_sequence\":2}" "$addr_a" ctxd.v1.ContextService/RewindConversation)
+grep -q '"lastSequence": "2"' <<<"$out" || fail "RewindConversation: $out"
 
 out=$(g -d "{\"conversation_id\":\"$conv\"}" "$addr_a" ctxd.v1.ContextService/DeleteConversation)
 grep -q '"messagesDeleted": "3"' <<<"$out" || fail "delete did not report 3 messages: $out"

@@ -1,4 +1,5 @@
-//! ListConversations, GetConversation, UpdateConversation, ForkConversation, RedactMessage.
+//! ListConversations, GetConversation, UpdateConversation, ForkConversation, RedactMessage,
+//! RewindConversation.
 
 use super::{ContextApi, convert};
 use crate::{deadline::Deadline, domain::TenantId, proto, service::ServiceError};
@@ -85,6 +86,26 @@ impl ContextApi {
             summaries_removed: redaction.summaries_removed,
             summary_through_sequence: redaction.summary_through_sequence.get(),
             memory_version: redaction.memory_version,
+        })
+    }
+
+    pub(super) async fn rewind_conversation(
+        &self,
+        tenant: TenantId,
+        request: proto::RewindConversationRequest,
+        deadline: Option<Deadline>,
+    ) -> Result<proto::RewindConversationResponse, ServiceError> {
+        let (id, after, expected_last) = convert::rewind_request(request)?;
+        let rewind = self
+            .service
+            .rewind_conversation(&tenant, &id, after, expected_last, deadline.as_ref())
+            .await?;
+        Ok(proto::RewindConversationResponse {
+            messages_removed: rewind.messages_removed,
+            last_sequence: rewind.last_sequence.get(),
+            summaries_removed: rewind.summaries_removed,
+            summary_through_sequence: rewind.summary_through_sequence.get(),
+            memory_version: rewind.memory_version,
         })
     }
 }

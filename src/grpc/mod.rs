@@ -182,6 +182,7 @@ const METHODS: &[&str] = &[
     "UpdateConversation",
     "ForkConversation",
     "RedactMessage",
+    "RewindConversation",
 ];
 
 /// Each RPC resolves the caller's tenant (every RPC but CountTokens has one), runs its handler
@@ -334,5 +335,18 @@ impl ContextService for ContextApi {
         let deadline = deadline::of(&request);
         let result = self.redact_message(tenant, request.into_inner(), deadline).await;
         respond("RedactMessage", started, result)
+    }
+
+    async fn rewind_conversation(
+        &self,
+        request: Request<proto::RewindConversationRequest>,
+    ) -> RpcResult<proto::RewindConversationResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let deadline = deadline::of(&request);
+        let result = self
+            .rewind_conversation(tenant, request.into_inner(), deadline)
+            .await;
+        respond("RewindConversation", started, result)
     }
 }

@@ -7,7 +7,7 @@ use crate::{
         ConversationId, Sequence, TenantId, Violations,
         conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
     },
-    store::Redaction,
+    store::{Redaction, Rewind},
 };
 
 impl Service {
@@ -98,5 +98,28 @@ impl Service {
             "message redacted"
         );
         Ok(redaction)
+    }
+
+    /// Removes the messages after `after` and what was derived from them.
+    #[tracing::instrument(name = "rewind_conversation", skip_all, fields(%tenant, conversation_id = %conversation, after = after.get()))]
+    pub async fn rewind_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        after: Sequence,
+        expected_last: Option<Sequence>,
+        deadline: Option<&Deadline>,
+    ) -> Result<Rewind, ServiceError> {
+        let rewind = self
+            .store
+            .rewind_conversation(tenant, conversation, after, expected_last, deadline)
+            .await?;
+        tracing::info!(
+            messages_removed = rewind.messages_removed,
+            summaries_removed = rewind.summaries_removed,
+            memory_version = rewind.memory_version,
+            "conversation rewound"
+        );
+        Ok(rewind)
     }
 }

@@ -190,6 +190,7 @@ impl Service {
                     summarizer: "provided".to_owned(),
                     redactions: state.redactions,
                     tombstones: state.tombstones_through(*through),
+                    rewinds: state.rewinds,
                 }
             }
             SummarizeMode::Prepare | SummarizeMode::Server => {
@@ -311,6 +312,7 @@ impl Service {
             summarizer: summarizer.name().to_owned(),
             redactions: state.redactions,
             tombstones: state.tombstones_through(through),
+            rewinds: state.rewinds,
         })
     }
 }

@@ -28,7 +28,7 @@ pub use in_memory::InMemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{
     CappedPage, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction, RetentionRule,
-    SummaryState, Swept,
+    Rewind, SummaryState, Swept,
 };
 
 /// Opens the configured store: PostgreSQL when `postgres` is set, else the in-memory store.
@@ -310,6 +310,22 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         sequence: Sequence,
         deadline: Option<&Deadline>,
     ) -> Result<Redaction, StoreError>;
+
+    /// Removes the messages after `after` and what was derived from them in one transaction
+    /// ([`crate::domain::conversation::rewound_memory`] for the working memory): summaries
+    /// through a removed message, the idempotency records of appends that stored one, tool
+    /// calls made by one; calls one answered are open again; the log's end moves back to where
+    /// message `after + 1` was placed. Refuses `after` past the end (INVALID_ARGUMENT) and a
+    /// stale `expected_last` (SequenceMismatch); counts itself (`rewinds`) so that a summary or
+    /// first memory read before it is not stored after it.
+    async fn rewind_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        after: Sequence,
+        expected_last: Option<Sequence>,
+        deadline: Option<&Deadline>,
+    ) -> Result<Rewind, StoreError>;
 
     /// Deletes up to `rule.batch` conversations that `rule` says have expired, each in its own
     /// transaction and whole (as [`Store::delete_conversation`] does), across tenants.

@@ -20,6 +20,8 @@ pub struct SummaryState {
     pub last_sequence: Sequence,
     /// How many redactions the conversation had when this was read (see [`NewSummary`]).
     pub redactions: u64,
+    /// How many rewinds the conversation had when this was read (see [`NewSummary`]).
+    pub rewinds: u64,
 }
 
 impl SummaryState {
@@ -53,6 +55,8 @@ pub struct MemoryState {
     pub last_sequence: Sequence,
     /// How many redactions the conversation had when this was read (see [`MemoryBase`]).
     pub redactions: u64,
+    /// How many rewinds the conversation had when this was read (see [`MemoryBase`]).
+    pub rewinds: u64,
 }
 
 impl MemoryState {
@@ -61,6 +65,7 @@ impl MemoryState {
         MemoryBase {
             version: self.memory.version,
             redactions: self.redactions,
+            rewinds: self.rewinds,
         }
     }
 }
@@ -69,13 +74,16 @@ impl MemoryState {
 /// conversation's redaction count when the memory it derives from was read. A redaction since
 /// then refuses the write (as a version mismatch): a redaction bumps an existing memory's
 /// version, and a first memory is checked against the count, so redacted text cannot come back
-/// through an extraction that read it before.
+/// through an extraction that read it before. Rewinds are counted the same way, so removed
+/// messages cannot come back either.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemoryBase {
     /// The version replaced.
     pub version: u64,
     /// [`MemoryState::redactions`] of the read.
     pub redactions: u64,
+    /// [`MemoryState::rewinds`] of the read.
+    pub rewinds: u64,
 }
 
 /// A summary to store.
@@ -95,6 +103,24 @@ pub struct NewSummary {
     /// Messages of the new range (after the base watermark, through `through_sequence`) that
     /// were tombstones when the summary read them ([`SummaryState::tombstones_through`]).
     pub tombstones: u64,
+    /// [`SummaryState::rewinds`] of the state it was written from: any rewind since then
+    /// refuses it (as a moved watermark), so removed messages cannot come back through it.
+    pub rewinds: u64,
+}
+
+/// What a rewind removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rewind {
+    /// Messages removed.
+    pub messages_removed: u64,
+    /// The last sequence afterwards.
+    pub last_sequence: Sequence,
+    /// Summary versions removed because they covered removed messages.
+    pub summaries_removed: u64,
+    /// The summary watermark afterwards.
+    pub summary_through_sequence: Sequence,
+    /// The working-memory version afterwards (0 without memory).
+    pub memory_version: u64,
 }
 
 /// A page of messages.

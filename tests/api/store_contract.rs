@@ -9,7 +9,7 @@ use ctxd::{
         AppendBatch, ConversationId, IdempotencyKey, Message, Role, Sequence, TenantId, ToolCall,
         context::{PageRequest, TokenCounts, anchor::LogEnd},
         conversation::{ConversationPatch, IfMissing},
-        working_memory::WorkingMemory,
+        working_memory::{Category, WorkingMemory},
     },
     store::{self, MemoryBase, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
 };
@@ -39,6 +39,7 @@ contract_tests!(
     store_refuses_a_first_memory_read_before_a_redaction,
     store_refuses_appends_past_expire_time,
     store_takes_a_summary_when_only_other_messages_were_redacted,
+    store_rewinds_the_tail_and_what_was_derived_from_it,
     store_forks_keep_the_sources_log_positions,
 );
 
@@ -177,6 +178,7 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
         summarizer: "provided".into(),
         redactions: 0,
         tombstones: 0,
+        rewinds: 0,
     };
     assert!(not_found(
         store
@@ -409,6 +411,7 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         summarizer: "provided".into(),
         redactions: 0,
         tombstones: 0,
+        rewinds: 0,
     };
     store
         .store_summary(&t, &c, Sequence::ZERO, summary, None)
@@ -458,6 +461,7 @@ async fn store_summary_watermark_moves_only_forward_by_compare_and_set(kind: Sto
         summarizer: "provided".into(),
         redactions: 0,
         tombstones: 0,
+        rewinds: 0,
     };
     let v1 = store
         .store_summary(&t, &c, Sequence::ZERO, summary(2), None)
@@ -824,6 +828,7 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
         summarizer: "openai".into(),
         redactions: read.redactions,
         tombstones: 0,
+        rewinds: 0,
     };
     assert!(matches!(
         store
@@ -875,7 +880,8 @@ async fn store_refuses_a_first_memory_read_before_a_redaction(kind: StoreKind) {
         fresh.base(),
         MemoryBase {
             version: 0,
-            redactions: 1
+            redactions: 1,
+            rewinds: 0
         }
     );
     let stored = store
@@ -933,6 +939,7 @@ async fn store_takes_a_summary_when_only_other_messages_were_redacted(kind: Stor
         summarizer: "provided".into(),
         redactions: read.redactions,
         tombstones: read.tombstones_through(seq(through)),
+        rewinds: 0,
     };
     store.redact_message(&t, &c, seq(5), None).await.unwrap();
     let stored = store
@@ -945,6 +952,118 @@ async fn store_takes_a_summary_when_only_other_messages_were_redacted(kind: Stor
         store.store_summary(&t, &c, seq(3), summary(4), None).await,
         Err(StoreError::SummaryMoved { .. })
     ));
+}
+
+/// A rewind removes the later messages, the summaries covering them, the memory items citing
+/// them and the idempotency records of their appends; a call they answered is open again; the
+/// next append continues gaplessly; derived work read before it is not stored after it.
+async fn store_rewinds_the_tail_and_what_was_derived_from_it(kind: StoreKind) {
+    let store = store_of(kind).await;
+    let (t, c) = (tenant("t"), conversation("c"));
+    let first = vec![text(Role::User, "plan it"), calling(&["c1"]), result("c1")];
+    store.append_messages(&t, &batch("c", first), None).await.unwrap();
+    let keyed = |content: &str| AppendBatch {
+        idempotency_key: IdempotencyKey::parse_optional("key-r".into()).unwrap(),
+        ..batch(
+            "c",
+            vec![text(Role::Assistant, content), text(Role::User, "next")],
+        )
+    };
+    store.append_messages(&t, &keyed("done"), None).await.unwrap();
+    let summary = |through: u64, read: &ctxd::store::SummaryState| NewSummary {
+        text: format!("through {through}"),
+        through_sequence: seq(through),
+        summarizer: "provided".into(),
+        redactions: read.redactions,
+        tombstones: 0,
+        rewinds: read.rewinds,
+    };
+    let read = store.summary_state(&t, &c, usize::MAX).await.unwrap();
+    store
+        .store_summary(&t, &c, Sequence::ZERO, summary(1, &read), None)
+        .await
+        .unwrap();
+    let mut memory = WorkingMemory {
+        through_sequence: seq(5),
+        ..Default::default()
+    };
+    memory.push_item(
+        Category::Decisions,
+        "d1".into(),
+        "kept".into(),
+        vec![seq(1)],
+        None,
+    );
+    memory.push_item(
+        Category::Decisions,
+        "d2".into(),
+        "gone".into(),
+        vec![seq(4)],
+        None,
+    );
+    store
+        .store_memory(&t, &c, MemoryBase::default(), &memory, None)
+        .await
+        .unwrap();
+    let in_flight = store.summary_state(&t, &c, usize::MAX).await.unwrap();
+
+    assert!(matches!(
+        store.rewind_conversation(&t, &c, seq(2), Some(seq(4)), None).await,
+        Err(StoreError::SequenceMismatch { current }) if current == seq(5)
+    ));
+    assert!(matches!(
+        store.rewind_conversation(&t, &c, seq(6), None, None).await,
+        Err(StoreError::Invalid { .. })
+    ));
+    let rewind = store
+        .rewind_conversation(&t, &c, seq(2), Some(seq(5)), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            rewind.messages_removed,
+            rewind.last_sequence,
+            rewind.summaries_removed
+        ),
+        (3, seq(2), 0)
+    );
+    assert_eq!(rewind.summary_through_sequence, seq(1));
+    assert_eq!(rewind.memory_version, 2);
+    let state = store.memory_state(&t, &c, None).await.unwrap();
+    let texts: Vec<&str> = state.memory.decisions.iter().map(|i| i.text.as_str()).collect();
+    assert_eq!(texts, ["kept"]);
+    assert_eq!(state.memory.through_sequence, seq(2));
+    // A summary read before the rewind is refused; the call is open again; the key is free.
+    assert!(matches!(
+        store
+            .store_summary(&t, &c, seq(1), summary(3, &in_flight), None)
+            .await,
+        Err(StoreError::SummaryMoved { .. })
+    ));
+    let answered = store
+        .append_messages(&t, &batch("c", vec![result("c1")]), None)
+        .await
+        .unwrap();
+    assert_eq!(answered.first_sequence, seq(3));
+    let again = store.append_messages(&t, &keyed("redone"), None).await.unwrap();
+    assert_eq!((again.first_sequence, again.replayed), (seq(4), false));
+    let page = store
+        .list_messages(&t, &c, Sequence::ZERO, 100, usize::MAX)
+        .await
+        .unwrap();
+    let contents: Vec<&str> = page.messages.iter().map(|m| m.message.content.as_str()).collect();
+    assert_eq!(contents[3], "redone");
+    assert_eq!(page.messages.len(), 5);
+    // Rewinding everything leaves an empty log that continues at 1.
+    store
+        .rewind_conversation(&t, &c, Sequence::ZERO, None, None)
+        .await
+        .unwrap();
+    let restart = store
+        .append_messages(&t, &batch("c", vec![text(Role::User, "again")]), None)
+        .await
+        .unwrap();
+    assert_eq!(restart.first_sequence, seq(1));
 }
 
 async fn store_forks_keep_the_sources_log_positions(kind: StoreKind) {

@@ -14,6 +14,7 @@ use super::{
 
 mod fork;
 mod redaction;
+mod rewind;
 
 /// Bytes a title may have.
 pub const MAX_TITLE_BYTES: usize = 1024;
@@ -313,6 +314,7 @@ pub use fork::{ForkPlan, ForkRefusal, ForkSource, memory_within};
 pub use redaction::{
     append_covers, forget_in_memory, redacted, same_memory, summary_covers, tombstone, unchanged_since,
 };
+pub use rewind::{RewindRefusal, check_rewind, rewound_memory};
 
 /// What UpdateConversation does when the conversation does not exist (`allow_missing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -251,3 +251,31 @@ pub(crate) fn redact_request(
         _ => Err(v),
     }
 }
+
+/// A RewindConversation request: the conversation, the sequence to keep through, and the
+/// optional guard on the last sequence.
+pub(crate) fn rewind_request(
+    request: proto::RewindConversationRequest,
+) -> Result<(ConversationId, Sequence, Option<Sequence>), Violations> {
+    let proto::RewindConversationRequest {
+        conversation_id: raw,
+        after_sequence,
+        expected_last_sequence,
+    } = request;
+    let mut v = Violations::default();
+    let id = conversation_id(raw, "conversation_id", &mut v);
+    let after = Sequence::parse(after_sequence)
+        .map_err(|e| v.add("after_sequence", e))
+        .ok();
+    let expected = match expected_last_sequence.map(Sequence::parse).transpose() {
+        Ok(expected) => expected,
+        Err(e) => {
+            v.add("expected_last_sequence", e);
+            None
+        }
+    };
+    match (id, after) {
+        (Some(id), Some(after)) if v.is_empty() => Ok((id, after, expected)),
+        _ => Err(v),
+    }
+}

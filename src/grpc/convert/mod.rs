@@ -17,7 +17,7 @@ mod working_memory;
 pub(crate) use context::{context_request, context_response};
 pub(crate) use conversations::{
     conversation, fork_request, get_request, list_request as list_conversations_request, redact_request,
-    update_request,
+    rewind_request, update_request,
 };
 pub(crate) use messages::{append_batch, list_request, stored_message};
 pub(crate) use summary::{prepared_request, summarize_request, summary};

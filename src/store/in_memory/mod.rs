@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::{
     CappedPage, Lease, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction,
-    RetentionRule, Store, StoreError, SummaryState, Swept,
+    RetentionRule, Rewind, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -21,7 +21,7 @@ use crate::{
         StoredMessage, TenantId,
         append::plan,
         context::{ContextSnapshot, PageRequest, SummarySection},
-        conversation::{self, ActivityKey, ConversationPage, ConversationPatch, IfMissing, ListQuery},
+        conversation::{self, ConversationPage, ConversationPatch, IfMissing, ListQuery},
         summary::Summary,
         working_memory::WorkingMemory,
     },
@@ -236,6 +236,7 @@ impl Store for InMemoryStore {
             complete: !reached,
             last_sequence: c.last_sequence(),
             redactions: c.redactions,
+            rewinds: c.rewinds,
         })
     }
 
@@ -256,6 +257,7 @@ impl Store for InMemoryStore {
         if current != base
             || summary.through_sequence <= base
             || summary.through_sequence > c.last_sequence()
+            || summary.rewinds != c.rewinds
             || (summary.redactions != c.redactions
                 && c.tombstones(base, summary.through_sequence) != summary.tombstones)
         {
@@ -297,6 +299,7 @@ impl Store for InMemoryStore {
             complete: !reached,
             last_sequence: c.last_sequence(),
             redactions: c.redactions,
+            rewinds: c.rewinds,
         })
     }
 
@@ -314,7 +317,7 @@ impl Store for InMemoryStore {
             .get_mut(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
         let current = c.memory.as_ref().map_or(0, |m| m.version);
-        if current != base.version || c.redactions != base.redactions {
+        if current != base.version || c.redactions != base.redactions || c.rewinds != base.rewinds {
             return Err(StoreError::MemoryVersionMismatch { current });
         }
         let stored = WorkingMemory {
@@ -386,28 +389,7 @@ impl Store for InMemoryStore {
         tenant: &TenantId,
         query: &ListQuery,
     ) -> Result<ConversationPage, StoreError> {
-        let state = self.lock();
-        let Some(index) = state.activity.get(tenant) else {
-            return Ok(ConversationPage {
-                conversations: Vec::new(),
-                has_more: false,
-            });
-        };
-        let newest_first: Box<dyn Iterator<Item = &ActivityKey>> = match &query.after {
-            Some(after) => Box::new(index.range(..after).rev()),
-            None => Box::new(index.iter().rev()),
-        };
-        let mut matching = newest_first.filter_map(|k| {
-            let c = state.get(&(tenant.clone(), k.id.clone()))?;
-            let resource = c.resource(&k.id);
-            query.matches(&resource).then_some(resource)
-        });
-        let conversations: Vec<_> = matching.by_ref().take(query.limit).collect();
-        let has_more = matching.next().is_some();
-        Ok(ConversationPage {
-            conversations,
-            has_more,
-        })
+        Ok(self.lock().list(tenant, query))
     }
 
     async fn fork_conversation(
@@ -447,6 +429,23 @@ impl Store for InMemoryStore {
             .get_mut(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?
             .redact(sequence)
+    }
+
+    async fn rewind_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        after: Sequence,
+        expected_last: Option<Sequence>,
+        deadline: Option<&Deadline>,
+    ) -> Result<Rewind, StoreError> {
+        super::claim_commit(deadline)?;
+        let mut conversations = self.lock();
+        let key = key(tenant, conversation);
+        let c = conversations.get_mut(&key).ok_or(StoreError::NotFound)?;
+        let rewind = c.rewind(after, expected_last)?;
+        conversations.touch(&key, SystemTime::now());
+        Ok(rewind)
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

@@ -13,12 +13,14 @@ use crate::{
         AppendBatch, AppendState, CallState, ConversationId, IdempotencyRecord, KnownCall, PayloadHash,
         Sequence, StoredMessage, TenantId, WritePlan,
         context::anchor::{LogEnd, LogPosition},
-        conversation::{self, ActivityKey, ConversationStatus, ForkPlan, ForkSource, micros},
+        conversation::{
+            self, ActivityKey, ConversationPage, ConversationStatus, ForkPlan, ForkSource, ListQuery, micros,
+        },
         summary::Summary,
         tool_protocol::mentioned_call_ids,
         working_memory::WorkingMemory,
     },
-    store::{Redaction, RetentionRule, StoreError},
+    store::{Redaction, RetentionRule, Rewind, StoreError},
 };
 
 #[derive(Debug, Clone)]
@@ -41,6 +43,8 @@ pub(super) struct Conversation {
     pub(super) positions: Vec<LogPosition>,
     /// RedactMessage calls so far (see [`NewSummary::redactions`]).
     pub(super) redactions: u64,
+    /// RewindConversation calls so far (see [`NewSummary::rewinds`]).
+    pub(super) rewinds: u64,
 }
 
 /// What a conversation's resource holds beside its log.
@@ -80,6 +84,7 @@ impl Conversation {
             end: LogEnd::default(),
             positions: Vec::new(),
             redactions: 0,
+            rewinds: 0,
         }
     }
 
@@ -243,6 +248,31 @@ impl State {
         conversation
     }
 
+    /// A page of the tenant's conversations matching `query`, newest activity first.
+    pub(super) fn list(&self, tenant: &TenantId, query: &ListQuery) -> ConversationPage {
+        let Some(index) = self.activity.get(tenant) else {
+            return ConversationPage {
+                conversations: Vec::new(),
+                has_more: false,
+            };
+        };
+        let newest_first: Box<dyn Iterator<Item = &ActivityKey>> = match &query.after {
+            Some(after) => Box::new(index.range(..after).rev()),
+            None => Box::new(index.iter().rev()),
+        };
+        let mut matching = newest_first.filter_map(|k| {
+            let c = self.get(&(tenant.clone(), k.id.clone()))?;
+            let resource = c.resource(&k.id);
+            query.matches(&resource).then_some(resource)
+        });
+        let conversations: Vec<_> = matching.by_ref().take(query.limit).collect();
+        let has_more = matching.next().is_some();
+        ConversationPage {
+            conversations,
+            has_more,
+        }
+    }
+
     /// Removes a conversation and its place in the listing.
     pub(super) fn remove(&mut self, key: &Key) -> Option<Conversation> {
         let removed = self.conversations.remove(key)?;
@@ -343,6 +373,73 @@ impl Conversation {
         }
         Ok(Redaction {
             message,
+            summaries_removed,
+            summary_through_sequence: self
+                .summaries
+                .last()
+                .map_or(Sequence::ZERO, |s| s.through_sequence),
+            memory_version: self.memory.as_ref().map_or(0, |m| m.version),
+        })
+    }
+
+    /// Removes the messages after `after` and what was derived from them (see
+    /// [`crate::store::Store::rewind_conversation`]).
+    pub(super) fn rewind(
+        &mut self,
+        after: Sequence,
+        expected_last: Option<Sequence>,
+    ) -> Result<Rewind, StoreError> {
+        let last = self.last_sequence();
+        conversation::check_rewind(after, last, expected_last).map_err(|refusal| match refusal {
+            conversation::RewindRefusal::Stale { current } => StoreError::SequenceMismatch { current },
+            conversation::RewindRefusal::PastEnd { last } => StoreError::Invalid {
+                violations: conversation::RewindRefusal::violations(last),
+            },
+        })?;
+        let kept = after.get() as usize;
+        self.rewinds += 1;
+        let removed = self.messages.split_off(kept);
+        // Calls the removed messages made go; calls they answered are open again.
+        self.calls.retain(|_, call| call.sequence <= after);
+        for result in removed.iter().filter(|m| m.call_sequence.is_some()) {
+            let answered = result.message.tool_call_id.as_ref();
+            if let Some(call) = answered.and_then(|id| self.calls.get_mut(id)) {
+                call.state = CallState::Open;
+            }
+        }
+        self.idempotency
+            .retain(|_, record| record.outcome.last_sequence <= after);
+        self.pinned.retain(|s| *s <= after);
+        self.last_user_sequence = self
+            .messages
+            .iter()
+            .rev()
+            .find(|m| ForkPlan::opens_user_turn(&m.message))
+            .map(|m| m.sequence);
+        self.last_response_id = self
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| ForkPlan::response_id(&m.message))
+            .map(str::to_owned);
+        if let Some(next) = self.positions.get(kept) {
+            self.end = LogEnd {
+                offset: next.offset,
+                last_turn: next.previous_turn,
+            };
+        }
+        self.positions.truncate(kept);
+        let before = self.summaries.len();
+        self.summaries.retain(|s| s.through_sequence <= after);
+        let summaries_removed = (before - self.summaries.len()) as u64;
+        if let Some(memory) = &mut self.memory {
+            conversation::rewound_memory(memory, after);
+            memory.version += 1;
+            memory.updated_at = Some(SystemTime::now());
+        }
+        Ok(Rewind {
+            messages_removed: removed.len() as u64,
+            last_sequence: after,
             summaries_removed,
             summary_through_sequence: self
                 .summaries

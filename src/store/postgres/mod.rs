@@ -15,7 +15,7 @@ use tokio_postgres::NoTls;
 
 use super::{
     CappedPage, Lease, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, PoolStats, Redaction,
-    RetentionRule, Store, StoreError, SummaryState, Swept,
+    RetentionRule, Rewind, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -37,6 +37,7 @@ mod leases;
 mod messages;
 mod migrations;
 mod redaction;
+mod rewind;
 mod rows;
 mod summary;
 mod working_memory;
@@ -404,6 +405,18 @@ impl Store for PostgresStore {
     ) -> Result<Redaction, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
         redaction::redact(&self.pool, tenant, conversation, sequence, deadline).await
+    }
+
+    async fn rewind_conversation(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        after: Sequence,
+        expected_last: Option<Sequence>,
+        deadline: Option<&Deadline>,
+    ) -> Result<Rewind, StoreError> {
+        let _slot = self.write_slot(tenant, conversation, deadline).await?;
+        rewind::rewind(&self.pool, tenant, conversation, after, expected_last, deadline).await
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

@@ -98,7 +98,7 @@ async fn tombstone_row(
 
 /// Removes the summaries that read the message ([`conversation::summary_covers`], here as a
 /// predicate); returns how many and the watermark now current.
-async fn drop_summaries(
+pub(super) async fn drop_summaries(
     tx: &Transaction<'_>,
     t: &str,
     c: &str,

@@ -23,7 +23,7 @@ pub(super) async fn summary_state(
     let state = client
         .query_opt(
             "SELECT c.last_sequence, s.text, s.through_sequence, s.summarizer, s.version, s.created_at,
-                    c.redactions
+                    c.redactions, c.rewinds
              FROM conversations c
              LEFT JOIN summaries s ON s.tenant_id = c.tenant_id
                   AND s.conversation_id = c.conversation_id AND s.version = c.summary_version
@@ -51,6 +51,7 @@ pub(super) async fn summary_state(
         complete,
         last_sequence: Sequence::from_stored(column(&state, "last_sequence")?),
         redactions: column::<i64>(&state, "redactions")?.max(0) as u64,
+        rewinds: column::<i64>(&state, "rewinds")?.max(0) as u64,
     })
 }
 
@@ -107,11 +108,12 @@ pub(super) async fn store_summary(
             "UPDATE conversations
              SET summary_through_sequence = $4, summary_version = summary_version + 1
              WHERE tenant_id = $1 AND conversation_id = $2 AND summary_through_sequence = $3
-               AND $4 > $3 AND $4 <= last_sequence
+               AND $4 > $3 AND $4 <= last_sequence AND rewinds = $5
              RETURNING summary_version, redactions",
         )
         .await?;
-    let params: [&(dyn ToSql + Sync); 4] = [&t, &c, &base.as_i64(), &through];
+    let rewinds = summary.rewinds as i64;
+    let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &base.as_i64(), &through, &rewinds];
     let moved = match tx.query_opt(&moved, &params).await? {
         Some(moved) if redacted_within(&tx, t, c, base, &summary, &moved).await? => None,
         moved => moved,

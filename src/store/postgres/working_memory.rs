@@ -25,7 +25,7 @@ pub(super) async fn memory_state(
     let row = client
         .query_opt(
             "SELECT m.document AS memory_document, m.through_sequence AS memory_through_sequence,
-                    m.version AS memory_version, m.updated_at, c.last_sequence, c.redactions
+                    m.version AS memory_version, m.updated_at, c.last_sequence, c.redactions, c.rewinds
              FROM conversations c
              LEFT JOIN working_memory m ON m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id
              WHERE c.tenant_id = $1 AND c.conversation_id = $2",
@@ -45,6 +45,7 @@ pub(super) async fn memory_state(
         complete,
         last_sequence: Sequence::from_stored(column(&row, "last_sequence")?),
         redactions: column::<i64>(&row, "redactions")?.max(0) as u64,
+        rewinds: column::<i64>(&row, "rewinds")?.max(0) as u64,
     })
 }
 
@@ -70,14 +71,14 @@ pub(super) async fn store_memory(
                 // this memory and forgets what it must.
                 "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
                  SELECT tenant_id, conversation_id, $3, $4, 1 FROM conversations
-                 WHERE tenant_id = $1 AND conversation_id = $2 AND redactions = $5
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND redactions = $5 AND rewinds = $6
                  FOR SHARE
                  ON CONFLICT (tenant_id, conversation_id) DO NOTHING
                  RETURNING version, updated_at",
             )
             .await?;
-        let redactions = base.redactions as i64;
-        let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &document, &through, &redactions];
+        let (redactions, rewinds) = (base.redactions as i64, base.rewinds as i64);
+        let params: [&(dyn ToSql + Sync); 6] = [&t, &c, &document, &through, &redactions, &rewinds];
         super::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
     } else {
         let statement = client

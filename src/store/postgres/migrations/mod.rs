@@ -65,6 +65,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "listing filters",
         sql: include_str!("0009_listing_filters.sql"),
     },
+    Migration {
+        version: 10,
+        name: "rewinds",
+        sql: include_str!("0010_rewinds.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.

@@ -1,0 +1,130 @@
+//! Rewinding a conversation on PostgreSQL: the conversation's row locked and counted, the later
+//! messages deleted with what was derived from them, and the row's counters set back, in one
+//! transaction.
+
+use deadpool_postgres::{Pool, Transaction};
+use tokio_postgres::types::Json;
+
+use super::{conversations::read_memory, redaction::drop_summaries, rows::column};
+use crate::{
+    deadline::Deadline,
+    domain::{
+        ConversationId, Sequence, TenantId,
+        conversation::{self, RewindRefusal},
+    },
+    store::{Rewind, StoreError},
+};
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, after = after.get()))]
+pub(super) async fn rewind(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    after: Sequence,
+    expected_last: Option<Sequence>,
+    deadline: Option<&Deadline>,
+) -> Result<Rewind, StoreError> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    super::limit(&tx, deadline).await?;
+    // The row first, as appends, summaries and redactions lock it; counting the rewind keeps a
+    // summary or a first memory read before it from being stored after it.
+    let row = tx
+        .query_opt(
+            "UPDATE conversations SET rewinds = rewinds + 1,
+                 updated_at = greatest(updated_at, statement_timestamp())
+             WHERE tenant_id = $1 AND conversation_id = $2
+             RETURNING last_sequence, summary_through_sequence",
+            &[&t, &c],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let last = Sequence::from_stored(column(&row, "last_sequence")?);
+    let watermark = Sequence::from_stored(column(&row, "summary_through_sequence")?);
+    conversation::check_rewind(after, last, expected_last).map_err(|refusal| match refusal {
+        RewindRefusal::Stale { current } => StoreError::SequenceMismatch { current },
+        RewindRefusal::PastEnd { last } => StoreError::Invalid {
+            violations: RewindRefusal::violations(last),
+        },
+    })?;
+    let removed = remove_after(&tx, t, c, after).await?;
+    let (summaries_removed, watermark) = drop_summaries(&tx, t, c, after.plus(1), watermark).await?;
+    let memory_version = rewind_memory(&tx, t, c, after).await?;
+    super::commit(tx, deadline).await?;
+    Ok(Rewind {
+        messages_removed: removed,
+        last_sequence: after,
+        summaries_removed,
+        summary_through_sequence: watermark,
+        memory_version,
+    })
+}
+
+/// Deletes the messages after `after`, the calls they made and the idempotency records of the
+/// appends that stored them, reopens the calls they answered, and sets the conversation's
+/// counters back: the log's end where message `after + 1` was placed, the newest user message
+/// and response id among those kept (as [`conversation::ForkPlan`] counts them).
+async fn remove_after(tx: &Transaction<'_>, t: &str, c: &str, after: Sequence) -> Result<u64, StoreError> {
+    let after = after.as_i64();
+    tx.execute(
+        "UPDATE conversations SET
+             last_sequence = $3,
+             token_offset = coalesce((SELECT token_offset FROM messages
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3::bigint + 1), token_offset),
+             last_user_sequence = (SELECT max(sequence) FROM messages
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3
+                   AND role = 'user' AND NOT exclude_from_context),
+             last_response_id = (SELECT response_id FROM messages
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3
+                   AND role = 'assistant' AND response_id <> '' ORDER BY sequence DESC LIMIT 1),
+             turn_offset = (SELECT token_offset FROM messages
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3
+                   AND role = 'user' AND NOT exclude_from_context ORDER BY sequence DESC LIMIT 1)
+         WHERE tenant_id = $1 AND conversation_id = $2",
+        &[&t, &c, &after],
+    )
+    .await?;
+    let removed = tx
+        .execute(
+            "DELETE FROM messages WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3",
+            &[&t, &c, &after],
+        )
+        .await?;
+    tx.execute(
+        "DELETE FROM tool_calls WHERE tenant_id = $1 AND conversation_id = $2 AND call_sequence > $3",
+        &[&t, &c, &after],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE tool_calls SET result_sequence = NULL
+         WHERE tenant_id = $1 AND conversation_id = $2 AND result_sequence > $3",
+        &[&t, &c, &after],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM idempotency_keys
+         WHERE tenant_id = $1 AND conversation_id = $2 AND last_sequence > $3",
+        &[&t, &c, &after],
+    )
+    .await?;
+    Ok(removed)
+}
+
+/// Applies [`conversation::rewound_memory`] to the stored working memory, if any, under a new
+/// version; returns that version (0 without memory).
+async fn rewind_memory(tx: &Transaction<'_>, t: &str, c: &str, after: Sequence) -> Result<u64, StoreError> {
+    let Some(mut memory) = read_memory(tx, t, c, "FOR UPDATE").await? else {
+        return Ok(0);
+    };
+    conversation::rewound_memory(&mut memory, after);
+    let row = tx
+        .query_one(
+            "UPDATE working_memory SET document = $3, through_sequence = $4, version = version + 1,
+                 updated_at = now()
+             WHERE tenant_id = $1 AND conversation_id = $2 RETURNING version",
+            &[&t, &c, &Json(&memory), &memory.through_sequence.as_i64()],
+        )
+        .await?;
+    Ok(column::<i64>(&row, "version")?.max(0) as u64)
+}
