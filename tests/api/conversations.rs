@@ -27,6 +27,7 @@ contract_tests!(
     a_fork_copies_a_prefix_with_its_summary_and_memory_and_is_independent,
     a_fork_is_refused_inside_a_tool_group_past_the_end_and_onto_a_taken_id,
     a_fork_copies_at_most_the_configured_messages,
+    a_rewind_answers_with_what_it_removed_and_refuses_by_field,
     a_redacted_message_cannot_come_back_through_any_read,
     expired_conversations_are_deleted_whole_within_the_sweep_interval,
     inactive_conversations_are_deleted_when_configured,
@@ -850,6 +851,35 @@ async fn a_tenant_runs_at_most_two_forks_at_once() {
     }
     drop(db);
     let _ = connection.await;
+}
+
+async fn a_rewind_answers_with_what_it_removed_and_refuses_by_field(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let messages = (0..5).map(|i| user(&format!("m{i}"))).collect();
+    app.append_ok("r", messages).await;
+    let rewind = |after: u64, expected: Option<u64>, id: &str| {
+        let mut client = app.client.clone();
+        let request = proto::RewindConversationRequest {
+            conversation_id: id.into(),
+            after_sequence: after,
+            expected_last_sequence: expected,
+        };
+        async move { client.rewind_conversation(request).await.map(|r| r.into_inner()) }
+    };
+    assert_eq!(
+        rewind(1, None, "missing").await.unwrap_err().code(),
+        Code::NotFound
+    );
+    let status = rewind(6, None, "r").await.unwrap_err();
+    assert_field_violation(&status, "after_sequence");
+    assert_eq!(rewind(2, Some(4), "r").await.unwrap_err().code(), Code::Aborted);
+    let status = rewind(2, None, "").await.unwrap_err();
+    assert_field_violation(&status, "conversation_id");
+    let done = rewind(3, Some(5), "r").await.unwrap();
+    assert_eq!((done.messages_removed, done.last_sequence), (2, 3));
+    assert_eq!(app.all_messages("r").await.unwrap().len(), 3);
+    let next = app.append_ok("r", vec![user("again")]).await;
+    assert_eq!(next.first_sequence, 4);
 }
 
 async fn a_redacted_message_cannot_come_back_through_any_read(kind: StoreKind) {
