@@ -85,10 +85,10 @@ async fn append_then_build(
         stats.budget_tokens
     );
     let log = service
-        .list_messages(tenant, &conversation, Sequence::ZERO, 1_000)
+        .list_messages(tenant, &conversation, Sequence::ZERO, 1_000, None)
         .await
         .expect("the appended log reads back")
-        .0
+        .page
         .messages;
     let pack = &outcome.pack.messages;
     let included: HashSet<Sequence> = pack.iter().filter_map(|m| m.sequence).collect();

@@ -244,6 +244,7 @@ async fn export_conversation(
                 conversation_id: conversation.into(),
                 after_sequence: after,
                 page_size: 1_000,
+                format: None,
             })
             .await?
             .into_inner();

@@ -33,11 +33,18 @@ impl ContextApi {
         tenant: TenantId,
         request: proto::ListMessagesRequest,
     ) -> Result<Reply<proto::ListMessagesResponse>, ServiceError> {
-        let (conversation, after, page_size) = convert::list_request(request)?;
-        let (page, reservation) = self
+        let request = convert::list_request(request)?;
+        let outcome = self
             .service
-            .list_messages(&tenant, &conversation, after, page_size)
+            .list_messages(
+                &tenant,
+                &request.conversation,
+                request.after,
+                request.page_size,
+                request.format,
+            )
             .await?;
+        let (page, reservation) = (outcome.page, outcome.reservation);
         let next_after_sequence = match (page.has_more, page.messages.last()) {
             (true, Some(last)) => last.sequence.get(),
             _ => 0,
@@ -45,6 +52,7 @@ impl ContextApi {
         let response = proto::ListMessagesResponse {
             messages: page.messages.into_iter().map(convert::stored_message).collect(),
             next_after_sequence,
+            rendered: outcome.rendered.unwrap_or_default(),
         };
         Ok(Reply::holding(response, reservation))
     }

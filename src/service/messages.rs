@@ -3,7 +3,10 @@
 use super::{Service, ServiceError, offload};
 use crate::{
     deadline::Deadline,
-    domain::{AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId},
+    domain::{
+        AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId,
+        context::{Format, render::render_history},
+    },
     response_budget::Reservation,
     store::MessagePage,
 };
@@ -12,6 +15,17 @@ use crate::{
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// Largest page size ListMessages serves; larger requests are capped.
 pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// What ListMessages answers.
+#[derive(Debug)]
+pub struct MessagesOutcome {
+    /// The page.
+    pub page: MessagePage,
+    /// The page rendered in the format asked for, if one was.
+    pub rendered: Option<String>,
+    /// The memory the response holds until the client has read it.
+    pub reservation: Reservation,
+}
 
 impl Service {
     /// Appends a parsed batch: counts its tokens (on the blocking pool when large), stores it
@@ -50,7 +64,8 @@ impl Service {
         conversation: &ConversationId,
         after: Sequence,
         page_size: usize,
-    ) -> Result<(MessagePage, Reservation), ServiceError> {
+        format: Option<Format>,
+    ) -> Result<MessagesOutcome, ServiceError> {
         let limit = match page_size {
             0 => DEFAULT_PAGE_SIZE,
             n => n.min(MAX_PAGE_SIZE),
@@ -65,9 +80,24 @@ impl Service {
             .await?;
         let loaded = super::context::loaded_bytes(&page.messages);
         reservation.end_read(read, loaded)?;
-        // The page, then its encoding.
-        reservation.settle_at(2 * loaded)?;
-        Ok((page, reservation))
+        // The page, then its encoding; a rendering copies the page, then is encoded too.
+        let rendered = match format {
+            Some(format) => {
+                reservation.settle_at(3 * loaded)?;
+                let rendered = render_history(&page.messages, format);
+                reservation.settle_at(2 * loaded + 2 * rendered.len())?;
+                Some(rendered)
+            }
+            None => {
+                reservation.settle_at(2 * loaded)?;
+                None
+            }
+        };
+        Ok(MessagesOutcome {
+            page,
+            rendered,
+            reservation,
+        })
     }
 
     /// Erases a conversation; returns how many messages it held.

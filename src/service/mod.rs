@@ -25,7 +25,7 @@ mod working_memory;
 
 pub use auto_summary::AutoSummarize;
 pub use context::ContextOutcome;
-pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessagesOutcome};
 pub use summary::{PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
 pub use tasks::BackgroundTasks;
 pub use working_memory::{MemoryMode, MemoryOutcome};

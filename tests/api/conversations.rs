@@ -808,10 +808,12 @@ async fn a_tenant_runs_at_most_two_forks_at_once() {
         })
         .collect();
     // Once both wait for the lock in the database, they hold their slots.
-    loop {
+    for attempt in 0.. {
+        assert!(attempt < 1_500, "the two forks never waited for the lock");
         let waiting: i64 = db
             .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE wait_event_type = 'Lock' AND datname = current_database()",
                 &[],
             )
             .await
@@ -822,7 +824,10 @@ async fn a_tenant_runs_at_most_two_forks_at_once() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let third = fork(&app, "src", 2, "f3").await.unwrap_err();
+    let third = tokio::time::timeout(std::time::Duration::from_secs(30), fork(&app, "src", 2, "f3"))
+        .await
+        .expect("the third fork was answered at once")
+        .unwrap_err();
     assert_eq!(third.code(), Code::ResourceExhausted, "{third:?}");
     assert!(third.message().contains("2 forks"), "{}", third.message());
     let theirs = other

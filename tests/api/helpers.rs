@@ -214,6 +214,7 @@ impl TestApp {
                         conversation_id: conversation.into(),
                         after_sequence: after,
                         page_size: 1000,
+                        format: None,
                     },
                 ))
                 .await?

@@ -13,7 +13,65 @@ contract_tests!(
     list_messages_of_an_unknown_conversation_is_not_found,
     delete_erases_messages_calls_and_idempotency_records,
     delete_of_an_unknown_conversation_is_not_found,
+    a_page_renders_whole_in_the_format_asked_for,
 );
+
+/// ListMessages with `format`: the page as that format's history, every message in context,
+/// UI-only ones left out; without it, no rendering; an unknown format is a field violation.
+async fn a_page_renders_whole_in_the_format_asked_for(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let ui_only = proto::Message {
+        exclude_from_context: true,
+        ..user("ui only note")
+    };
+    let done = proto::Message {
+        role: proto::Role::Assistant as i32,
+        content: "done".into(),
+        ..Default::default()
+    };
+    app.append_ok(
+        "r",
+        vec![
+            user("hello"),
+            assistant_calling(&["c1"]),
+            tool_result("c1", "result text"),
+            ui_only,
+            done,
+        ],
+    )
+    .await;
+    let list = |format: Option<i32>| {
+        let mut client = app.client.clone();
+        async move {
+            client
+                .list_messages(proto::ListMessagesRequest {
+                    conversation_id: "r".into(),
+                    format,
+                    ..Default::default()
+                })
+                .await
+        }
+    };
+    let plain = list(None).await.unwrap().into_inner();
+    assert_eq!((plain.messages.len(), plain.rendered.as_str()), (5, ""));
+    for format in [
+        proto::Format::OpenaiChat,
+        proto::Format::AnthropicMessages,
+        proto::Format::OpenaiResponses,
+        proto::Format::Gemini,
+    ] {
+        let page = list(Some(format as i32)).await.unwrap().into_inner();
+        assert_eq!(page.messages.len(), 5, "{format:?}: the messages still come");
+        let rendered: serde_json::Value = serde_json::from_str(&page.rendered).expect("JSON");
+        let text = rendered.to_string();
+        for said in ["hello", "c1", "result text", "done"] {
+            assert!(text.contains(said), "{format:?} lacks {said}: {text}");
+        }
+        assert!(!text.contains("ui only note"), "{format:?}: {text}");
+    }
+    let status = list(Some(42)).await.unwrap_err();
+    crate::helpers::assert_field_violation(&status, "format");
+}
 
 async fn list_messages_pages_by_sequence(kind: StoreKind) {
     let app = spawn_app(kind).await;
@@ -24,6 +82,7 @@ async fn list_messages_pages_by_sequence(kind: StoreKind) {
         conversation_id: "paged".into(),
         after_sequence: after,
         page_size: size,
+        format: None,
     };
     let first = client.list_messages(page(0, 10)).await.unwrap().into_inner();
     assert_eq!(

@@ -69,6 +69,7 @@ async fn responses_stay_within_the_response_limit_on_both_stores() {
                     conversation_id: "big".into(),
                     after_sequence: after,
                     page_size: 1_000,
+                    format: None,
                 })
                 .await
                 .unwrap()

@@ -46,6 +46,7 @@ pub(crate) async fn all_messages(
                 conversation_id: conversation.into(),
                 after_sequence: after,
                 page_size: 1_000,
+                format: None,
             })
             .await
         {

@@ -95,6 +95,7 @@ pub(crate) async fn large_calls(binary: &Path, cluster: &Cluster, work: &Path) -
                     conversation_id: CONVERSATION.into(),
                     after_sequence: 0,
                     page_size: 1_000,
+                    format: None,
                 })
                 .await;
             let count = result.as_ref().map_or(0, |r| r.get_ref().messages.len());

@@ -99,7 +99,7 @@ fn check_pending_sizes(system_prompt: &str, pending: usize, limits: &AppendLimit
 }
 
 /// The pack's format (OpenAI chat when unspecified).
-fn format_of(format: i32, v: &mut Violations) -> Format {
+pub(super) fn format_of(format: i32, v: &mut Violations) -> Format {
     match proto::Format::try_from(format) {
         Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
         Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,

@@ -6,7 +6,7 @@ use crate::{
         AppendBatch, AppendLimits, Attachment, AttachmentSource, ConversationId, IdempotencyKey, LlmError,
         Message, Provider, Reasoning, Role, Sequence, StoredMessage, ToolCall, Violations,
         append::{check_batch_size, check_message},
-        context::TokenCounts,
+        context::{Format, TokenCounts},
     },
     proto,
 };
@@ -293,21 +293,36 @@ fn attachment(raw: proto::Attachment) -> Result<Attachment, &'static str> {
 }
 
 /// Parses a ListMessages request into (conversation, after, page size).
-pub(crate) fn list_request(
-    request: proto::ListMessagesRequest,
-) -> Result<(ConversationId, Sequence, usize), Violations> {
+pub(crate) fn list_request(request: proto::ListMessagesRequest) -> Result<ListRequest, Violations> {
     let proto::ListMessagesRequest {
         conversation_id: raw_id,
         after_sequence,
         page_size,
+        format,
     } = request;
     let mut v = Violations::default();
     let conversation = conversation_id(raw_id, "conversation_id", &mut v);
     let after = sequence(after_sequence, "after_sequence", &mut v);
+    let format = format.map(|f| super::context::format_of(f, &mut v));
     match (conversation, after) {
-        (Some(conversation), Some(after)) if v.is_empty() => Ok((conversation, after, page_size as usize)),
+        (Some(conversation), Some(after)) if v.is_empty() => Ok(ListRequest {
+            conversation,
+            after,
+            page_size: page_size as usize,
+            format,
+        }),
         _ => Err(v),
     }
+}
+
+/// A parsed ListMessages request.
+#[derive(Debug)]
+pub(crate) struct ListRequest {
+    pub(crate) conversation: ConversationId,
+    pub(crate) after: Sequence,
+    pub(crate) page_size: usize,
+    /// The format to render the page in, if asked.
+    pub(crate) format: Option<Format>,
 }
 
 /// The wire form of a stored message.

@@ -19,8 +19,11 @@ use std::borrow::Cow;
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 
-use super::{ContextMessage, Format, cost::api_name_char};
-use crate::domain::message::{Attachment, AttachmentSource};
+use super::{ContextMessage, Format, Source, cost::api_name_char};
+use crate::domain::{
+    StoredMessage,
+    message::{Attachment, AttachmentSource},
+};
 
 /// Renders `messages` (in pack order) in `format` as compact JSON text.
 pub fn render(messages: &[ContextMessage], format: Format) -> String {
@@ -30,6 +33,35 @@ pub fn render(messages: &[ContextMessage], format: Format) -> String {
         Format::OpenAiResponses => openai_responses::openai_responses(messages),
         Format::Gemini => gemini::gemini(messages),
     }
+}
+
+/// Log messages rendered whole in `format`, as history (ListMessages with `format`): every
+/// message in context in order (UI-only ones, `exclude_from_context`, are left out), nothing
+/// cut or trimmed, every turn's reasoning kept. As in packs, native data reaches only its own
+/// provider's format (other formats get the message without it) and an OpenAI phase only
+/// Responses.
+pub fn render_history(messages: &[StoredMessage], format: Format) -> String {
+    let history: Vec<ContextMessage> = messages
+        .iter()
+        .filter(|m| !m.message.exclude_from_context)
+        .map(|stored| {
+            let mut message = stored.message.clone();
+            let provider = message.native_provider();
+            if provider.is_some() && provider != format.provider() {
+                message.strip_native();
+            }
+            if format != Format::OpenAiResponses {
+                message.content_phase.clear();
+            }
+            ContextMessage {
+                source: Source::History,
+                sequence: Some(stored.sequence),
+                tokens: 0,
+                message,
+            }
+        })
+        .collect();
+    render(&history, format)
 }
 
 /// Appends `text` as a JSON string literal.
