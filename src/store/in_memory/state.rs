@@ -317,18 +317,7 @@ impl Conversation {
             .map(|(id, call)| (id.clone(), *call))
             .collect();
         fork.pinned = self.pinned.iter().copied().filter(|s| *s <= through).collect();
-        fork.last_user_sequence = fork
-            .messages
-            .iter()
-            .rev()
-            .find(|m| ForkPlan::opens_user_turn(&m.message))
-            .map(|m| m.sequence);
-        fork.last_response_id = fork
-            .messages
-            .iter()
-            .rev()
-            .find_map(|m| ForkPlan::response_id(&m.message))
-            .map(str::to_owned);
+        fork.recount_newest();
         fork.summaries = plan.summary.into_iter().collect();
         fork.memory = plan.memory.map(|m| WorkingMemory {
             updated_at: Some(now),
@@ -337,14 +326,37 @@ impl Conversation {
         // The source's placement, as appended: the end is where message `through + 1` was
         // placed (or the source's end), the newest turn start the one before it.
         fork.positions = self.positions[..kept].to_vec();
-        fork.end = match self.positions.get(kept) {
+        fork.end = self.end_before(kept);
+        Ok(fork)
+    }
+
+    /// The newest user message and response id among the messages, as appends count them
+    /// ([`ForkPlan::opens_user_turn`], [`ForkPlan::response_id`]).
+    fn recount_newest(&mut self) {
+        self.last_user_sequence = self
+            .messages
+            .iter()
+            .rev()
+            .find(|m| ForkPlan::opens_user_turn(&m.message))
+            .map(|m| m.sequence);
+        self.last_response_id = self
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| ForkPlan::response_id(&m.message))
+            .map(str::to_owned);
+    }
+
+    /// The log's end for a log of its first `kept` messages: where message `kept + 1` was
+    /// placed, as appended (the whole log's end when there is none).
+    fn end_before(&self, kept: usize) -> LogEnd {
+        match self.positions.get(kept) {
             Some(next) => LogEnd {
                 offset: next.offset,
                 last_turn: next.previous_turn,
             },
             None => self.end,
-        };
-        Ok(fork)
+        }
     }
 
     /// Redacts the message at `sequence` and what was derived from it.
@@ -410,24 +422,8 @@ impl Conversation {
         self.idempotency
             .retain(|_, record| record.outcome.last_sequence <= after);
         self.pinned.retain(|s| *s <= after);
-        self.last_user_sequence = self
-            .messages
-            .iter()
-            .rev()
-            .find(|m| ForkPlan::opens_user_turn(&m.message))
-            .map(|m| m.sequence);
-        self.last_response_id = self
-            .messages
-            .iter()
-            .rev()
-            .find_map(|m| ForkPlan::response_id(&m.message))
-            .map(str::to_owned);
-        if let Some(next) = self.positions.get(kept) {
-            self.end = LogEnd {
-                offset: next.offset,
-                last_turn: next.previous_turn,
-            };
-        }
+        self.recount_newest();
+        self.end = self.end_before(kept);
         self.positions.truncate(kept);
         let before = self.summaries.len();
         self.summaries.retain(|s| s.through_sequence <= after);
