@@ -198,6 +198,13 @@ async fn measure_build(
     Ok((latencies, included))
 }
 
+/// What a hand-written backend reads for a pack: a conversation's newest `$2` rows.
+pub(crate) const RAW_TAIL: &str = "SELECT sequence, role, content, name, tool_calls, tool_call_id,
+        attachments, metadata, exclude_from_context, pinned, error, response_id, created_at,
+        tokens_o200k, tokens_cl100k, tokens_approx, call_sequence
+     FROM messages WHERE tenant_id = 'default' AND conversation_id = $1
+     ORDER BY sequence DESC LIMIT $2";
+
 /// The floor BuildContext is compared with: one query reading the same tail rows.
 async fn measure_raw_tail(
     url: &str,
@@ -207,15 +214,7 @@ async fn measure_raw_tail(
 ) -> anyhow::Result<Duration> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
-    let statement = client
-        .prepare(
-            "SELECT sequence, role, content, name, tool_calls, tool_call_id, attachments, metadata,
-                    exclude_from_context, pinned, error, response_id, created_at,
-                    tokens_o200k, tokens_cl100k, tokens_approx, call_sequence
-             FROM messages WHERE tenant_id = 'default' AND conversation_id = $1
-             ORDER BY sequence DESC LIMIT $2",
-        )
-        .await?;
+    let statement = client.prepare(RAW_TAIL).await?;
     let limit = rows as i64;
     for _ in 0..50 {
         client.query(&statement, &[&conversation, &limit]).await?;

@@ -136,15 +136,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
             }
         })
         .await?;
-    let read = db
-        .prepare(
-            "SELECT sequence, role, content, name, tool_calls, tool_call_id, attachments, metadata,
-                    exclude_from_context, pinned, error, response_id, created_at,
-                    tokens_o200k, tokens_cl100k, tokens_approx, call_sequence
-             FROM messages WHERE tenant_id = 'default' AND conversation_id = $1
-             ORDER BY sequence DESC LIMIT $2",
-        )
-        .await?;
+    let read = db.prepare(crate::build::RAW_TAIL).await?;
     let (theirs, theirs_p50) = cluster
         .per_call(calls, |_| {
             let (db, read, conversation) = (&db, &read, &conversation);
