@@ -564,6 +564,8 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 expected_last_sequence: None,
                 tokens: vec![],
                 reasoning_tokens: vec![],
+                native_tokens: vec![],
+                origins: vec![],
             };
             if let Err(e) = service.append_message(&tenant, batch, None).await {
                 eprintln!("{seed}:{n}: append failed: {e}");

@@ -5,7 +5,15 @@ use std::{collections::BTreeMap, fmt, time::SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::{context::TokenCounts, ids::Sequence};
+use super::{
+    context::{Format, TokenCounts},
+    ids::Sequence,
+    native::NativeContent,
+};
+pub use super::{
+    reasoning::{Provider, Reasoning, ReasoningKind},
+    usage::Usage,
+};
 
 /// Author role of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -77,106 +85,6 @@ impl ToolCall {
             signature: String::new(),
             item_id: String::new(),
         }
-    }
-}
-
-/// A model provider whose native data (reasoning, signatures, item ids) a message carries
-/// (docs/design.md, "Reasoning and provider-native data"). Native data goes back only to the provider that produced it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    /// Anthropic Messages.
-    Anthropic,
-    /// OpenAI Responses.
-    OpenAi,
-    /// Google Gemini.
-    Gemini,
-}
-
-/// One reasoning block as its provider produced it, kept verbatim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reasoning {
-    /// Who produced it.
-    pub provider: Provider,
-    /// The block type as the provider spells it (see [`ReasoningKind`]).
-    pub kind: String,
-    /// Readable reasoning text.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub text: String,
-    /// The provider's signature.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub signature: String,
-    /// Opaque or encrypted reasoning.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub data: String,
-    /// The provider's item id.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub id: String,
-    /// Summary parts, in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub summary: Vec<String>,
-    /// How many of the message's other blocks (text, then tool calls) come before it.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub position: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-/// The reasoning block types ctxd knows, by provider (docs/design.md, "Reasoning and provider-native data").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReasoningKind {
-    /// Anthropic `thinking`: text and a required signature.
-    AnthropicThinking,
-    /// Anthropic `redacted_thinking`: opaque data.
-    AnthropicRedacted,
-    /// OpenAI `reasoning` item: id, summary parts, encrypted content, reasoning text.
-    OpenAiReasoning,
-    /// Gemini thought part: text and an optional signature.
-    GeminiThought,
-}
-
-impl ReasoningKind {
-    /// The kind `provider` calls `name`, if ctxd knows it.
-    pub fn of(provider: Provider, name: &str) -> Option<Self> {
-        match (provider, name) {
-            (Provider::Anthropic, "thinking") => Some(Self::AnthropicThinking),
-            (Provider::Anthropic, "redacted_thinking") => Some(Self::AnthropicRedacted),
-            (Provider::OpenAi, "reasoning") => Some(Self::OpenAiReasoning),
-            (Provider::Gemini, "thought") => Some(Self::GeminiThought),
-            _ => None,
-        }
-    }
-
-    /// The names `provider` uses, for error messages.
-    pub fn names(provider: Provider) -> &'static str {
-        match provider {
-            Provider::Anthropic => "`thinking` or `redacted_thinking`",
-            Provider::OpenAi => "`reasoning`",
-            Provider::Gemini => "`thought`",
-        }
-    }
-}
-
-impl Reasoning {
-    /// A block of `kind` with every field empty.
-    pub fn new(provider: Provider, kind: impl Into<String>) -> Self {
-        Self {
-            provider,
-            kind: kind.into(),
-            text: String::new(),
-            signature: String::new(),
-            data: String::new(),
-            id: String::new(),
-            summary: Vec::new(),
-            position: 0,
-        }
-    }
-
-    /// Its kind; blocks are checked on append, so a stored block always has one.
-    pub fn known_kind(&self) -> Option<ReasoningKind> {
-        ReasoningKind::of(self.provider, &self.kind)
     }
 }
 
@@ -264,6 +172,13 @@ pub struct Message {
     /// it back on every assistant message, so only renderers of other formats leave it out.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub content_phase: String,
+    /// The message's own part of its provider's JSON, for a message appended natively
+    /// (docs/native.md): rendered back in that format instead of the fields above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<NativeContent>,
+    /// The provider's usage for the call that produced the message.
+    #[serde(default, skip_serializing_if = "Usage::is_zero")]
+    pub usage: Usage,
 }
 
 impl Message {
@@ -285,6 +200,8 @@ impl Message {
             content_item_id: String::new(),
             content_signature: String::new(),
             content_phase: String::new(),
+            native: None,
+            usage: Usage::default(),
         }
     }
 
@@ -305,8 +222,12 @@ impl Message {
         }
     }
 
-    /// Removes the reasoning, signatures and item ids.
+    /// Removes the reasoning, signatures and item ids (from the native JSON too, which keeps
+    /// the rest).
     pub fn strip_native(&mut self) {
+        if let Some(native) = &mut self.native {
+            native.strip_reasoning();
+        }
         self.reasoning.clear();
         self.content_item_id.clear();
         self.content_signature.clear();
@@ -378,7 +299,7 @@ impl Message {
             .error
             .as_ref()
             .map_or(0, |e| e.code.len() + e.message.len() + e.partial_output.len());
-        let native = self.native_bytes();
+        let native = self.native_bytes() + self.native.as_ref().map_or(0, NativeContent::bytes);
         self.content.len()
             + self.name.len()
             + self.tool_call_id.as_ref().map_or(0, String::len)
@@ -413,6 +334,13 @@ impl Message {
         reasoning + calls + self.content_item_id.len() + self.content_signature.len()
     }
 
+    /// Keeps the native JSON only for `format`, the one it renders back to.
+    pub fn keep_native_json_for(&mut self, format: Format) {
+        if self.native.as_ref().is_some_and(|n| n.format != format) {
+            self.native = None;
+        }
+    }
+
     /// True for the messages of a tool-call group: a call or a result.
     pub fn in_tool_group(&self) -> bool {
         !self.tool_calls.is_empty() || self.role == Role::Tool
@@ -430,6 +358,9 @@ pub struct StoredMessage {
     pub tokens: TokenCounts,
     /// What its reasoning, signatures and item ids add in a pack of their provider.
     pub reasoning_tokens: TokenCounts,
+    /// What its native JSON adds in a pack of that format beyond the fields above
+    /// ([`NativeContent::extra_text`]).
+    pub native_tokens: TokenCounts,
     /// For a tool result: the sequence of the call it answers.
     pub call_sequence: Option<Sequence>,
     /// For a turn start: its anchor level (see [`crate::domain::context::anchor`]).

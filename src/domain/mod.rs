@@ -6,8 +6,11 @@ pub mod context;
 pub mod conversation;
 pub mod ids;
 pub mod message;
+pub mod native;
+pub mod reasoning;
 pub mod summary;
 pub mod tool_protocol;
+pub mod usage;
 pub mod violation;
 pub mod working_memory;
 
@@ -18,7 +21,7 @@ pub use append::{
 pub use ids::{ConversationId, IdempotencyKey, Sequence, TenantId};
 pub use message::{
     Attachment, AttachmentSource, Block, LlmError, Message, Provider, Reasoning, ReasoningKind, Role,
-    StoredMessage, ToolCall,
+    StoredMessage, ToolCall, Usage,
 };
 pub use tool_protocol::{CallState, KnownCall, ToolEffects};
 pub use violation::{FieldViolation, Violations};

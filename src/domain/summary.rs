@@ -303,6 +303,7 @@ mod tests {
             created_at: UNIX_EPOCH,
             tokens: TokenCounts::of(&message),
             reasoning_tokens: TokenCounts::default(),
+            native_tokens: TokenCounts::default(),
             call_sequence: call_sequence.map(|c| Sequence::parse(c).unwrap()),
             turn_anchor: None,
             message,

@@ -131,28 +131,13 @@ pub fn check_tool_protocol(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::domain::message::ToolCall;
 
     fn assistant_calling(ids: &[&str]) -> Message {
         Message {
-            role: Role::Assistant,
-            content: String::new(),
-            name: String::new(),
             tool_calls: ids.iter().map(|id| ToolCall::new(*id, "lookup", "{}")).collect(),
-            tool_call_id: None,
-            attachments: vec![],
-            metadata: BTreeMap::new(),
-            exclude_from_context: false,
-            pinned: false,
-            error: None,
-            response_id: String::new(),
-            reasoning: vec![],
-            content_item_id: String::new(),
-            content_signature: String::new(),
-            content_phase: String::new(),
+            ..Message::text(Role::Assistant, String::new())
         }
     }
 

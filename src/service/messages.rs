@@ -8,7 +8,7 @@ use crate::{
         context::{Format, render::render_history},
     },
     response_budget::Reservation,
-    store::MessagePage,
+    store::{MessagePage, StoreError},
 };
 
 /// Page size of ListMessages when the request leaves it at 0.
@@ -42,7 +42,13 @@ impl Service {
             batch
         })
         .await;
-        let outcome = self.store.append_messages(tenant, &batch, deadline).await?;
+        let outcome = match self.store.append_messages(tenant, &batch, deadline).await {
+            Err(StoreError::Invalid { violations }) => {
+                let violations = violations.at_origins(&batch.origins);
+                return Err(StoreError::Invalid { violations }.into());
+            }
+            stored => stored?,
+        };
         if !outcome.replayed {
             self.after_append(tenant, &batch.conversation_id, outcome);
         }

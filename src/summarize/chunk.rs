@@ -271,6 +271,7 @@ mod tests {
             created_at: SystemTime::UNIX_EPOCH,
             tokens: TokenCounts::default(),
             reasoning_tokens: TokenCounts::default(),
+            native_tokens: TokenCounts::default(),
             call_sequence: None,
             turn_anchor: None,
             message,

@@ -908,6 +908,7 @@ async fn a_redacted_message_cannot_come_back_through_any_read(kind: StoreKind) {
         ],
         idempotency_key: "k1".into(),
         expected_last_sequence: None,
+        native: None,
     };
     app.client.clone().append_message(keyed.clone()).await.unwrap();
     app.append_ok(

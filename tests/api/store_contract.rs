@@ -106,6 +106,8 @@ fn batch(id: &str, messages: Vec<Message>) -> AppendBatch {
         expected_last_sequence: None,
         tokens: Vec::new(),
         reasoning_tokens: Vec::new(),
+        native_tokens: Vec::new(),
+        origins: Vec::new(),
     };
     batch.count_tokens();
     batch

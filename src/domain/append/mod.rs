@@ -68,6 +68,11 @@ pub struct AppendBatch {
     pub tokens: Vec<TokenCounts>,
     /// Each message's reasoning token counts, in order (see [`AppendBatch::count_tokens`]).
     pub reasoning_tokens: Vec<TokenCounts>,
+    /// Each message's native JSON token counts, in order (see [`AppendBatch::count_tokens`]).
+    pub native_tokens: Vec<TokenCounts>,
+    /// For a batch parsed from native JSON: each message's JSON path, which violations of the
+    /// message name instead of `messages[i]`.
+    pub origins: Vec<String>,
 }
 
 impl AppendBatch {
@@ -82,12 +87,14 @@ impl AppendBatch {
     pub fn count_tokens_until(&mut self, cancelled: &dyn Fn() -> bool) {
         self.tokens.clear();
         self.reasoning_tokens.clear();
+        self.native_tokens.clear();
         for message in &self.messages {
             if cancelled() {
                 return;
             }
             self.tokens.push(TokenCounts::of(message));
             self.reasoning_tokens.push(TokenCounts::of_native(message));
+            self.native_tokens.push(TokenCounts::of_native_json(message));
         }
     }
 
@@ -103,7 +110,8 @@ impl AppendBatch {
                     .map(|c| c.name.len() + c.arguments.len())
                     .sum();
                 let partial = m.error.as_ref().map_or(0, |e| e.partial_output.len());
-                m.content.len() + partial + calls + m.native_bytes()
+                let json = m.native.as_ref().map_or(0, |n| n.bytes());
+                m.content.len() + partial + calls + m.native_bytes() + json
             })
             .sum()
     }

@@ -49,6 +49,10 @@ pub(super) fn check_native(message: &Message, path: &str, limits: &AppendLimits,
         let block_path = format!("{path}.reasoning[{j}]");
         check_block(block, &block_path, v);
         let position = block.position as usize;
+        // Blocks parsed from provider JSON are placed by it, not by their position.
+        if message.native.is_some() {
+            continue;
+        }
         if position < previous || position > others {
             v.add(
                 format!("{block_path}.position"),

@@ -27,7 +27,9 @@ pub fn check_batch_size(count: usize, limits: &AppendLimits) -> Violations {
 /// `path` is the message's field path, e.g. `messages[3]`.
 pub fn check_message(message: &Message, path: &str, limits: &AppendLimits) -> Violations {
     let mut v = Violations::default();
-    let has_content = !message.content.is_empty();
+    // Native JSON is content: a block ctxd keeps opaque (a server tool's result, an MCP
+    // approval) may be all a message holds.
+    let has_content = !message.content.is_empty() || message.native.is_some();
     let has_attachments = !message.attachments.is_empty();
     match message.role {
         Role::System => {
@@ -296,30 +298,12 @@ fn check_attachments(message: &Message, path: &str, limits: &AppendLimits, v: &m
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::domain::append::AppendBatch;
     use crate::domain::message::{LlmError, ToolCall};
 
     fn message(role: Role, content: &str) -> Message {
-        Message {
-            role,
-            content: content.into(),
-            name: String::new(),
-            tool_calls: vec![],
-            tool_call_id: None,
-            attachments: vec![],
-            metadata: BTreeMap::new(),
-            exclude_from_context: false,
-            pinned: false,
-            error: None,
-            response_id: String::new(),
-            reasoning: vec![],
-            content_item_id: String::new(),
-            content_signature: String::new(),
-            content_phase: String::new(),
-        }
+        Message::text(role, content.into())
     }
 
     fn fields(v: &Violations) -> Vec<String> {
@@ -378,6 +362,8 @@ mod tests {
             expected_last_sequence: None,
             tokens: vec![],
             reasoning_tokens: vec![],
+            native_tokens: vec![],
+            origins: vec![],
         };
         assert_eq!(batch("a").payload_hash(), batch("a").payload_hash());
         assert_ne!(batch("a").payload_hash(), batch("b").payload_hash());

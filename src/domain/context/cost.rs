@@ -46,6 +46,24 @@ impl TokenCounts {
         }
     }
 
+    /// Counts what `message`'s native JSON adds to a pack of its format beyond the modeled
+    /// fields: the text of [`crate::domain::native::NativeContent::extra_text`].
+    pub fn of_native_json(message: &Message) -> Self {
+        let Some(native) = &message.native else {
+            return Self::default();
+        };
+        let extra = native.extra_text();
+        if extra.is_empty() {
+            return Self::default();
+        }
+        let [o200k_base, cl100k_base, approx] = Tokenizer::ALL.map(|t| saturate(t.count(&extra)));
+        Self {
+            o200k_base,
+            cl100k_base,
+            approx,
+        }
+    }
+
     /// The count under `tokenizer`.
     pub fn get(&self, tokenizer: Tokenizer) -> u32 {
         match tokenizer {

@@ -79,15 +79,19 @@ impl TokenBudget {
 }
 
 /// Provider format of the rendered pack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Format {
     /// OpenAI Chat Completions `messages`.
+    #[serde(rename = "openai_chat")]
     OpenAiChat,
     /// Anthropic Messages `{system, messages}`.
+    #[serde(rename = "anthropic_messages")]
     AnthropicMessages,
     /// OpenAI Responses `input` items.
+    #[serde(rename = "openai_responses")]
     OpenAiResponses,
     /// Gemini `{systemInstruction, contents}`.
+    #[serde(rename = "gemini")]
     Gemini,
 }
 

@@ -230,6 +230,7 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                 created_at: UNIX_EPOCH,
                 tokens,
                 reasoning_tokens: TokenCounts::default(),
+                native_tokens: TokenCounts::default(),
                 call_sequence,
                 turn_anchor: end.place(&message, tokens.approx).anchor(&message),
                 message,

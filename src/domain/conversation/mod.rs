@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     ConversationId, Sequence,
+    message::Usage,
     violation::{Violations, check_no_nul},
 };
 
@@ -94,6 +95,8 @@ pub struct Conversation {
     pub expire_time: Option<SystemTime>,
     /// The conversation and sequence it was forked from.
     pub forked_from: Option<(ConversationId, Sequence)>,
+    /// The usage of the messages the log holds, summed.
+    pub usage: Usage,
 }
 
 impl Conversation {

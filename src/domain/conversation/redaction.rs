@@ -14,6 +14,7 @@ pub fn redacted(stored: &StoredMessage) -> StoredMessage {
     StoredMessage {
         tokens: TokenCounts::of(&message),
         reasoning_tokens: TokenCounts::default(),
+        native_tokens: TokenCounts::default(),
         message,
         ..stored.clone()
     }
@@ -45,6 +46,8 @@ pub fn tombstone(message: &Message) -> Message {
         content_item_id: String::new(),
         content_signature: String::new(),
         content_phase: String::new(),
+        native: None,
+        usage: message.usage,
     }
 }
 

@@ -52,7 +52,7 @@ pub(crate) fn context_request(
     let limits = &settings.append;
     check_pending_sizes(&system_prompt, pending_messages.len(), limits, &mut v);
     let pending = messages(pending_messages, "pending_messages", limits, &mut v);
-    let format = format_of(format, &mut v);
+    let format = format_of(format, "format", &mut v);
     let history = history_policy_of(history_policy, &mut v);
     let reasoning = reasoning_policy_of(reasoning, &mut v);
     let final_assistant = final_assistant_of(final_assistant, &mut v);
@@ -99,14 +99,14 @@ fn check_pending_sizes(system_prompt: &str, pending: usize, limits: &AppendLimit
 }
 
 /// The pack's format (OpenAI chat when unspecified).
-pub(super) fn format_of(format: i32, v: &mut Violations) -> Format {
+pub(super) fn format_of(format: i32, field: &str, v: &mut Violations) -> Format {
     match proto::Format::try_from(format) {
         Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
         Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,
         Ok(proto::Format::OpenaiResponses) => Format::OpenAiResponses,
         Ok(proto::Format::Gemini) => Format::Gemini,
         Err(_) => {
-            v.add("format", format!("unknown format value {format}"));
+            v.add(field, format!("unknown format value {format}"));
             Format::OpenAiChat
         }
     }
@@ -210,6 +210,7 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         created_at: std::time::UNIX_EPOCH,
         tokens: TokenCounts::default(),
         reasoning_tokens: TokenCounts::default(),
+        native_tokens: TokenCounts::default(),
         call_sequence: None,
         turn_anchor: None,
         message,

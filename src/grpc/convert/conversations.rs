@@ -54,6 +54,7 @@ pub(crate) fn conversation(conversation: Conversation) -> proto::Conversation {
         memory_version,
         expire_time,
         forked_from,
+        usage,
     } = conversation;
     proto::Conversation {
         conversation_id: id.as_str().to_owned(),
@@ -70,6 +71,7 @@ pub(crate) fn conversation(conversation: Conversation) -> proto::Conversation {
             conversation_id: id.as_str().to_owned(),
             sequence: sequence.get(),
         }),
+        usage: super::native::usage_to_proto(usage),
     }
 }
 
@@ -110,6 +112,7 @@ pub(crate) fn update_request(
         memory_version: _,
         expire_time,
         forked_from: _,
+        usage: _,
     } = conversation;
     let id = conversation_id(raw_id, "conversation.conversation_id", &mut v);
     let paths = update_mask.map(|m| m.paths).unwrap_or_default();

@@ -21,6 +21,7 @@ pub(crate) fn append_batch(
         messages: raw_messages,
         idempotency_key,
         expected_last_sequence,
+        native,
     } = request;
     let mut v = Violations::default();
     let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
@@ -34,8 +35,17 @@ pub(crate) fn append_batch(
             None
         }
     };
-    v.extend(check_batch_size(raw_messages.len(), limits));
-    let messages = messages(raw_messages, "messages", limits, &mut v);
+    let (messages, origins) = match native {
+        Some(_) if !raw_messages.is_empty() => {
+            v.add("native", "give `messages` or `native`, not both");
+            (Vec::new(), Vec::new())
+        }
+        Some(native) => super::native::native_messages(native, limits, &mut v),
+        None => {
+            v.extend(check_batch_size(raw_messages.len(), limits));
+            (messages(raw_messages, "messages", limits, &mut v), Vec::new())
+        }
+    };
     match (conversation_id, idempotency_key, v.is_empty()) {
         (Some(conversation_id), Some(idempotency_key), true) => Ok(AppendBatch {
             conversation_id,
@@ -44,6 +54,8 @@ pub(crate) fn append_batch(
             expected_last_sequence,
             tokens: Vec::new(),
             reasoning_tokens: Vec::new(),
+            native_tokens: Vec::new(),
+            origins,
         }),
         _ => Err(v),
     }
@@ -89,6 +101,8 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         content_item_id,
         content_signature,
         content_phase,
+        native,
+        usage,
         // Server-set fields are ignored on input, as the contract says.
         sequence: _,
         created_at: _,
@@ -96,6 +110,12 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         reasoning_tokens: _,
     } = raw;
     let mut v = Violations::default();
+    if native.is_some() {
+        v.add(
+            format!("{path}.native"),
+            "is set by the server: append provider JSON through AppendMessageRequest.native",
+        );
+    }
     let role = role_of(role, path, &mut v);
     let attachments = attachments
         .into_iter()
@@ -133,6 +153,8 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         content_item_id,
         content_signature,
         content_phase,
+        native: None,
+        usage: usage.map(super::native::usage_of).unwrap_or_default(),
     });
     match message {
         Some(m) if v.is_empty() => Ok(m),
@@ -303,7 +325,7 @@ pub(crate) fn list_request(request: proto::ListMessagesRequest) -> Result<ListRe
     let mut v = Violations::default();
     let conversation = conversation_id(raw_id, "conversation_id", &mut v);
     let after = sequence(after_sequence, "after_sequence", &mut v);
-    let format = format.map(|f| super::context::format_of(f, &mut v));
+    let format = format.map(|f| super::context::format_of(f, "format", &mut v));
     match (conversation, after) {
         (Some(conversation), Some(after)) if v.is_empty() => Ok(ListRequest {
             conversation,
@@ -333,6 +355,7 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         message,
         tokens,
         reasoning_tokens,
+        native_tokens: _,
         call_sequence: _,
         turn_anchor: _,
     } = stored;
@@ -352,6 +375,8 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         content_item_id,
         content_signature,
         content_phase,
+        native,
+        usage,
     } = message;
     proto::Message {
         role: role_to_proto(role) as i32,
@@ -383,6 +408,11 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         content_signature,
         reasoning_tokens: Some(tokens_to_proto(reasoning_tokens)),
         content_phase,
+        native: native.map(|n| proto::NativeItems {
+            format: super::native::format_to_proto(n.format) as i32,
+            json: n.json.to_string(),
+        }),
+        usage: super::native::usage_to_proto(usage),
     }
 }
 

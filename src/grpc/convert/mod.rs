@@ -11,6 +11,7 @@ use crate::{
 mod context;
 mod conversations;
 mod messages;
+mod native;
 mod summary;
 mod working_memory;
 

@@ -11,7 +11,7 @@ use super::Key;
 use crate::{
     domain::{
         AppendBatch, AppendState, CallState, ConversationId, IdempotencyRecord, KnownCall, PayloadHash,
-        Sequence, StoredMessage, TenantId, WritePlan,
+        Sequence, StoredMessage, TenantId, Usage, WritePlan,
         context::anchor::{LogEnd, LogPosition},
         conversation::{
             self, ActivityKey, ConversationPage, ConversationStatus, ForkPlan, ForkSource, ListQuery, micros,
@@ -45,6 +45,8 @@ pub(super) struct Conversation {
     pub(super) redactions: u64,
     /// RewindConversation calls so far (see [`NewSummary::rewinds`]).
     pub(super) rewinds: u64,
+    /// The messages' usage, summed.
+    pub(super) usage: Usage,
 }
 
 /// What a conversation's resource holds beside its log.
@@ -85,6 +87,7 @@ impl Conversation {
             positions: Vec::new(),
             redactions: 0,
             rewinds: 0,
+            usage: Usage::default(),
         }
     }
 
@@ -106,7 +109,16 @@ impl Conversation {
             memory_version: self.memory.as_ref().map_or(0, |m| m.version),
             expire_time: r.expire_time,
             forked_from: r.forked_from.clone(),
+            usage: self.usage,
         }
+    }
+
+    /// The messages' usage, summed again (after a rewind or a fork took some).
+    fn recount_usage(&mut self) {
+        self.usage = self
+            .messages
+            .iter()
+            .fold(Usage::default(), |sum, m| sum.plus(m.message.usage));
     }
 
     pub(super) fn activity_key(&self, id: &ConversationId) -> ActivityKey {
@@ -176,6 +188,7 @@ impl Conversation {
                 self.pinned.push(sequence);
             }
             let tokens = batch.tokens.get(i).copied().unwrap_or_default();
+            self.usage = self.usage.plus(message.usage);
             let position = self.end.place(message, tokens.approx);
             self.positions.push(position);
             self.messages.push(StoredMessage {
@@ -183,6 +196,7 @@ impl Conversation {
                 created_at: now,
                 tokens,
                 reasoning_tokens: batch.reasoning_tokens.get(i).copied().unwrap_or_default(),
+                native_tokens: batch.native_tokens.get(i).copied().unwrap_or_default(),
                 call_sequence: write.call_sequences[i],
                 turn_anchor: position.anchor(message),
                 message: message.clone(),
@@ -318,6 +332,7 @@ impl Conversation {
             .collect();
         fork.pinned = self.pinned.iter().copied().filter(|s| *s <= through).collect();
         fork.recount_newest();
+        fork.recount_usage();
         fork.summaries = plan.summary.into_iter().collect();
         fork.memory = plan.memory.map(|m| WorkingMemory {
             updated_at: Some(now),
@@ -423,6 +438,7 @@ impl Conversation {
             .retain(|_, record| record.outcome.last_sequence <= after);
         self.pinned.retain(|s| *s <= after);
         self.recount_newest();
+        self.recount_usage();
         self.end = self.end_before(kept);
         self.positions.truncate(kept);
         let before = self.summaries.len();

@@ -16,7 +16,7 @@ use super::{
 use crate::{
     deadline::Deadline,
     domain::{
-        ConversationId, Sequence, TenantId,
+        ConversationId, Sequence, TenantId, Usage,
         conversation::{
             self, Conversation, ConversationPage, ConversationPatch, ConversationStatus, IfMissing, ListQuery,
         },
@@ -29,7 +29,8 @@ use crate::{
 /// `working_memory w` ([`FROM`]).
 const COLUMNS: &str = "c.conversation_id, c.title, c.status, c.labels, c.created_at, c.updated_at,
      c.last_sequence, c.summary_through_sequence, coalesce(w.version, 0) AS memory_version, c.expire_time,
-     c.forked_from_conversation_id, c.forked_from_sequence";
+     c.forked_from_conversation_id, c.forked_from_sequence,
+     c.usage_input, c.usage_output, c.usage_cached, c.usage_reasoning";
 
 const FROM: &str = "conversations c LEFT JOIN working_memory w
      ON w.tenant_id = c.tenant_id AND w.conversation_id = c.conversation_id";
@@ -59,6 +60,12 @@ fn conversation_from_row(row: &Row) -> Result<Conversation, StoreError> {
         memory_version: column::<i64>(row, "memory_version")?.max(0) as u64,
         expire_time: column(row, "expire_time")?,
         forked_from,
+        usage: Usage {
+            input_tokens: column::<i64>(row, "usage_input")?.max(0) as u64,
+            output_tokens: column::<i64>(row, "usage_output")?.max(0) as u64,
+            cached_input_tokens: column::<i64>(row, "usage_cached")?.max(0) as u64,
+            reasoning_tokens: column::<i64>(row, "usage_reasoning")?.max(0) as u64,
+        },
     })
 }
 

@@ -11,7 +11,9 @@ use super::{
 };
 use crate::{
     deadline::Deadline,
-    domain::{ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, conversation},
+    domain::{
+        ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, context::TokenCounts, conversation,
+    },
     store::{Redaction, StoreError},
 };
 
@@ -79,7 +81,7 @@ async fn tombstone_row(
     let count = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
     tx.execute(
         "UPDATE messages SET content = $4, tool_calls = $5, attachments = '[]', error = NULL,
-             native = NULL, tokens_o200k = $6, tokens_cl100k = $7, tokens_approx = $8
+             native = $9, tokens_o200k = $6, tokens_cl100k = $7, tokens_approx = $8
          WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3",
         &[
             &t,
@@ -90,6 +92,8 @@ async fn tombstone_row(
             &count(stored.tokens.o200k_base),
             &count(stored.tokens.cl100k_base),
             &count(stored.tokens.approx),
+            // What a tombstone keeps there: its usage, if any.
+            &rows::native_column(&stored.message, TokenCounts::default(), TokenCounts::default()),
         ],
     )
     .await?;

@@ -5,7 +5,11 @@
 use deadpool_postgres::{Pool, Transaction};
 use tokio_postgres::types::Json;
 
-use super::{conversations::read_memory, redaction::drop_summaries, rows::column};
+use super::{
+    conversations::read_memory,
+    redaction::drop_summaries,
+    rows::{self, column},
+};
 use crate::{
     deadline::Deadline,
     domain::{
@@ -82,6 +86,19 @@ async fn remove_after(tx: &Transaction<'_>, t: &str, c: &str, after: Sequence) -
                  WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3
                    AND role = 'user' AND NOT exclude_from_context ORDER BY sequence DESC LIMIT 1)
          WHERE tenant_id = $1 AND conversation_id = $2",
+        &[&t, &c, &after],
+    )
+    .await?;
+    tx.execute(
+        &format!(
+            "UPDATE conversations SET {}
+             FROM (SELECT {} FROM messages
+                   WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3) removed
+             WHERE tenant_id = $1 AND conversation_id = $2",
+            "usage_input = usage_input - removed.input, usage_output = usage_output - removed.output,
+             usage_cached = usage_cached - removed.cached, usage_reasoning = usage_reasoning - removed.reasoning",
+            rows::USAGE_SUMS,
+        ),
         &[&t, &c, &after],
     )
     .await?;

@@ -14,7 +14,8 @@ use crate::{
     domain::{
         AppendBatch, Role, Sequence, StoredMessage,
         context::{TokenCounts, anchor::LogPosition},
-        message::{Attachment, LlmError, Message, Reasoning, ToolCall},
+        message::{Attachment, LlmError, Message, Reasoning, ToolCall, Usage},
+        native::NativeContent,
         working_memory::WorkingMemory,
     },
     store::{CappedPage, StoreError},
@@ -182,6 +183,8 @@ impl MessageColumns {
             content_item_id: native.content_item_id,
             content_signature: native.content_signature,
             content_phase: native.content_phase,
+            native: native.json,
+            usage: native.usage,
         };
         let count =
             |index: usize| -> Result<u32, StoreError> { at(row, index).map(|n: i32| n.max(0) as u32) };
@@ -202,6 +205,7 @@ impl MessageColumns {
                 approx: count(self.tokens[2])?,
             },
             reasoning_tokens: native.tokens.into(),
+            native_tokens: native.json_tokens.into(),
             call_sequence: call_sequence.map(Sequence::from_stored),
             turn_anchor: position.anchor(&message),
             message,
@@ -223,6 +227,12 @@ struct NativeColumn {
     content_phase: String,
     #[serde(default)]
     tokens: [u32; 3],
+    #[serde(default)]
+    json: Option<NativeContent>,
+    #[serde(default)]
+    json_tokens: [u32; 3],
+    #[serde(default)]
+    usage: Usage,
 }
 
 /// What a message stores in the `native` column (see [`NativeColumn`]).
@@ -237,12 +247,37 @@ pub(super) struct NativeRef<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     content_phase: &'a str,
     tokens: [u32; 3],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    json: Option<&'a NativeContent>,
+    #[serde(skip_serializing_if = "is_zero_counts")]
+    json_tokens: [u32; 3],
+    #[serde(skip_serializing_if = "Usage::is_zero")]
+    usage: Usage,
 }
 
+fn is_zero_counts(counts: &[u32; 3]) -> bool {
+    *counts == [0; 3]
+}
+
+/// Sums of the messages' usage (in their `native` column) as `input`, `output`, `cached` and
+/// `reasoning`, for a SELECT over `messages`.
+pub(super) const USAGE_SUMS: &str = "coalesce(sum((native->'usage'->>'input_tokens')::bigint), 0) AS input,
+     coalesce(sum((native->'usage'->>'output_tokens')::bigint), 0) AS output,
+     coalesce(sum((native->'usage'->>'cached_input_tokens')::bigint), 0) AS cached,
+     coalesce(sum((native->'usage'->>'reasoning_tokens')::bigint), 0) AS reasoning";
+
 /// The `native` column of `message`, `None` when it carries no native data (its tool calls'
-/// signatures count: their tokens are stored here) and no phase.
-pub(super) fn native_column(message: &Message, tokens: TokenCounts) -> Option<Json<NativeRef<'_>>> {
-    if message.native_provider().is_none() && message.content_phase.is_empty() {
+/// signatures count: their tokens are stored here), no phase, no native JSON and no usage.
+pub(super) fn native_column(
+    message: &Message,
+    tokens: TokenCounts,
+    json_tokens: TokenCounts,
+) -> Option<Json<NativeRef<'_>>> {
+    let bare = message.native_provider().is_none()
+        && message.content_phase.is_empty()
+        && message.native.is_none()
+        && message.usage.is_zero();
+    if bare {
         return None;
     }
     Some(Json(NativeRef {
@@ -251,6 +286,13 @@ pub(super) fn native_column(message: &Message, tokens: TokenCounts) -> Option<Js
         content_signature: &message.content_signature,
         content_phase: &message.content_phase,
         tokens: [tokens.o200k_base, tokens.cl100k_base, tokens.approx],
+        json: message.native.as_ref(),
+        json_tokens: [
+            json_tokens.o200k_base,
+            json_tokens.cl100k_base,
+            json_tokens.approx,
+        ],
+        usage: message.usage,
     }))
 }
 
@@ -329,7 +371,10 @@ impl<'a> Columns<'a> {
             native: m
                 .iter()
                 .enumerate()
-                .map(|(i, m)| native_column(m, batch.reasoning_tokens.get(i).copied().unwrap_or_default()))
+                .map(|(i, m)| {
+                    let tokens = |counts: &[TokenCounts]| counts.get(i).copied().unwrap_or_default();
+                    native_column(m, tokens(&batch.reasoning_tokens), tokens(&batch.native_tokens))
+                })
                 .collect(),
         }
     }

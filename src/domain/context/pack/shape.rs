@@ -67,6 +67,7 @@ impl ContextPacker {
             sequence,
             tokens,
             reasoning_tokens,
+            native_tokens,
             mut message,
             turn_anchor,
             ..
@@ -79,6 +80,9 @@ impl ContextPacker {
             true => message_cost_with_text(&message, &context_text(&message), tokenizer),
             false => tokens.get(tokenizer) as usize,
         };
+        if message.native.is_some() {
+            cost += native_tokens.get(tokenizer) as usize;
+        }
         if let Some(cut_cost) = self.cut_tool_output(sequence, &mut message, cost) {
             cost = cut_cost;
         }
@@ -92,6 +96,7 @@ impl ContextPacker {
 
     /// Keeps or strips the message's native data and counts it; returns the tokens kept.
     fn keep_native(&mut self, sequence: Sequence, message: &mut Message, native: usize) -> usize {
+        message.keep_native_json_for(self.request.format);
         // Most messages carry no native data: nothing to decide or strip.
         let provider = message.native_provider();
         let ours = provider.is_some() && provider == self.request.format.provider();
@@ -122,6 +127,8 @@ impl ContextPacker {
             return None;
         }
         let omitted = tokenizer.count(&message.content).saturating_sub(limit);
+        // The cut result renders from its text, not its stored JSON.
+        message.native = None;
         message.content = format!(
             "{head}\n[... {omitted} tokens of this tool output omitted; \
              ListMessages returns it in full at sequence {sequence} ...]\n{tail}"

@@ -3,10 +3,10 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use super::{anthropic_tool_id, attachment_note};
+use super::{Mode, anthropic_tool_id, attachment_note, native_list};
 use crate::domain::{
     context::{
-        ContextMessage,
+        ContextMessage, Format,
         cost::{context_text, pack_arguments},
     },
     message::{AttachmentSource, Block, Message, ReasoningKind, Role},
@@ -16,7 +16,7 @@ use crate::domain::{
 /// as `tool_use` blocks, results as `tool_result` blocks in user turns, consecutive turns of one
 /// role merged so that roles alternate; prompt-cache breakpoints marked (see
 /// [`mark_cache_breakpoints`]).
-pub(super) fn anthropic(messages: &[ContextMessage]) -> String {
+pub(super) fn anthropic(messages: &[ContextMessage], mode: Mode) -> String {
     let mut system = Vec::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in messages.iter().map(|m| &m.message) {
@@ -30,11 +30,16 @@ pub(super) fn anthropic(messages: &[ContextMessage]) -> String {
             }
             // Reasoning without a reply (a call cut short while thinking) is no turn.
             _ if !anthropic_renders(m) => continue,
+            Role::User | Role::Tool if m.native.is_some() => ("user", native_blocks(m)),
+            Role::Assistant if m.native.is_some() => ("assistant", native_blocks(m)),
             Role::User => ("user", user_blocks(m)),
             Role::Tool => ("user", vec![tool_result_block(m)]),
             Role::Assistant => ("assistant", assistant_blocks(m)),
         };
-        debug_assert!(!blocks.is_empty());
+        // Native blocks can all have gone with the reasoning.
+        if blocks.is_empty() {
+            continue;
+        }
         match turns.last_mut() {
             Some((last, content)) if *last == role => content.extend(blocks),
             _ => turns.push((role, blocks)),
@@ -45,7 +50,7 @@ pub(super) fn anthropic(messages: &[ContextMessage]) -> String {
             thinking_first(content);
         }
     }
-    if let Some(("assistant", content)) = turns.last_mut() {
+    if let Some(("assistant", content)) = turns.last_mut().filter(|_| mode == Mode::Pack) {
         // A final assistant message is the prefill the model continues; the API refuses
         // thinking in it.
         content.retain(|block| !is_thinking(block));
@@ -59,7 +64,9 @@ pub(super) fn anthropic(messages: &[ContextMessage]) -> String {
         true => Vec::new(),
         false => vec![json!({"type": "text", "text": system.join("\n\n")})],
     };
-    mark_cache_breakpoints(&mut system, &mut turns);
+    if mode == Mode::Pack {
+        mark_cache_breakpoints(&mut system, &mut turns);
+    }
     let messages: Vec<Value> = turns
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -117,13 +124,18 @@ fn trim_final_text(content: &mut [Value]) {
 /// calls is left out (both refuse empty and whitespace-only text; reasoning alone is not a
 /// reply).
 pub fn anthropic_renders(message: &Message) -> bool {
-    let visible = || !context_text(message).trim().is_empty();
+    let visible = || !context_text(message).trim().is_empty() || message.native.is_some();
     match message.role {
         Role::System => false,
         Role::Tool => true,
         Role::User => !message.attachments.is_empty() || visible(),
         Role::Assistant => !message.tool_calls.is_empty() || visible(),
     }
+}
+
+/// A message's stored Anthropic blocks (the packer leaves native JSON only for its format).
+fn native_blocks(message: &Message) -> Vec<Value> {
+    native_list(message, Format::AnthropicMessages).unwrap_or_default()
 }
 
 /// A tool result; blank output leaves `content` out (it is optional, and a whitespace-only

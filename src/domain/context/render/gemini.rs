@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use super::{anthropic::arguments_object, anthropic_renders, attachment_note};
+use super::{Mode, anthropic::arguments_object, anthropic_renders, attachment_note, native_list};
 use crate::domain::{
-    context::{ContextMessage, cost::context_text},
+    context::{ContextMessage, Format, cost::context_text},
     message::{AttachmentSource, Block, Message, ReasoningKind, Role},
 };
 
@@ -29,7 +29,7 @@ const GEMINI_FILE_TYPES: [&str; 7] = [
 ];
 
 /// The pack as a Gemini request body.
-pub(super) fn gemini(messages: &[ContextMessage]) -> String {
+pub(super) fn gemini(messages: &[ContextMessage], mode: Mode) -> String {
     let names: HashMap<&str, &str> = messages
         .iter()
         .flat_map(|m| &m.message.tool_calls)
@@ -48,11 +48,19 @@ pub(super) fn gemini(messages: &[ContextMessage]) -> String {
         if !anthropic_renders(m) {
             continue;
         }
-        let (role, parts) = match m.role {
-            Role::Assistant => ("model", model_parts(m)),
-            Role::Tool => ("user", vec![function_response(m, &names)]),
-            _ => ("user", user_parts(m)),
+        let native = native_list(m, Format::Gemini);
+        let (role, parts) = match (m.role, native) {
+            (Role::Assistant, Some(parts)) => ("model", parts),
+            (_, Some(parts)) => ("user", parts),
+            _ => match m.role {
+                Role::Assistant => ("model", model_parts(m)),
+                Role::Tool => ("user", vec![function_response(m, &names)]),
+                _ => ("user", user_parts(m)),
+            },
         };
+        if parts.is_empty() {
+            continue;
+        }
         match contents.last_mut() {
             Some((last, existing)) if *last == role => existing.extend(parts),
             _ => contents.push((role, parts)),
@@ -60,7 +68,9 @@ pub(super) fn gemini(messages: &[ContextMessage]) -> String {
     }
     let mut contents: Vec<(&'static str, Vec<Value>)> =
         contents.into_iter().flat_map(split_responses).collect();
-    sign_current_turn(&mut contents);
+    if mode == Mode::Pack {
+        sign_current_turn(&mut contents);
+    }
     let contents: Vec<Value> = contents
         .into_iter()
         .map(|(role, parts)| json!({"role": role, "parts": parts}))

@@ -18,21 +18,50 @@ pub use anthropic::anthropic_renders;
 use std::borrow::Cow;
 
 use base64::{Engine, engine::general_purpose::STANDARD};
+use serde_json::Value;
 
 use super::{ContextMessage, Format, Source, cost::api_name_char};
 use crate::domain::{
     StoredMessage,
-    message::{Attachment, AttachmentSource},
+    message::{Attachment, AttachmentSource, Message},
 };
 
 /// Renders `messages` (in pack order) in `format` as compact JSON text.
 pub fn render(messages: &[ContextMessage], format: Format) -> String {
+    render_as(messages, format, Mode::Pack)
+}
+
+/// What a rendering is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The next call's request: the provider's rules for a request's end apply (Anthropic's
+    /// prefill, Gemini's current-turn signatures) and prompt-cache markers are set.
+    Pack,
+    /// Stored history as it happened (ListMessages): nothing added or trimmed.
+    History,
+}
+
+fn render_as(messages: &[ContextMessage], format: Format, mode: Mode) -> String {
     match format {
         Format::OpenAiChat => openai_chat::openai_chat(messages),
-        Format::AnthropicMessages => anthropic::anthropic(messages),
+        Format::AnthropicMessages => anthropic::anthropic(messages, mode),
         Format::OpenAiResponses => openai_responses::openai_responses(messages),
-        Format::Gemini => gemini::gemini(messages),
+        Format::Gemini => gemini::gemini(messages, mode),
     }
+}
+
+/// A Chat Completions message as ctxd renders it (native JSON aside).
+pub fn openai_chat_message(message: &Message) -> Value {
+    openai_chat::openai_message(message)
+}
+
+/// The message's native JSON for `format` as a list (blocks, items or parts), if it has some.
+fn native_list(message: &Message, format: Format) -> Option<Vec<Value>> {
+    let native = message.native.as_ref().filter(|n| n.format == format)?;
+    Some(match &native.json {
+        Value::Array(items) => items.clone(),
+        other => vec![other.clone()],
+    })
 }
 
 /// Log messages rendered whole in `format`, as history (ListMessages with `format`): every
@@ -46,6 +75,7 @@ pub fn render_history(messages: &[StoredMessage], format: Format) -> String {
         .filter(|m| !m.message.exclude_from_context)
         .map(|stored| {
             let mut message = stored.message.clone();
+            message.keep_native_json_for(format);
             let provider = message.native_provider();
             if provider.is_some() && provider != format.provider() {
                 message.strip_native();
@@ -61,7 +91,7 @@ pub fn render_history(messages: &[StoredMessage], format: Format) -> String {
             }
         })
         .collect();
-    render(&history, format)
+    render_as(&history, format, Mode::History)
 }
 
 /// Appends `text` as a JSON string literal.

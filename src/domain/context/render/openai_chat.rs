@@ -6,10 +6,11 @@ use serde_json::{Map, Value, json};
 use super::{OPENAI_IMAGE_TYPES, attachment_note, chat_tool_id, data_uri, push_str};
 use crate::domain::{
     context::{
-        ContextMessage,
+        ContextMessage, Format,
         cost::{context_text, openai_name, pack_arguments},
     },
     message::{Attachment, AttachmentSource, Message, Role},
+    native::request_form,
 };
 
 /// The pack in OpenAI Chat Completions form, written straight into one buffer (this runs on
@@ -29,6 +30,10 @@ pub(super) fn openai_chat(messages: &[ContextMessage]) -> String {
 }
 
 fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
+    if let Some(native) = message.native.as_ref().filter(|n| n.format == Format::OpenAiChat) {
+        out.extend_from_slice(request_form(&native.json).to_string().as_bytes());
+        return;
+    }
     let plain = match message.role {
         Role::User => message.attachments.is_empty(),
         Role::System | Role::Tool | Role::Assistant => true,

@@ -5,10 +5,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri};
+use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri, native_list};
 use crate::domain::{
     context::{
-        ContextMessage,
+        ContextMessage, Format,
         cost::{context_text, openai_name, pack_arguments},
     },
     message::{Attachment, AttachmentSource, Block, Message, Reasoning, ReasoningKind, Role},
@@ -24,6 +24,10 @@ pub(super) fn openai_responses(messages: &[ContextMessage]) -> String {
 }
 
 fn push_items(message: &Message, items: &mut Vec<Value>) {
+    if let Some(native) = native_list(message, Format::OpenAiResponses) {
+        items.extend(native);
+        return;
+    }
     let text = context_text(message);
     match message.role {
         Role::System => items.push(json!({"type": "message", "role": "system", "content": text})),

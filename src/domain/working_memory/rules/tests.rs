@@ -10,6 +10,7 @@ fn said(sequence: u64, role: Role, text: &str) -> StoredMessage {
         created_at: UNIX_EPOCH,
         tokens: TokenCounts::default(),
         reasoning_tokens: TokenCounts::default(),
+        native_tokens: TokenCounts::default(),
         call_sequence: None,
         turn_anchor: None,
         message,

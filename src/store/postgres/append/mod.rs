@@ -18,7 +18,7 @@ use crate::{
     deadline::Deadline,
     domain::{
         AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, IdempotencyRecord, KnownCall,
-        PayloadHash, Sequence, TenantId, WritePlan,
+        PayloadHash, Sequence, TenantId, Usage, WritePlan,
         append::{needs_state, newest_facts, plan},
         context::anchor::LogEnd,
         tool_protocol::mentioned_call_ids,
@@ -36,9 +36,10 @@ use crate::{
 /// `expire_time` is not updated, and no row comes back ([`StoreError::Expired`]).
 const ALLOCATE: &str = "INSERT INTO conversations
              (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id,
-              token_offset, turn_offset, updated_at, listing)
+              token_offset, turn_offset, updated_at, listing,
+              usage_input, usage_output, usage_cached, usage_reasoning)
          VALUES ($1, $2, $3, $4, $5, $6, $7, statement_timestamp(),
-                 jsonb_build_object('t', $1::text, 's', 'active', 'l', '{}'::jsonb))
+                 jsonb_build_object('t', $1::text, 's', 'active', 'l', '{}'::jsonb), $8, $9, $10, $11)
          ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
              last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
              last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
@@ -46,7 +47,11 @@ const ALLOCATE: &str = "INSERT INTO conversations
              token_offset = conversations.token_offset + EXCLUDED.token_offset,
              turn_offset = coalesce(conversations.token_offset + $7, conversations.turn_offset),
              turn_offset_before = conversations.turn_offset,
-             updated_at = greatest(conversations.updated_at, EXCLUDED.updated_at)
+             updated_at = greatest(conversations.updated_at, EXCLUDED.updated_at),
+             usage_input = conversations.usage_input + EXCLUDED.usage_input,
+             usage_output = conversations.usage_output + EXCLUDED.usage_output,
+             usage_cached = conversations.usage_cached + EXCLUDED.usage_cached,
+             usage_reasoning = conversations.usage_reasoning + EXCLUDED.usage_reasoning
          WHERE conversations.expire_time IS NULL OR conversations.expire_time > EXCLUDED.updated_at
          RETURNING last_sequence, token_offset, turn_offset_before";
 
@@ -79,6 +84,8 @@ struct Allocation<'a> {
     response_id: Option<String>,
     /// The batch's placement relative to its start.
     relative: Placement,
+    /// The batch's usage: input, output, cached input, reasoning.
+    usage: [i64; 4],
 }
 
 impl<'a> Allocation<'a> {
@@ -91,11 +98,12 @@ impl<'a> Allocation<'a> {
             user_offset: user_offset.map(Sequence::as_i64),
             response_id,
             relative: Placement::of(batch),
+            usage: batch_usage(batch),
         }
     }
 
-    /// `$1..=$7` of [`ALLOCATE`].
-    fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+    /// `$1..=$11` of [`ALLOCATE`].
+    fn params(&self) -> [&(dyn ToSql + Sync); 11] {
         [
             &self.tenant,
             &self.conversation,
@@ -104,8 +112,27 @@ impl<'a> Allocation<'a> {
             &self.response_id,
             &self.relative.total,
             &self.relative.last_turn,
+            &self.usage[0],
+            &self.usage[1],
+            &self.usage[2],
+            &self.usage[3],
         ]
     }
+}
+
+/// The summed usage of a batch's messages, as [`ALLOCATE`] adds it.
+fn batch_usage(batch: &AppendBatch) -> [i64; 4] {
+    let usage = batch
+        .messages
+        .iter()
+        .fold(Usage::default(), |sum, m| sum.plus(m.usage));
+    [
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_input_tokens,
+        usage.reasoning_tokens,
+    ]
+    .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 /// Where a batch's messages go in the log's token stream, relative to its start: what

@@ -70,6 +70,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "rewinds",
         sql: include_str!("0010_rewinds.sql"),
     },
+    Migration {
+        version: 11,
+        name: "usage",
+        sql: include_str!("0011_usage.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.

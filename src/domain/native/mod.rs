@@ -1,0 +1,243 @@
+//! Provider-native in and out (docs/native.md): what a provider returned, or what a backend
+//! would send, split into messages. Each message keeps the fields ctxd models (text, tool
+//! calls, results, reasoning, attachments), which every format renders, and its own part of
+//! the provider's JSON ([`NativeContent`]), which packs and history of that format render
+//! back JSON-equal. The JSON is checked here: anything the format does not allow is a
+//! violation naming its path; nothing is stored.
+
+mod anthropic;
+mod gemini;
+mod openai_chat;
+mod openai_responses;
+
+pub use openai_chat::request_form;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    context::Format,
+    message::{Message, Role},
+    violation::Violations,
+};
+
+/// The root of violation paths: the request field holding the JSON.
+const ROOT: &str = "native.json";
+
+/// A message's own part of its provider's JSON: Anthropic its `content` blocks (a tool result
+/// its `tool_result` block), Responses its items, Gemini its `parts` (a result its
+/// `functionResponse` part), Chat Completions the message object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NativeContent {
+    /// The format it renders back to.
+    pub format: Format,
+    /// The JSON.
+    pub json: Value,
+}
+
+impl NativeContent {
+    /// Native content of `format`.
+    pub fn new(format: Format, json: Value) -> Self {
+        Self { format, json }
+    }
+
+    /// Removes what goes with the reasoning policy (thinking blocks, reasoning items, thought
+    /// parts, signatures and the item ids that pair with reasoning), keeping the rest.
+    pub fn strip_reasoning(&mut self) {
+        match self.format {
+            Format::AnthropicMessages => anthropic::strip_reasoning(&mut self.json),
+            Format::OpenAiResponses => openai_responses::strip_reasoning(&mut self.json),
+            Format::Gemini => gemini::strip_reasoning(&mut self.json),
+            Format::OpenAiChat => {}
+        }
+    }
+
+    /// The JSON text of what the modeled fields do not already count: blocks and items ctxd
+    /// keeps opaque, citations and annotations. Its tokens are added to packs of the format.
+    pub fn extra_text(&self) -> String {
+        let extra: Vec<Value> = match self.format {
+            Format::AnthropicMessages => anthropic::extra(&self.json),
+            Format::OpenAiResponses => openai_responses::extra(&self.json),
+            Format::Gemini => gemini::extra(&self.json),
+            Format::OpenAiChat => openai_chat::extra(&self.json),
+        };
+        match extra.is_empty() {
+            true => String::new(),
+            false => Value::Array(extra).to_string(),
+        }
+    }
+
+    /// Bytes of the JSON text, for size limits.
+    pub fn bytes(&self) -> usize {
+        self.json.to_string().len()
+    }
+}
+
+/// Messages parsed from native JSON, each with the JSON path it came from (violations of the
+/// message name it).
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// The messages, in order.
+    pub messages: Vec<Message>,
+    /// Each message's JSON path, e.g. `native.json[2].content[1]`.
+    pub origins: Vec<String>,
+}
+
+impl Parsed {
+    fn push(&mut self, message: Message, origin: String) {
+        self.messages.push(message);
+        self.origins.push(origin);
+    }
+}
+
+/// Parses `text` as `format`'s JSON: a response object or an array of request-side entries.
+pub fn parse(format: Format, text: &str, v: &mut Violations) -> Parsed {
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => {
+            v.add(ROOT, format!("not JSON: {e}"));
+            return Parsed::default();
+        }
+    };
+    let mut parsed = Parsed::default();
+    match format {
+        Format::AnthropicMessages => anthropic::parse(&value, &mut parsed, v),
+        Format::OpenAiResponses => openai_responses::parse(&value, &mut parsed, v),
+        Format::Gemini => gemini::parse(&value, &mut parsed, v),
+        Format::OpenAiChat => openai_chat::parse(&value, &mut parsed, v),
+    }
+    if parsed.messages.is_empty() && v.is_empty() {
+        v.add(ROOT, "holds no message");
+    }
+    parsed
+}
+
+/// An empty message of `role` carrying `native`.
+fn native_message(role: Role, native: NativeContent) -> Message {
+    Message {
+        native: Some(native),
+        ..Message::text(role, String::new())
+    }
+}
+
+/// The string at `key`, or a violation at `path.key`.
+fn required_str<'a>(object: &'a Value, key: &str, path: &str, v: &mut Violations) -> Option<&'a str> {
+    let found = object.get(key).and_then(Value::as_str);
+    if found.is_none() {
+        v.add(format!("{path}.{key}"), "a string is required here");
+    }
+    found
+}
+
+/// The string at `key`, if there is one.
+fn str_at<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object.get(key).and_then(Value::as_str)
+}
+
+/// The array `value`, or a violation at `path`.
+fn array<'a>(value: &'a Value, path: &str, what: &str, v: &mut Violations) -> &'a [Value] {
+    match value.as_array() {
+        Some(items) => items,
+        None => {
+            v.add(path, format!("{what} must be an array"));
+            &[]
+        }
+    }
+}
+
+/// The `type` of an object (block, item, part), or a violation at `path.type`.
+fn type_of<'a>(object: &'a Value, path: &str, v: &mut Violations) -> Option<&'a str> {
+    if !object.is_object() {
+        v.add(path, "must be a JSON object");
+        return None;
+    }
+    required_str(object, "type", path, v)
+}
+
+/// The fields of a modeled block that the modeled fields do not carry (citations,
+/// annotations, logprobs...), if there are any.
+fn leftover(value: &Value, modeled: &[&str]) -> Option<Value> {
+    let object = value.as_object()?;
+    let rest: serde_json::Map<String, Value> = object
+        .iter()
+        .filter(|(k, v)| !modeled.contains(&k.as_str()) && !is_empty_json(v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!rest.is_empty()).then_some(Value::Object(rest))
+}
+
+/// Base64 (standard or URL-safe, padding optional) decoded, or a violation at `path`.
+fn decode_base64(text: &str, path: &str, v: &mut Violations) -> Option<Vec<u8>> {
+    use base64::{
+        Engine,
+        engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD},
+    };
+    let trimmed = text.trim_end_matches('=');
+    match STANDARD_NO_PAD
+        .decode(trimmed)
+        .or_else(|_| URL_SAFE_NO_PAD.decode(trimmed))
+    {
+        Ok(bytes) => Some(bytes),
+        Err(e) => {
+            v.add(path, format!("not base64: {e}"));
+            None
+        }
+    }
+}
+
+/// The media type of a URI: a `data:` URI's own, else by the name's extension, else
+/// `application/octet-stream` (which packs of other formats show as a reference).
+fn mime_of_uri(uri: &str) -> String {
+    if let Some(rest) = uri.strip_prefix("data:") {
+        let media = rest.split([';', ',']).next().unwrap_or_default();
+        if !media.is_empty() {
+            return media.to_ascii_lowercase();
+        }
+    }
+    let path = uri
+        .split(['?', '#'])
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let by_extension = [
+        (".png", "image/png"),
+        (".jpg", "image/jpeg"),
+        (".jpeg", "image/jpeg"),
+        (".gif", "image/gif"),
+        (".webp", "image/webp"),
+        (".pdf", "application/pdf"),
+    ];
+    by_extension
+        .iter()
+        .find(|(ext, _)| path.ends_with(ext))
+        .map_or("application/octet-stream", |(_, mime)| mime)
+        .into()
+}
+
+/// Null, an empty string, array or object.
+fn is_empty_json(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+/// A number of tokens from a usage block (absent or not a count: 0).
+fn count(object: &Value, pointer: &str) -> u64 {
+    object.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Tool arguments as ctxd stores them: the JSON text of `input` (a string stays as it is).
+fn arguments_text(input: Option<&Value>) -> String {
+    match input {
+        Some(Value::String(text)) => text.clone(),
+        Some(value) => value.to_string(),
+        None => "{}".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
