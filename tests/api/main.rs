@@ -10,6 +10,7 @@ mod context;
 mod conversations;
 mod fact_retention;
 mod messages;
+mod native;
 mod observability;
 mod openai;
 mod outage;
