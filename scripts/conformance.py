@@ -514,9 +514,17 @@ def item_kind(item):
     return item.get("type", "message")
 
 
+# Output items a response produces besides reasoning, calls and messages: the server's own tool
+# work and compaction (ctxd keeps them as the API returned them, docs/native.md).
+SERVER_OUTPUT_ITEMS = ("web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
+                       "mcp_call", "mcp_list_tools", "mcp_approval_request", "compaction", "custom_tool_call",
+                       "computer_call", "local_shell_call", "shell_call", "apply_patch_call")
+
+
 def is_output(item):
-    """An item a model response produced: reasoning, a function call or an assistant message."""
-    return item_kind(item) in ("reasoning", "function_call") or (
+    """An item a model response produced: reasoning, a call, an assistant message, or one of
+    the server's own items."""
+    return item_kind(item) in ("reasoning", "function_call") + SERVER_OUTPUT_ITEMS or (
         item_kind(item) == "message" and item.get("role") == "assistant")
 
 
@@ -569,8 +577,10 @@ def responses_reasoning_rules(items):
             nxt = items[i + 1] if i + 1 < len(items) else {}
             if not (is_output(nxt) and item_kind(nxt) != "reasoning" and "id" in nxt):
                 problems.append(f"[{i}] reasoning {item.get('id')!r} is not followed by its output item "
-                                "(a function_call or assistant message carrying its id)")
-        elif is_output(item) and "id" in item and not reasoning_before(items, i):
+                                "(a call, server item or assistant message carrying its id)")
+        # A compaction item stands for earlier context, not for this response's work: its id
+        # pairs with no reasoning.
+        elif is_output(item) and "id" in item and item_kind(item) != "compaction" and not reasoning_before(items, i):
             problems.append(f"[{i}] {item_kind(item)} keeps its id {item['id']!r} without its reasoning item")
     return problems
 

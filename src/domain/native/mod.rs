@@ -67,6 +67,32 @@ impl NativeContent {
         }
     }
 
+    /// Whether the JSON holds more than reasoning and blank text: something a turn shows.
+    pub fn has_reply(&self) -> bool {
+        let blank_text = |v: &Value, key: &str| {
+            v.get(key)
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.trim().is_empty())
+        };
+        let shows = |v: &Value| match self.format {
+            Format::AnthropicMessages => match str_at(v, "type") {
+                Some("thinking" | "redacted_thinking") => false,
+                Some("text") => !blank_text(v, "text"),
+                _ => true,
+            },
+            Format::OpenAiResponses => str_at(v, "type") != Some("reasoning"),
+            Format::Gemini => {
+                v.get("thought").and_then(Value::as_bool) != Some(true)
+                    && !(blank_text(v, "text") && v.as_object().is_some_and(|o| o.len() <= 2))
+            }
+            Format::OpenAiChat => true,
+        };
+        match &self.json {
+            Value::Array(items) => items.iter().any(shows),
+            _ => true,
+        }
+    }
+
     /// Bytes of the JSON text, for size limits.
     pub fn bytes(&self) -> usize {
         self.json.to_string().len()

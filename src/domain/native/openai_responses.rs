@@ -333,14 +333,27 @@ fn usage(usage: &Value) -> Usage {
     }
 }
 
-/// Reasoning items go; message and function call items lose the ids that pair them with it
-/// (the API refuses an item id whose reasoning is missing): a message becomes a plain
-/// assistant message of its text, keeping its phase.
+/// Output items the server ran within a response, whose input form requires their id: like
+/// the response's other items, they pair with its reasoning.
+const SERVER_ITEMS: [&str; 7] = [
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+];
+
+/// Reasoning items go, and the server-side items of the response ([`SERVER_ITEMS`]); message
+/// and function call items lose the ids that pair them with it (the API refuses an item id
+/// whose reasoning is missing): a message becomes a plain assistant message of its text,
+/// keeping its phase. A compaction item stays, without its id.
 pub(super) fn strip_reasoning(json: &mut Value) {
     let Value::Array(items) = json else {
         return;
     };
-    items.retain(|item| str_at(item, "type") != Some("reasoning"));
+    items.retain(|item| !matches!(str_at(item, "type"), Some(kind) if kind == "reasoning" || SERVER_ITEMS.contains(&kind)));
     for item in items.iter_mut() {
         let is_message = matches!(str_at(item, "type"), None | Some("message"))
             && str_at(item, "role") == Some("assistant");
@@ -352,8 +365,10 @@ pub(super) fn strip_reasoning(json: &mut Value) {
                 plain["phase"] = phase.clone();
             }
             *item = plain;
-        } else if matches!(str_at(item, "type"), Some("function_call" | "custom_tool_call"))
-            && let Value::Object(map) = item
+        } else if matches!(
+            str_at(item, "type"),
+            Some("function_call" | "custom_tool_call" | "compaction")
+        ) && let Value::Object(map) = item
         {
             map.remove("id");
         }

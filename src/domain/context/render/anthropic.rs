@@ -56,6 +56,10 @@ pub(super) fn anthropic(messages: &[ContextMessage], mode: Mode) -> String {
         content.retain(|block| !is_thinking(block));
         trim_final_text(content);
     }
+    // Native blocks can leave a final reply with nothing but thinking, now gone.
+    if turns.last().is_some_and(|(_, content)| content.is_empty()) {
+        turns.pop();
+    }
     for (_, content) in &mut turns {
         // Results must open the user turn that follows the calls.
         content.sort_by_key(|block| block["type"] != "tool_result");
@@ -124,7 +128,8 @@ fn trim_final_text(content: &mut [Value]) {
 /// calls is left out (both refuse empty and whitespace-only text; reasoning alone is not a
 /// reply).
 pub fn anthropic_renders(message: &Message) -> bool {
-    let visible = || !context_text(message).trim().is_empty() || message.native.is_some();
+    let visible =
+        || !context_text(message).trim().is_empty() || message.native.as_ref().is_some_and(|n| n.has_reply());
     match message.role {
         Role::System => false,
         Role::Tool => true,
@@ -133,9 +138,25 @@ pub fn anthropic_renders(message: &Message) -> bool {
     }
 }
 
-/// A message's stored Anthropic blocks (the packer leaves native JSON only for its format).
+/// A message's stored Anthropic blocks (the packer leaves native JSON only for its format),
+/// as the API takes them back: blank text blocks left out (Claude returns some, e.g. `"\n\n"`
+/// before a tool call, and refuses them in a request), tool ids as [`anthropic_tool_id`] maps
+/// them (a call's and its result's alike, whichever of them is native).
 fn native_blocks(message: &Message) -> Vec<Value> {
-    native_list(message, Format::AnthropicMessages).unwrap_or_default()
+    let mut blocks = native_list(message, Format::AnthropicMessages).unwrap_or_default();
+    blocks.retain(|b| b["type"] != "text" || b["text"].as_str().is_some_and(|t| !t.trim().is_empty()));
+    for block in &mut blocks {
+        let key = match block["type"].as_str() {
+            Some("tool_use") => "id",
+            Some("tool_result") => "tool_use_id",
+            _ => continue,
+        };
+        if let Some(id) = block[key].as_str() {
+            let mapped = anthropic_tool_id(id).into_owned();
+            block[key] = Value::String(mapped);
+        }
+    }
+    blocks
 }
 
 /// A tool result; blank output leaves `content` out (it is optional, and a whitespace-only

@@ -10,10 +10,12 @@
 
 mod anthropic;
 mod gemini;
+mod native;
 mod openai_chat;
 mod openai_responses;
 
 pub use anthropic::anthropic_renders;
+use native::{native_list, sendable_call};
 
 use std::borrow::Cow;
 
@@ -53,15 +55,6 @@ fn render_as(messages: &[ContextMessage], format: Format, mode: Mode) -> String 
 /// A Chat Completions message as ctxd renders it (native JSON aside).
 pub fn openai_chat_message(message: &Message) -> Value {
     openai_chat::openai_message(message)
-}
-
-/// The message's native JSON for `format` as a list (blocks, items or parts), if it has some.
-fn native_list(message: &Message, format: Format) -> Option<Vec<Value>> {
-    let native = message.native.as_ref().filter(|n| n.format == format)?;
-    Some(match &native.json {
-        Value::Array(items) => items.clone(),
-        other => vec![other.clone()],
-    })
 }
 
 /// Log messages rendered whole in `format`, as history (ListMessages with `format`): every

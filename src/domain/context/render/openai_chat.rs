@@ -29,9 +29,33 @@ pub(super) fn openai_chat(messages: &[ContextMessage]) -> String {
     String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
+/// A stored Chat Completions message as a request takes it: tool ids as [`chat_tool_id`] maps
+/// them (a call's and its result's alike, whichever of them is native), function names and
+/// arguments as every pack sends them ([`super::sendable_call`]).
+fn native_message(json: &Value) -> Value {
+    let mut message = request_form(json);
+    let map = |id: &mut Value| {
+        if let Some(text) = id.as_str() {
+            *id = Value::String(chat_tool_id(text).into_owned());
+        }
+    };
+    if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
+        for call in calls.iter_mut() {
+            map(&mut call["id"]);
+            if let Some(function) = call.get_mut("function") {
+                super::sendable_call(function, "arguments");
+            }
+        }
+    }
+    if let Some(id) = message.get_mut("tool_call_id") {
+        map(id);
+    }
+    message
+}
+
 fn write_openai_message(out: &mut Vec<u8>, message: &Message) {
     if let Some(native) = message.native.as_ref().filter(|n| n.format == Format::OpenAiChat) {
-        out.extend_from_slice(request_form(&native.json).to_string().as_bytes());
+        out.extend_from_slice(native_message(&native.json).to_string().as_bytes());
         return;
     }
     let plain = match message.role {

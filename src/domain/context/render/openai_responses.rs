@@ -24,7 +24,10 @@ pub(super) fn openai_responses(messages: &[ContextMessage]) -> String {
 }
 
 fn push_items(message: &Message, items: &mut Vec<Value>) {
-    if let Some(native) = native_list(message, Format::OpenAiResponses) {
+    if let Some(mut native) = native_list(message, Format::OpenAiResponses) {
+        for item in native.iter_mut().filter(|item| item["type"] == "function_call") {
+            super::sendable_call(item, "arguments");
+        }
         items.extend(native);
         return;
     }

@@ -21,6 +21,10 @@
 
 use std::{collections::BTreeMap, process::ExitCode, sync::Arc};
 
+mod native;
+
+use native::native_reply;
+
 use ctxd::{
     domain::{
         Attachment, AttachmentSource, ConversationId, LlmError, Message, Provider, Reasoning, Role, Sequence,
@@ -342,6 +346,10 @@ fn conversation(rng: &mut Rng) -> Conversation {
                 if !reply.pinned {
                     add_reasoning(rng, model, &mut reply, &messages.len().to_string());
                 }
+                let plain = !reply.pinned && !reply.exclude_from_context && reply.error.is_none();
+                if plain && rng.chance(30) {
+                    reply = native_reply(rng, &reply, &messages.len().to_string());
+                }
                 messages.push(reply);
             }
             7 => messages.push(Message::text(Role::System, text(rng))),
@@ -349,6 +357,9 @@ fn conversation(rng: &mut Rng) -> Conversation {
                 let call_index = messages.len();
                 let mut call = calls(rng, &format!("call{call_index}"));
                 add_reasoning(rng, model, &mut call, &call_index.to_string());
+                if rng.chance(30) {
+                    call = native_reply(rng, &call, &call_index.to_string());
+                }
                 let ids: Vec<String> = call.tool_calls.iter().map(|c| c.id.clone()).collect();
                 messages.push(call);
                 // Answered in a random order, some never; others' messages typed in between.

@@ -1,0 +1,162 @@
+//! Replies as the providers return them, appended natively (docs/native.md): the generated
+//! reply's text and calls, with the blocks and items ctxd keeps opaque around them (server
+//! tool blocks, citations and annotations, web search and compaction items, executed code,
+//! refusals), parsed by `ctxd::domain::native`. Opaque strings carry the provider's marker,
+//! so the checker finds any that reach another format.
+
+use ctxd::domain::{Message, Provider, Violations, context::Format, native};
+use serde_json::{Value, json};
+
+use super::{Rng, gemini_signature};
+
+/// `reply` (text and calls as generated, reasoning as [`super::add_reasoning`] gave it) as the
+/// JSON its provider returns, parsed back into a message carrying that JSON.
+pub(crate) fn native_reply(rng: &mut Rng, reply: &Message, tag: &str) -> Message {
+    let (format, json) = match reply.native_provider() {
+        Some(Provider::Anthropic) => (Format::AnthropicMessages, anthropic(rng, reply, tag)),
+        Some(Provider::OpenAi) => (Format::OpenAiResponses, responses(rng, reply, tag)),
+        Some(Provider::Gemini) => (Format::Gemini, gemini(rng, reply, tag)),
+        None => (Format::OpenAiChat, chat(rng, reply, tag)),
+    };
+    let mut v = Violations::default();
+    let parsed = native::parse(format, &json.to_string(), &mut v);
+    assert!(v.is_empty(), "generated native JSON refused: {v}\n{json}");
+    let [message] = <[Message; 1]>::try_from(parsed.messages).expect("one reply");
+    message
+}
+
+/// Arguments as a JSON object (what a provider returns), whatever the generated text was.
+fn input(arguments: &str) -> Value {
+    serde_json::from_str::<Value>(arguments)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({"raw": arguments}))
+}
+
+/// Visible text, split in two (cited text comes in fragments) when it is long enough.
+fn fragments(text: &str) -> Vec<&str> {
+    if text.trim().is_empty() {
+        return vec![];
+    }
+    let halves = match text.char_indices().nth(text.chars().count() / 2) {
+        Some((at, _)) if at > 0 => vec![&text[..at], &text[at..]],
+        _ => vec![text],
+    };
+    // Claude returns blank blocks too (ctxd leaves them out of packs): keep some.
+    halves.into_iter().collect()
+}
+
+fn anthropic(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
+    let mut blocks = vec![
+        json!({"type": "thinking", "thinking": "Plan.", "signature": format!("ANTHROPIC-NATIVE-sig-{tag}")}),
+    ];
+    if rng.chance(30) {
+        blocks.push(json!({"type": "redacted_thinking", "data": format!("ANTHROPIC-NATIVE-red-{tag}")}));
+    }
+    if rng.chance(60) {
+        let id = format!("srvtoolu_{tag}");
+        blocks.push(
+            json!({"type": "server_tool_use", "id": id, "name": "web_search", "input": {"query": "weather"}}),
+        );
+        blocks.push(
+            json!({"type": "web_search_tool_result", "tool_use_id": id, "content": [{
+                "type": "web_search_result", "url": "https://example.com/w", "title": "Weather",
+                "encrypted_content": format!("ANTHROPIC-NATIVE-page-{tag}"), "page_age": null
+            }]}),
+        );
+    }
+    for (k, fragment) in fragments(&reply.content).into_iter().enumerate() {
+        let mut block = json!({"type": "text", "text": fragment});
+        if k == 0 && rng.chance(50) {
+            block["citations"] = json!([{
+                "type": "web_search_result_location", "url": "https://example.com/w", "title": "Weather",
+                "encrypted_index": format!("ANTHROPIC-NATIVE-cite-{tag}"), "cited_text": "sunny"
+            }]);
+        }
+        blocks.push(block);
+    }
+    for call in &reply.tool_calls {
+        blocks.push(
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input(&call.arguments)}),
+        );
+    }
+    json!({"id": format!("msg_{tag}"), "type": "message", "role": "assistant", "model": "claude",
+           "content": blocks, "stop_reason": "end_turn", "stop_sequence": null,
+           "usage": {"input_tokens": 10, "output_tokens": 5}})
+}
+
+fn responses(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
+    let mut items = Vec::new();
+    if rng.chance(15) {
+        items.push(json!({"type": "compaction", "id": format!("cmp_{tag}"), "encrypted_content": format!("OPENAI-NATIVE-cmp-{tag}")}));
+    }
+    items.push(
+        json!({"type": "reasoning", "id": format!("rs_OPENAI-NATIVE-{tag}"), "summary": [],
+                      "encrypted_content": format!("OPENAI-NATIVE-enc-{tag}")}),
+    );
+    if rng.chance(50) {
+        items.push(
+            json!({"type": "web_search_call", "id": format!("ws_OPENAI-NATIVE-{tag}"), "status": "completed",
+                          "action": {"type": "search", "query": "weather"}}),
+        );
+    }
+    if !reply.content.is_empty() {
+        let mut text = json!({"type": "output_text", "text": reply.content, "annotations": []});
+        if rng.chance(50) {
+            text["annotations"] = json!([{"type": "url_citation", "url": "https://example.com/OPENAI-NATIVE",
+                                          "title": "W", "start_index": 0, "end_index": 1}]);
+        }
+        items.push(
+            json!({"type": "message", "id": format!("msg_OPENAI-NATIVE-{tag}"), "role": "assistant",
+                          "status": "completed", "content": [text]}),
+        );
+    }
+    for (k, call) in reply.tool_calls.iter().enumerate() {
+        items.push(json!({"type": "function_call", "id": format!("fc_OPENAI-NATIVE-{tag}-{k}"), "call_id": call.id,
+                          "name": "lookup", "arguments": input(&call.arguments).to_string(), "status": "completed"}));
+    }
+    json!({"id": format!("resp_{tag}"), "object": "response", "status": "completed", "output": items,
+           "usage": {"input_tokens": 10, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 2},
+                     "output_tokens_details": {"reasoning_tokens": 3}}})
+}
+
+fn gemini(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
+    let mut parts =
+        vec![json!({"text": "Plan.", "thought": true, "thoughtSignature": gemini_signature("thought", tag)})];
+    if rng.chance(50) {
+        parts.push(json!({"executableCode": {"language": "PYTHON", "code": format!("print('GEMINI-NATIVE-{tag}')")}}));
+        parts.push(json!({"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": format!("GEMINI-NATIVE-{tag}\n")}}));
+    }
+    if !reply.content.trim().is_empty() {
+        parts.push(json!({"text": reply.content, "thoughtSignature": gemini_signature("text", tag)}));
+    }
+    for (k, call) in reply.tool_calls.iter().enumerate() {
+        let mut part =
+            json!({"functionCall": {"id": call.id, "name": "lookup", "args": input(&call.arguments)}});
+        if k == 0 {
+            part["thoughtSignature"] = json!(gemini_signature("call", tag));
+        }
+        parts.push(part);
+    }
+    json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+           "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "thoughtsTokenCount": 3}})
+}
+
+fn chat(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
+    let mut message = json!({"role": "assistant", "content": null, "refusal": null, "annotations": []});
+    match reply.tool_calls.is_empty() {
+        true if rng.chance(30) => message["refusal"] = json!(format!("I can't help with that ({tag}).")),
+        _ => message["content"] = json!(reply.content),
+    }
+    if !reply.tool_calls.is_empty() {
+        let calls: Vec<Value> = reply
+            .tool_calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": "lookup", "arguments": c.arguments}}))
+            .collect();
+        message["tool_calls"] = Value::Array(calls);
+    }
+    json!({"id": format!("chatcmpl-{tag}"), "object": "chat.completion", "choices": [
+        {"index": 0, "message": message, "finish_reason": "stop", "logprobs": null}
+    ], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+}
