@@ -577,6 +577,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 reasoning_tokens: vec![],
                 native_tokens: vec![],
                 origins: vec![],
+                unbound: vec![],
             };
             if let Err(e) = service.append_message(&tenant, batch, None).await {
                 eprintln!("{seed}:{n}: append failed: {e}");

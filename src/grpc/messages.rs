@@ -15,7 +15,13 @@ impl ContextApi {
         request: proto::AppendMessageRequest,
         deadline: Option<Deadline>,
     ) -> Result<proto::AppendMessageResponse, ServiceError> {
-        let batch = convert::append_batch(request, &self.service.limits().append)?;
+        // Provider JSON is parsed off the async workers when it is large.
+        let limits = self.service.limits().append;
+        let json_bytes = request.native.as_ref().map_or(0, |n| n.json.len());
+        let batch = crate::service::offload(tenant.as_str(), json_bytes, move |_| {
+            convert::append_batch(request, &limits)
+        })
+        .await?;
         let outcome = self
             .service
             .append_message(&tenant, batch, deadline.as_ref())

@@ -37,6 +37,9 @@ impl Service {
         mut batch: AppendBatch,
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, ServiceError> {
+        if !batch.unbound.is_empty() {
+            self.bind_results(tenant, &mut batch).await?;
+        }
         let batch = offload(tenant.as_str(), batch.text_bytes(), move |cancel| {
             batch.count_tokens_until(&|| cancel.is_cancelled());
             batch

@@ -14,6 +14,7 @@ use crate::{
 };
 
 mod auto_summary;
+mod bind_results;
 mod context;
 mod conversations;
 mod messages;
@@ -207,7 +208,7 @@ impl Service {
 
 /// Runs CPU work proportional to `bytes` on the CPU pool ([`crate::cpu`]) when large, inline
 /// when small.
-async fn offload<T: Send + 'static>(
+pub(crate) async fn offload<T: Send + 'static>(
     owner: &str,
     bytes: usize,
     work: impl FnOnce(&crate::cpu::Cancel) -> T + Send + 'static,

@@ -16,6 +16,7 @@ contract_tests!(
     response_objects_carry_usage_into_the_conversation_totals,
     an_anthropic_turn_goes_into_its_own_packs_as_it_came,
     native_json_the_format_refuses_stores_nothing,
+    a_gemini_loop_answers_calls_without_ids_in_a_later_append,
 );
 
 async fn append_native(
@@ -295,4 +296,51 @@ async fn native_json_the_format_refuses_stores_nothing(kind: StoreKind) {
     assert_field_violation(&status, "messages[0].native");
     let missing = app.all_messages("x").await.unwrap_err();
     assert_eq!(missing.code(), Code::NotFound, "nothing was stored");
+}
+
+/// Gemini's loop as the API runs it: the model content with calls that carry no `id`, then (in
+/// a later append, after the tools ran) the user content with the responses, also without ids:
+/// each response answers the oldest open call of its name.
+async fn a_gemini_loop_answers_calls_without_ids_in_a_later_append(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let asked = json!([
+        {"role": "user", "parts": [{"text": "Weather in Paris and Rome?"}]},
+        {"role": "model", "parts": [
+            {"functionCall": {"name": "weather", "args": {"city": "Paris"}}, "thoughtSignature": "c2ln"},
+            {"functionCall": {"name": "weather", "args": {"city": "Rome"}}}
+        ]}
+    ]);
+    append_native(&app, "g", proto::Format::Gemini, &asked)
+        .await
+        .unwrap();
+    let answered = json!([{"role": "user", "parts": [
+        {"functionResponse": {"name": "weather", "response": {"output": "18C"}}},
+        {"functionResponse": {"name": "weather", "response": {"output": "24C"}}}
+    ]}]);
+    append_native(&app, "g", proto::Format::Gemini, &answered)
+        .await
+        .unwrap();
+    let messages = app.all_messages("g").await.unwrap();
+    let calls: Vec<&str> = messages[1].tool_calls.iter().map(|c| c.id.as_str()).collect();
+    let answers: Vec<&str> = messages[2..].iter().map(|m| m.tool_call_id.as_str()).collect();
+    assert_eq!(
+        calls, answers,
+        "each response answers the oldest open call of its name"
+    );
+    let mut all = asked.as_array().unwrap().clone();
+    all.extend(answered.as_array().unwrap().iter().cloned());
+    assert_eq!(
+        rendered(&app, "g", proto::Format::Gemini).await,
+        json!({"contents": all})
+    );
+    // No call left open: a third response has nothing to answer.
+    let status = append_native(
+        &app,
+        "g",
+        proto::Format::Gemini,
+        &json!([answered[0]["parts"][0].clone()].map(|p| json!({"role": "user", "parts": [p]}))),
+    )
+    .await
+    .unwrap_err();
+    assert_field_violation(&status, "native.json[0].parts[0].functionResponse.id");
 }

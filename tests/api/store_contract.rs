@@ -108,6 +108,7 @@ fn batch(id: &str, messages: Vec<Message>) -> AppendBatch {
         reasoning_tokens: Vec::new(),
         native_tokens: Vec::new(),
         origins: Vec::new(),
+        unbound: Vec::new(),
     };
     batch.count_tokens();
     batch

@@ -73,6 +73,9 @@ pub struct AppendBatch {
     /// For a batch parsed from native JSON: each message's JSON path, which violations of the
     /// message name instead of `messages[i]`.
     pub origins: Vec<String>,
+    /// Tool results of a native batch that name their call by function name only (see
+    /// [`crate::domain::native::Parsed::unbound`]); bound before the append.
+    pub unbound: Vec<(usize, String)>,
 }
 
 impl AppendBatch {

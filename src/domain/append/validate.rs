@@ -364,6 +364,7 @@ mod tests {
             reasoning_tokens: vec![],
             native_tokens: vec![],
             origins: vec![],
+            unbound: vec![],
         };
         assert_eq!(batch("a").payload_hash(), batch("a").payload_hash());
         assert_ne!(batch("a").payload_hash(), batch("b").payload_hash());

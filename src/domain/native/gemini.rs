@@ -7,7 +7,7 @@
 //! `functionResponse` parts become tool messages, and its other parts one user message after
 //! them. A call without an `id` gets one (`gemini_` and a digest of the JSON and its place);
 //! a response without an `id` answers the oldest unanswered call of its name earlier in the
-//! same JSON.
+//! same JSON, or else (bound on append) in the conversation.
 
 use serde_json::Value;
 
@@ -164,13 +164,8 @@ fn user(parts: &[Value], path: &str, calls: &mut Calls, parsed: &mut Parsed, v: 
                 let name = required_str(response, "name", &response_path, v).unwrap_or_default();
                 message.tool_call_id = calls.answer(name, str_at(response, "id"));
                 if message.tool_call_id.is_none() {
-                    v.add(
-                        format!("{response_path}.id"),
-                        format!(
-                            "no unanswered call named `{name}` earlier in this JSON: give the call's id \
-                             (ListMessages shows it in tool_calls[].id)"
-                        ),
-                    );
+                    // Answers a call appended earlier: bound to it on append.
+                    parsed.unbound.push((parsed.messages.len(), name.to_owned()));
                 }
                 message.content = match response.get("response") {
                     Some(Value::Object(map))

@@ -107,6 +107,10 @@ pub struct Parsed {
     pub messages: Vec<Message>,
     /// Each message's JSON path, e.g. `native.json[2].content[1]`.
     pub origins: Vec<String>,
+    /// Tool results that name their call by function name only (Gemini `functionResponse`
+    /// without an `id` and no call of that name earlier in the JSON): (message index, name).
+    /// The service binds them to the conversation's open calls.
+    pub unbound: Vec<(usize, String)>,
 }
 
 impl Parsed {

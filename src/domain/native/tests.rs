@@ -249,12 +249,14 @@ fn what_a_format_does_not_allow_is_refused_at_its_json_path() {
         ),
         ["native.json[0].call_id"]
     );
+    let mut v = Violations::default();
+    let unbound = json!([{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}]);
+    let parsed = parse(Format::Gemini, &unbound.to_string(), &mut v);
+    assert!(v.is_empty() && parsed.messages[0].tool_call_id.is_none(), "{v}");
     assert_eq!(
-        violations(
-            Format::Gemini,
-            json!([{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}])
-        ),
-        ["native.json[0].parts[0].functionResponse.id"]
+        parsed.unbound,
+        [(0, "f".to_owned())],
+        "bound to the conversation's open call on append"
     );
     assert_eq!(
         violations(Format::OpenAiChat, json!([{"role": "function", "content": "x"}])),

@@ -7,6 +7,7 @@ use crate::{
         Message, Provider, Reasoning, Role, Sequence, StoredMessage, ToolCall, Violations,
         append::{check_batch_size, check_message},
         context::{Format, TokenCounts},
+        native::Parsed,
     },
     proto,
 };
@@ -35,27 +36,31 @@ pub(crate) fn append_batch(
             None
         }
     };
-    let (messages, origins) = match native {
+    let parsed = match native {
         Some(_) if !raw_messages.is_empty() => {
             v.add("native", "give `messages` or `native`, not both");
-            (Vec::new(), Vec::new())
+            Parsed::default()
         }
         Some(native) => super::native::native_messages(native, limits, &mut v),
         None => {
             v.extend(check_batch_size(raw_messages.len(), limits));
-            (messages(raw_messages, "messages", limits, &mut v), Vec::new())
+            Parsed {
+                messages: messages(raw_messages, "messages", limits, &mut v),
+                ..Parsed::default()
+            }
         }
     };
     match (conversation_id, idempotency_key, v.is_empty()) {
         (Some(conversation_id), Some(idempotency_key), true) => Ok(AppendBatch {
             conversation_id,
-            messages,
+            messages: parsed.messages,
             idempotency_key,
             expected_last_sequence,
             tokens: Vec::new(),
             reasoning_tokens: Vec::new(),
             native_tokens: Vec::new(),
-            origins,
+            origins: parsed.origins,
+            unbound: parsed.unbound,
         }),
         _ => Err(v),
     }

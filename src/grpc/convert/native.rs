@@ -1,7 +1,7 @@
 //! Provider JSON on the wire: `AppendMessageRequest.native`, `Message.native` and usage.
 
 use crate::{
-    domain::{self, AppendLimits, Message, Usage, Violations, append::check_message, context::Format},
+    domain::{self, AppendLimits, Usage, Violations, append::check_message, context::Format, native::Parsed},
     proto,
 };
 
@@ -11,11 +11,11 @@ pub(super) fn native_messages(
     native: proto::NativeItems,
     limits: &AppendLimits,
     v: &mut Violations,
-) -> (Vec<Message>, Vec<String>) {
+) -> Parsed {
     let proto::NativeItems { format, json } = native;
     let format = super::context::format_of(format, "native.format", v);
     if !v.is_empty() {
-        return (Vec::new(), Vec::new());
+        return Parsed::default();
     }
     let parsed = domain::native::parse(format, &json, v);
     let count = parsed.messages.len();
@@ -27,12 +27,18 @@ pub(super) fn native_messages(
                 limits.max_messages_per_request
             ),
         );
-        return (Vec::new(), Vec::new());
+        return Parsed::default();
     }
-    for (message, origin) in parsed.messages.iter().zip(&parsed.origins) {
-        v.extend(check_message(message, origin, limits));
+    for (i, (message, origin)) in parsed.messages.iter().zip(&parsed.origins).enumerate() {
+        let unbound = parsed.unbound.iter().any(|(index, _)| *index == i);
+        for violation in check_message(message, origin, limits).iter() {
+            // A result bound to its call on append has no id yet.
+            if !(unbound && violation.field == format!("{origin}.tool_call_id")) {
+                v.add(violation.field.clone(), violation.description.clone());
+            }
+        }
     }
-    (parsed.messages, parsed.origins)
+    parsed
 }
 
 pub(super) fn usage_of(usage: proto::Usage) -> Usage {
