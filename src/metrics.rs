@@ -115,12 +115,12 @@ impl ServerMetrics {
         let rpc_duration = HistogramVec::new(
             HistogramOpts::new(
                 "ctxd_rpc_duration_seconds",
-                "ContextService RPC latency by method and gRPC code",
+                "ContextService RPC latency by method, gRPC code and protocol (grpc, grpc_web, connect)",
             )
             .buckets(vec![
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
             ]),
-            &["method", "code"],
+            &["method", "code", "protocol"],
         )
         .expect("valid metric");
         let pool_connections = IntGaugeVec::new(
@@ -143,9 +143,15 @@ impl ServerMetrics {
     }
 
     /// Records one finished call.
-    pub fn observe_rpc(&self, method: &'static str, code: &'static str, elapsed: Duration) {
+    pub fn observe_rpc(
+        &self,
+        method: &'static str,
+        code: &'static str,
+        protocol: &'static str,
+        elapsed: Duration,
+    ) {
         self.rpc_duration
-            .with_label_values(&[method, code])
+            .with_label_values(&[method, code, protocol])
             .observe(elapsed.as_secs_f64());
     }
 
@@ -251,7 +257,7 @@ mod tests {
     #[test]
     fn a_server_shows_the_process_wide_counters_beside_its_own() {
         let metrics = ServerMetrics::new(None);
-        metrics.observe_rpc("AppendMessage", "OK", Duration::from_millis(1));
+        metrics.observe_rpc("AppendMessage", "OK", "grpc", Duration::from_millis(1));
         METRICS.messages_dropped.inc_by(0);
         let text = metrics.render();
         assert!(text.contains("ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"AppendMessage\"} 1"));

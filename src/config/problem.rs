@@ -48,6 +48,12 @@ pub enum ConfigProblem {
         #[source]
         source: KeyEntryError,
     },
+    /// A CTXD_CORS_ORIGINS entry is not an origin.
+    #[error("CTXD_CORS_ORIGINS: `{origin}` is not an origin (`https://host[:port]`) or `*`")]
+    CorsOrigin {
+        /// The entry.
+        origin: String,
+    },
     /// A file named by a setting cannot be read.
     #[error("{setting} {}", path.display())]
     Unreadable {

@@ -97,6 +97,12 @@ pub struct ServerArgs {
         display_order = 28
     )]
     pub shutdown_grace_secs: u64,
+
+    /// Origins whose browser code may call ctxd (Connect and gRPC-Web), comma-separated, e.g.
+    /// `https://app.example.com`; `*` allows any. Unset (the default): no cross-origin
+    /// requests.
+    #[arg(long, env = "CTXD_CORS_ORIGINS", value_delimiter = ',', display_order = 29)]
+    pub cors_origins: Vec<String>,
 }
 
 /// The server's validated settings.
@@ -120,6 +126,8 @@ pub struct ServerOptions {
     pub concurrency_per_connection: usize,
     /// Drain period on shutdown.
     pub shutdown_grace: Duration,
+    /// Origins allowed to call from browsers (`*`: any); empty: none.
+    pub cors_origins: Vec<String>,
 }
 
 /// TLS material, read at start-up so a missing file stops the server before it listens.
@@ -147,6 +155,7 @@ impl ServerArgs {
         problems.positive("CTXD_HANDSHAKE_TIMEOUT_SECS", self.handshake_timeout_secs);
         problems.positive("CTXD_HEALTH_PROBE_INTERVAL_MS", self.health_probe_interval_ms);
         let tls = self.tls(&mut problems);
+        let cors_origins = self.cors_origins(&mut problems);
         problems.finish(ServerOptions {
             listen: self.listen,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
@@ -157,7 +166,31 @@ impl ServerArgs {
             handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             concurrency_per_connection: self.concurrency_per_connection,
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+            cors_origins,
         })
+    }
+
+    /// The CORS origins, each `*` or a `scheme://host[:port]` origin.
+    fn cors_origins(&self, problems: &mut Problems) -> Vec<String> {
+        let origins: Vec<String> = self
+            .cors_origins
+            .iter()
+            .map(|o| o.trim().trim_end_matches('/').to_owned())
+            .filter(|o| !o.is_empty())
+            .collect();
+        for origin in &origins {
+            let host = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"));
+            let valid = origin == "*"
+                || host.is_some_and(|h| !h.is_empty() && !h.contains(['/', ' ', '\t']) && h.is_ascii());
+            if !valid {
+                problems.push(ConfigProblem::CorsOrigin {
+                    origin: origin.clone(),
+                });
+            }
+        }
+        origins
     }
 
     /// The TLS files, read (`None` without TLS, or when one cannot be read).

@@ -17,7 +17,7 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 use tonic::codegen::http::{HeaderMap, Request, Response};
 use tower::{Layer, Service};
 
-use super::{HeldMemory, METHODS, code_name, unread::ReadInTime};
+use super::{HeldMemory, METHODS, code_name, connect::Protocol, unread::ReadInTime};
 use crate::metrics::ServerMetrics;
 
 /// The gRPC service whose calls are counted.
@@ -75,6 +75,11 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        let protocol = request
+            .extensions()
+            .get::<Protocol>()
+            .copied()
+            .unwrap_or(Protocol::Grpc);
         let method = request
             .uri()
             .path()
@@ -87,6 +92,7 @@ where
         let read_timeout = self.read_timeout;
         let call = Call {
             method,
+            protocol,
             started: Instant::now(),
             metrics: self.metrics.clone(),
         };
@@ -121,14 +127,19 @@ fn known_method(name: &str) -> Option<&'static str> {
 #[derive(Debug)]
 struct Call {
     method: &'static str,
+    protocol: Protocol,
     started: Instant,
     metrics: ServerMetrics,
 }
 
 impl Call {
     fn finish(self, code: tonic::Code) {
-        self.metrics
-            .observe_rpc(self.method, code_name(code), self.started.elapsed());
+        self.metrics.observe_rpc(
+            self.method,
+            code_name(code),
+            self.protocol.label(),
+            self.started.elapsed(),
+        );
     }
 }
 

@@ -14,6 +14,7 @@ use crate::{
 };
 
 pub mod codec;
+pub mod connect;
 mod context;
 mod conversations;
 pub(crate) mod convert;

@@ -10,14 +10,18 @@ use tonic::{
     transport::{Certificate, Identity, Server, ServerTlsConfig, server::Router},
 };
 use tonic_health::pb::health_server::{Health, HealthServer};
+use tonic_web::GrpcWebLayer;
 use tower::layer::util::{Identity as NoLayer, Stack};
 use tower::util::MapResponseLayer;
+use tower::util::{Either, option_layer};
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use super::StartupError;
 use crate::{
     config::{ServerOptions, Settings, TlsFiles},
     grpc::{
         ContextApi, TenantInterceptor,
+        connect::ProtocolLayer,
         deadline::DeadlineLayer,
         metered::MeteredLayer,
         request_body::RequestBodyLayer,
@@ -41,17 +45,27 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// The rewrite of tonic's answer to an oversized request.
 type Rewrite = fn(http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body>;
 
-/// The layers around every call, outermost first: metrics, request id, the oversize rewrite,
-/// the deadline, the request body's memory and framing (tower's `Stack` spells them innermost
-/// first). Metrics see every call's final code, including the rewrite's, the deadline's and
+/// The layers around every call, outermost first: CORS (when configured), the protocols (Connect
+/// transcoded to gRPC, `/healthz`), gRPC-Web, metrics, request id, the oversize rewrite, the
+/// deadline, the request body's memory and framing (tower's `Stack` spells them innermost
+/// first). Every layer from metrics in sees a gRPC call, whatever protocol it came in. Metrics see every call's final code, including the rewrite's, the deadline's and
 /// the body checks' answers.
 pub(super) type Layers = Stack<
     RequestBodyLayer,
     Stack<
         DeadlineLayer,
-        Stack<MapResponseLayer<Rewrite>, Stack<RequestIdLayer, Stack<MeteredLayer, NoLayer>>>,
+        Stack<
+            MapResponseLayer<Rewrite>,
+            Stack<
+                RequestIdLayer,
+                Stack<MeteredLayer, Stack<GrpcWebLayer, Stack<ProtocolLayer, Stack<Cors, NoLayer>>>>,
+            >,
+        >,
     >,
 >;
+
+/// Cross-origin requests, when CTXD_CORS_ORIGINS allows some.
+type Cors = Either<CorsLayer, NoLayer>;
 
 /// Everything the gRPC port serves, ready to run on a listener.
 pub(super) fn router(
@@ -61,6 +75,12 @@ pub(super) fn router(
     health: HealthServer<impl Health>,
     metrics: ServerMetrics,
 ) -> Result<Router<Layers>, StartupError> {
+    let protocols = ProtocolLayer::new(
+        service.response_budget().clone(),
+        interceptor.clone(),
+        settings.limits.max_request_bytes,
+        settings.server.request_timeout,
+    );
     let body = RequestBodyLayer::new(
         service.response_budget().clone(),
         settings.limits.max_request_bytes,
@@ -71,6 +91,9 @@ pub(super) fn router(
         // A backstop: responses are checked against max_response_bytes as they are built.
         .max_encoding_message_size(settings.limits.max_response_bytes.saturating_mul(2));
     let mut server = configured_server(&settings.server)?
+        .layer(option_layer(cors(&settings.server.cors_origins)))
+        .layer(protocols)
+        .layer(GrpcWebLayer::new())
         .layer(MeteredLayer::new(metrics, settings.server.request_timeout))
         .layer(RequestIdLayer)
         .layer(MapResponseLayer::new(oversize_is_resource_exhausted as Rewrite))
@@ -83,9 +106,46 @@ pub(super) fn router(
         .add_service(InterceptedService::new(api, interceptor)))
 }
 
-/// The server's connection handling and, when configured, TLS.
+/// CORS for the configured origins (Connect and gRPC-Web from browsers), or none.
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = match origins.iter().any(|o| o == "*") {
+        true => AllowOrigin::any(),
+        false => AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok())),
+    };
+    let header = |name: &'static str| http::HeaderName::from_static(name);
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([http::Method::POST, http::Method::GET, http::Method::OPTIONS])
+            .allow_headers([
+                header("content-type"),
+                header("connect-protocol-version"),
+                header("connect-timeout-ms"),
+                header("grpc-timeout"),
+                header("x-grpc-web"),
+                header("x-user-agent"),
+                header("authorization"),
+                header("x-api-key"),
+                header("x-tenant-id"),
+                header("x-request-id"),
+            ])
+            .expose_headers([
+                header("grpc-status"),
+                header("grpc-message"),
+                header("grpc-status-details-bin"),
+                header("x-request-id"),
+            ])
+            .max_age(Duration::from_secs(3600)),
+    )
+}
+
+/// The server's connection handling and, when configured, TLS. HTTP/1.1 is accepted beside
+/// HTTP/2: Connect and gRPC-Web calls come over both.
 fn configured_server(options: &ServerOptions) -> Result<Server, StartupError> {
-    let mut server = Server::builder();
+    let mut server = Server::builder().accept_http1(true);
     if let Some(tls) = &options.tls {
         server = server
             .tls_config(tls_config(tls, options.handshake_timeout))

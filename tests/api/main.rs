@@ -6,6 +6,7 @@ mod helpers;
 mod append;
 mod auth;
 mod cache;
+mod connect;
 mod context;
 mod conversations;
 mod fact_retention;

@@ -72,8 +72,8 @@ async fn metrics_are_served_on_their_own_port() {
     stream.read_to_string(&mut body).await.unwrap();
     for name in [
         "ctxd_rpc_duration_seconds_bucket{code=\"OK\",method=\"AppendMessage\"",
-        "ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"BuildContext\"}",
-        "ctxd_rpc_duration_seconds_count{code=\"INVALID_ARGUMENT\",method=\"BuildContext\"}",
+        "ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"BuildContext\",protocol=\"grpc\"}",
+        "ctxd_rpc_duration_seconds_count{code=\"INVALID_ARGUMENT\",method=\"BuildContext\",protocol=\"grpc\"}",
         "ctxd_context_tokens_count",
         "ctxd_context_messages_dropped_total",
         "ctxd_summarizer_calls_total{engine=\"extractive\",outcome=\"ok\"}",

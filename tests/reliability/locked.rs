@@ -168,7 +168,7 @@ pub(crate) async fn locked_conversation(
     Ok(report)
 }
 
-/// `ctxd_rpc_duration_seconds_count{code="DEADLINE_EXCEEDED",method="AppendMessage"}`.
+/// `ctxd_rpc_duration_seconds_count{code="DEADLINE_EXCEEDED",method="AppendMessage",protocol="grpc"}`.
 async fn deadline_exceeded_appends(addr: &str) -> anyhow::Result<u64> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
@@ -177,7 +177,7 @@ async fn deadline_exceeded_appends(addr: &str) -> anyhow::Result<u64> {
         .await?;
     let mut body = String::new();
     stream.read_to_string(&mut body).await?;
-    let series = "ctxd_rpc_duration_seconds_count{code=\"DEADLINE_EXCEEDED\",method=\"AppendMessage\"} ";
+    let series = "ctxd_rpc_duration_seconds_count{code=\"DEADLINE_EXCEEDED\",method=\"AppendMessage\",protocol=\"grpc\"} ";
     Ok(body
         .lines()
         .find_map(|line| line.strip_prefix(series))
