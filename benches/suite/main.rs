@@ -5,7 +5,7 @@
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and
 //! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run); `BENCH_ONLY=`
-//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations`, `dbcost`, `scale` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
+//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations`, `dbcost`, `protocols`, `scale` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
 //! sets the BuildContext samples per size (for profiling).
 
 mod append;
@@ -14,6 +14,7 @@ mod cache;
 mod conversations;
 mod dbcost;
 mod memory;
+mod protocols;
 #[path = "../../tests/support/replica.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod replica;
@@ -104,6 +105,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("dbcost") {
         dbcost::run(&server, &url, std::env::var_os("BENCH_QUICK").is_some()).await?;
+    }
+    if wanted("protocols") {
+        protocols::run(&server, std::env::var_os("BENCH_QUICK").is_some()).await?;
     }
     if wanted("scale") {
         let secs = if std::env::var_os("BENCH_QUICK").is_some() {
