@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::{
     contract_tests,
-    helpers::{StoreKind, TestApp, spawn_app, spawn_on, user},
+    helpers::{StoreKind, TestApp, spawn_app, spawn_app_with, spawn_on, user},
 };
 
 contract_tests!(
@@ -18,6 +18,7 @@ contract_tests!(
     errors_carry_connect_codes_statuses_and_the_same_details,
     hostile_requests_get_clear_errors_and_store_nothing,
     grpc_web_and_the_health_path_are_served_on_the_same_port,
+    auth_and_tenancy_hold_over_connect,
 );
 
 /// An HTTP client (reqwest's rustls needs the process-wide provider; a second install is a
