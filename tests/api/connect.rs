@@ -361,14 +361,13 @@ async fn grpc_web_and_the_health_path_are_served_on_the_same_port(kind: StoreKin
 
 /// Auth and tenancy as over gRPC: no key, a wrong key, a tenant header that does not match
 /// the key's tenant, another tenant's conversation.
-#[tokio::test]
-async fn auth_and_tenancy_hold_over_connect() {
+async fn auth_and_tenancy_hold_over_connect(kind: StoreKind) {
     let keys = format!(
         "{}=acme,{}=globex",
         ApiKey::hash_hex("key-acme"),
         ApiKey::hash_hex("key-globex")
     );
-    let app = spawn_on(None, &["--api-keys", &keys]).await;
+    let app = spawn_app_with(kind, &["--api-keys", &keys]).await;
     let client = http();
     let body = json!({"conversationId": "c", "messages": [{"role": "ROLE_USER", "content": "hi"}]});
     let (status, error) = call_with(&client, &app, "AppendMessage", body.clone(), &[]).await;
