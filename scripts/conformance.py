@@ -401,6 +401,12 @@ def block_rules(messages):
                 tool_use_ids.add(block.get("id"))
             if kind == "tool_result" and isinstance(block.get("content"), str) and blank(block["content"]):
                 problems.append(f"[{i}] whitespace-only tool_result content")
+            source = block.get("source") if kind in ("image", "document") else None
+            # URL sources are fetched by Anthropic over https; a data: URL is refused (its data
+            # goes as a base64 source).
+            if isinstance(source, dict) and source.get("type") == "url" \
+                    and not str(source.get("url", "")).startswith("https://"):
+                problems.append(f"[{i}] {kind} url source {str(source.get('url'))[:40]!r} is not https")
             if kind == "image" and block.get("source", {}).get("type") == "base64":
                 if block["source"].get("media_type") not in ANTHROPIC_IMAGE_TYPES:
                     problems.append(f"[{i}] image of type {block['source'].get('media_type')}")
@@ -679,6 +685,15 @@ def gemini_part_rules(i, role, part):
         problems.append(f"[{i}] functionCall args are not an object")
     if present(part, "functionResponse") and not isinstance(part["functionResponse"].get("response"), dict):
         problems.append(f"[{i}] functionResponse response is not an object")
+    # fileData URIs are fetched by Gemini: https or gs:// (a data: URI's data goes as inlineData).
+    if present(part, "fileData"):
+        uri = str(part["fileData"].get("fileUri", ""))
+        if not uri.startswith(("https://", "gs://")):
+            problems.append(f"[{i}] fileData.fileUri {uri[:40]!r} is not https or gs://")
+    # Gemini's image types: png, jpeg, webp, heic, heif (no GIF).
+    for key in ("inlineData", "fileData"):
+        if present(part, key) and str(part[key].get("mimeType", "")).lower() == "image/gif":
+            problems.append(f"[{i}] {key} of type image/gif")
     return problems
 
 
@@ -944,6 +959,14 @@ BROKEN = [
     # Gemini 3: the current turn's steps keep the signature of their first call.
     ("gemini", contents(ASK, ("model", [fcall("c1", **SIGNED)]), ("user", [fresponse("c1")]),
                         ("model", [fcall("c2")]), ("user", [fresponse("c2")])), {"expect_signatures": True}),
+    # data: URIs and http URLs sent where the provider fetches URLs (issue 39).
+    ("anthropic_messages", {"messages": [user([text("q"), {"type": "image", "source": {
+        "type": "url", "url": "data:image/png;base64,iVBORw=="}}])]}),
+    ("anthropic_messages", {"messages": [user([text("q"), {"type": "document", "source": {
+        "type": "url", "url": "http://example.com/a.pdf"}}])]}),
+    ("gemini", contents(("user", [text("q"), {"fileData": {"fileUri": "data:image/png;base64,iVBORw==",
+                                                            "mimeType": "image/png"}}]))),
+    ("gemini", contents(("user", [text("q"), {"inlineData": {"data": "R0lGODlh", "mimeType": "image/gif"}}]))),
 ]
 
 VALID = [

@@ -260,7 +260,9 @@ mod tests {
         metrics.observe_rpc("AppendMessage", "OK", "grpc", Duration::from_millis(1));
         METRICS.messages_dropped.inc_by(0);
         let text = metrics.render();
-        assert!(text.contains("ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"AppendMessage\"} 1"));
+        assert!(text.contains(
+            "ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"AppendMessage\",protocol=\"grpc\"} 1"
+        ));
         assert!(text.contains("ctxd_context_messages_dropped_total"), "{text}");
         assert!(!text.contains("ctxd_db_pool_connections{"), "{text}");
     }

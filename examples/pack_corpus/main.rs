@@ -91,10 +91,21 @@ const ARGUMENTS: [&str; 8] = [
 
 const OUTPUTS: [&str; 5] = ["18°C, sunny", "", " ", "{\"rows\": []}", "エラー: not found"];
 
+/// A 2x1 PNG as a data URI (its header gives its dimensions).
+const PNG_DATA_URI: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAYAAAD0eNT6AAAAEUlEQVR4nGP4z8DwHwyBDAQAXwIH+TAjW+oAAAAASUVORK5CYII=";
+
 fn attachment(rng: &mut Rng) -> Attachment {
     let data = |bytes: &[u8]| AttachmentSource::Data(bytes.to_vec());
     let uri = |u: &str| AttachmentSource::Uri(u.to_owned());
-    let (mime, filename, source) = match rng.below(13) {
+    let (mime, filename, source) = match rng.below(16) {
+        // data: URIs as OpenAI clients send them, an http URL providers will not fetch.
+        13 => ("image/png", "shot.png", uri(PNG_DATA_URI)),
+        14 => ("image/jpeg", "cam.jpg", uri("http://example.com/cam.jpg")),
+        15 => (
+            "application/pdf",
+            "doc.pdf",
+            uri("data:application/pdf;base64,JVBERi0xLjQK"),
+        ),
         0 => ("image/png", "chart.png", data(&[137, 80, 78, 71])),
         1 => ("image/jpeg", "photo.jpg", uri("https://example.com/photo.jpg")),
         2 => ("image/svg+xml", "logo.svg", data(b"<svg/>")),
@@ -113,6 +124,8 @@ fn attachment(rng: &mut Rng) -> Attachment {
         mime_type: mime.into(),
         filename: filename.into(),
         source,
+        width: 0,
+        height: 0,
     }
 }
 

@@ -118,6 +118,17 @@ pub struct Attachment {
     pub filename: String,
     /// The content.
     pub source: AttachmentSource,
+    /// An image's width in pixels: read from the header of inline data and data URIs at
+    /// append, given by the caller for other URIs; 0 when unknown.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub width: u32,
+    /// An image's height in pixels, as `width`.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub height: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A failed or timed-out LLM call, kept so that "continue" has an anchor.

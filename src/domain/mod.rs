@@ -2,6 +2,7 @@
 //! No tokio, tonic or SQL here; the transport and the stores build on these types.
 
 pub mod append;
+pub mod attachments;
 pub mod context;
 pub mod conversation;
 pub mod ids;

@@ -268,6 +268,7 @@ async fn every_message_field_round_trips(kind: StoreKind) {
         mime_type: "image/png".into(),
         filename: "chart.png".into(),
         source: Some(proto::attachment::Source::Data(vec![0, 159, 146, 150, 255])),
+        ..Default::default()
     };
     let link = proto::Attachment {
         mime_type: "application/pdf".into(),
@@ -275,6 +276,7 @@ async fn every_message_field_round_trips(kind: StoreKind) {
         source: Some(proto::attachment::Source::Uri(
             "https://example.com/spec.pdf".into(),
         )),
+        ..Default::default()
     };
     let opener = proto::Message {
         name: "alice".into(),

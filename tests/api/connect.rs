@@ -271,7 +271,8 @@ async fn hostile_requests_get_clear_errors_and_store_nothing(kind: StoreKind) {
     let garbage = post(b"\xff\xff\xff", "application/proto").await.unwrap();
     assert_eq!(garbage.status(), StatusCode::BAD_REQUEST);
     let huge = vec![b' '; 17 * 1024 * 1024];
-    let too_large = client
+    // Its own connection: the server answers before reading the whole body, and closes it.
+    let too_large = http()
         .post(url(&app, "AppendMessage"))
         .header("content-type", "application/json")
         .body(huge)
@@ -291,9 +292,9 @@ async fn hostile_requests_get_clear_errors_and_store_nothing(kind: StoreKind) {
         (status, error["code"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_argument"))
     );
-    // A body that never ends is cut at the call's deadline.
+    // A body that never ends is cut at the call's deadline (on its own connection too).
     let (sender, body) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-    let slow = client
+    let slow = http()
         .post(url(&app, "AppendMessage"))
         .header("content-type", "application/json")
         .header("connect-timeout-ms", "300")

@@ -4,6 +4,7 @@
 mod helpers;
 
 mod append;
+mod attachments;
 mod auth;
 mod cache;
 mod connect;

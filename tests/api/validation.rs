@@ -30,6 +30,7 @@ fn cases() -> Vec<(&'static str, proto::AppendMessageRequest, &'static str)> {
         mime_type: mime.into(),
         filename: String::new(),
         source,
+        ..Default::default()
     };
     vec![
         (

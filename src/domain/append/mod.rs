@@ -91,6 +91,9 @@ impl AppendBatch {
         self.tokens.clear();
         self.reasoning_tokens.clear();
         self.native_tokens.clear();
+        for attachment in self.messages.iter_mut().flat_map(|m| m.attachments.iter_mut()) {
+            crate::domain::attachments::measure(attachment);
+        }
         for message in &self.messages {
             if cancelled() {
                 return;

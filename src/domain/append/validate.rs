@@ -285,6 +285,11 @@ fn check_attachments(message: &Message, path: &str, limits: &AppendLimits, v: &m
             AttachmentSource::Data(data) => ("data", data.len()),
             AttachmentSource::Uri(uri) => ("uri", uri.len()),
         };
+        if let AttachmentSource::Uri(uri) = &attachment.source
+            && let Some(Err(why)) = crate::domain::attachments::data_uri(uri)
+        {
+            v.add(format!("{att_path}.uri"), why);
+        }
         if len == 0 {
             v.add(format!("{att_path}.{field}"), "must not be empty");
         } else if len > limits.max_attachment_bytes {

@@ -3,8 +3,9 @@
 
 use std::borrow::Cow;
 
+use super::Format;
 use crate::{
-    domain::message::Message,
+    domain::message::{AttachmentSource, Message},
     tokenize::{ATTACHMENT_TOKENS, MESSAGE_OVERHEAD, NAME_OVERHEAD, TOOL_CALL_OVERHEAD, Tokenizer},
 };
 
@@ -170,6 +171,43 @@ pub fn message_cost_with_text(message: &Message, text: &str, tokenizer: Tokenize
         tokens += ATTACHMENT_TOKENS + tokenizer.count(&attachment.filename);
     }
     tokens
+}
+
+/// What `message`'s attachments cost in a pack of `format` beyond what its stored counts hold
+/// (a flat [`ATTACHMENT_TOKENS`] each): the provider's own cost of each image (by its
+/// dimensions, or the most the provider charges when they are unknown), each PDF and each other
+/// file, less the flat count. Negative when the provider charges less (a small image for
+/// Anthropic). docs/design.md, "Attachments".
+pub fn attachments_delta(message: &Message, format: Format) -> i64 {
+    use crate::domain::attachments::{Counting, image_tokens, media_type, pdf_tokens};
+    if message.attachments.is_empty() {
+        return 0;
+    }
+    let counting = match format {
+        Format::OpenAiChat | Format::OpenAiResponses => Counting::OpenAi,
+        Format::AnthropicMessages => Counting::Anthropic,
+        Format::Gemini => Counting::Gemini,
+    };
+    let cost: usize = message
+        .attachments
+        .iter()
+        .map(|a| match media_type(a) {
+            mime if mime.starts_with("image/") => image_tokens(counting, a.width, a.height),
+            "application/pdf" => pdf_tokens(counting),
+            // Other files go as text (or a text reference): at most their bytes / 4 in tokens,
+            // and never less than the flat count.
+            _ => match &a.source {
+                AttachmentSource::Data(data) => data.len().div_ceil(4).max(ATTACHMENT_TOKENS),
+                AttachmentSource::Uri(_) => ATTACHMENT_TOKENS,
+            },
+        })
+        .sum();
+    cost as i64 - (ATTACHMENT_TOKENS * message.attachments.len()) as i64
+}
+
+/// `tokens` moved by `delta`, never below 0.
+pub fn adjusted(tokens: usize, delta: i64) -> usize {
+    (tokens as i64 + delta).max(0) as usize
 }
 
 /// Framing tokens of one reasoning block.

@@ -3,6 +3,8 @@
 //! into a [`ContextPacker`], which says when it has seen enough.
 
 pub mod anchor;
+#[cfg(test)]
+mod band_tests;
 pub mod cost;
 mod pack;
 pub mod pending;

@@ -16,7 +16,7 @@ use super::{
     FinalAssistant, Format, HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy, SUMMARY_CUT_MARKER, Source,
     SummarySection, TokenBudget, TokenCounts,
     anchor::LogEnd,
-    cost::{context_text, message_cost_with_text},
+    cost::{adjusted, attachments_delta, context_text, message_cost_with_text},
     initial_page_limit,
     render::{anthropic_renders, render},
 };
@@ -131,22 +131,30 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                             mime_type: "image/png".into(),
                             filename: "chart.png".into(),
                             source: AttachmentSource::Data(vec![137, 80, 78, 71]),
+                            width: 0,
+                            height: 0,
                         },
                         Attachment {
                             mime_type: "application/pdf".into(),
                             filename: "spec.pdf".into(),
                             source: AttachmentSource::Uri("https://example.com/spec.pdf".into()),
+                            width: 0,
+                            height: 0,
                         },
                         // Types some formats cannot carry as they are.
                         Attachment {
                             mime_type: "image/svg+xml".into(),
                             filename: "logo.svg".into(),
                             source: AttachmentSource::Data(b"<svg/>".to_vec()),
+                            width: 0,
+                            height: 0,
                         },
                         Attachment {
                             mime_type: "text/plain".into(),
                             filename: "notes.txt".into(),
                             source: AttachmentSource::Data(b"hello".to_vec()),
+                            width: 0,
+                            height: 0,
                         },
                     ]
                 } else {
@@ -495,7 +503,9 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
     let sum: u32 = pack.messages.iter().map(|m| m.tokens).sum::<u32>() + REPLY_PRIMING as u32;
     prop_assert_eq!(sum, pack.stats.total_tokens);
     for m in &pack.messages {
-        let exact = message_cost_with_text(&m.message, &context_text(&m.message), case.tokenizer) as u32;
+        // Attachments as the format's provider counts them (the invariants run on chat packs).
+        let text = message_cost_with_text(&m.message, &context_text(&m.message), case.tokenizer);
+        let exact = adjusted(text, attachments_delta(&m.message, Format::OpenAiChat)) as u32;
         prop_assert_eq!(m.tokens, exact, "message {:?} miscounted", m.sequence);
     }
     let available = case.max_tokens - case.reserve.min(case.max_tokens - 1);

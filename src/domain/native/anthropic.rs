@@ -192,12 +192,16 @@ fn attachment_from(source: Option<&Value>, path: &str, v: &mut Violations) -> Op
                 mime_type: media_type(),
                 filename: String::new(),
                 source: AttachmentSource::Data(bytes),
+                width: 0,
+                height: 0,
             })
         }
         "text" => Some(Attachment {
             mime_type: media_type(),
             filename: String::new(),
             source: AttachmentSource::Data(required_str(source, "data", path, v)?.as_bytes().to_vec()),
+            width: 0,
+            height: 0,
         }),
         "url" => {
             let url = required_str(source, "url", path, v)?;
@@ -205,6 +209,8 @@ fn attachment_from(source: Option<&Value>, path: &str, v: &mut Violations) -> Op
                 mime_type: mime_of_uri(url),
                 filename: String::new(),
                 source: AttachmentSource::Uri(url.into()),
+                width: 0,
+                height: 0,
             })
         }
         _ => None,

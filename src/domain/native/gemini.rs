@@ -209,6 +209,8 @@ fn attachment(part: &Value, path: &str, v: &mut Violations) -> Option<Attachment
             mime_type,
             filename: String::new(),
             source: AttachmentSource::Data(bytes),
+            width: 0,
+            height: 0,
         });
     }
     let file = part.get("fileData")?;
@@ -221,6 +223,8 @@ fn attachment(part: &Value, path: &str, v: &mut Violations) -> Option<Attachment
         mime_type,
         filename: String::new(),
         source: AttachmentSource::Uri(uri.into()),
+        width: 0,
+        height: 0,
     })
 }
 

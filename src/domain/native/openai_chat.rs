@@ -131,6 +131,8 @@ fn content(entry: &Value, path: &str, message: &mut Message, v: &mut Violations)
                         mime_type: mime_of_uri(url),
                         filename: String::new(),
                         source,
+                        width: 0,
+                        height: 0,
                     });
                 }
             }
@@ -149,6 +151,8 @@ fn content(entry: &Value, path: &str, message: &mut Message, v: &mut Violations)
                         mime_type: format!("audio/{format}"),
                         filename: String::new(),
                         source,
+                        width: 0,
+                        height: 0,
                     });
                 }
             }

@@ -266,6 +266,8 @@ fn image(part: &Value) -> Option<Attachment> {
         mime_type: mime_of_uri(url),
         filename: String::new(),
         source: AttachmentSource::Uri(url.into()),
+        width: 0,
+        height: 0,
     })
 }
 
@@ -277,6 +279,8 @@ fn file(part: &Value, path: &str, v: &mut Violations) -> Option<Attachment> {
             mime_type: mime_of_uri(url),
             filename,
             source,
+            width: 0,
+            height: 0,
         });
     }
     let data = str_at(part, "file_data")?;
@@ -292,6 +296,8 @@ fn file(part: &Value, path: &str, v: &mut Violations) -> Option<Attachment> {
         mime_type,
         filename,
         source: AttachmentSource::Data(bytes),
+        width: 0,
+        height: 0,
     })
 }
 

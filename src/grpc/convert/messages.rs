@@ -306,6 +306,8 @@ fn attachment(raw: proto::Attachment) -> Result<Attachment, &'static str> {
         mime_type,
         filename,
         source,
+        width,
+        height,
     } = raw;
     let source = match source {
         Some(proto::attachment::Source::Data(data)) => AttachmentSource::Data(data),
@@ -316,6 +318,8 @@ fn attachment(raw: proto::Attachment) -> Result<Attachment, &'static str> {
         mime_type,
         filename,
         source,
+        width,
+        height,
     })
 }
 
@@ -426,6 +430,8 @@ fn attachment_to_proto(attachment: Attachment) -> proto::Attachment {
         mime_type,
         filename,
         source,
+        width,
+        height,
     } = attachment;
     let source = match source {
         AttachmentSource::Data(data) => proto::attachment::Source::Data(data),
@@ -435,5 +441,7 @@ fn attachment_to_proto(attachment: Attachment) -> proto::Attachment {
         mime_type,
         filename,
         source: Some(source),
+        width,
+        height,
     }
 }

@@ -143,7 +143,11 @@ impl ContextPacker {
         }
         let mut conversation = std::mem::take(&mut self.window.messages);
         for message in std::mem::take(&mut self.request.pending) {
-            let tokens = saturate(pending_message_cost(&message, self.tokenizer));
+            let tokens = saturate(pending_message_cost(
+                &message,
+                self.tokenizer,
+                self.request.format,
+            ));
             conversation.push(ContextMessage {
                 source: Source::Pending,
                 sequence: None,

@@ -212,7 +212,7 @@ pub(super) fn closing_reserve(last: Sequence, format: Format, tokenizer: Tokeniz
 
 /// Upper bound of the notice's cost: its numbers are at most `last`, and both OpenAI encodings
 /// (and the approximation) cost a number by its digit count alone.
-fn notice_reserve(last: Sequence, tokenizer: Tokenizer) -> usize {
+pub(super) fn notice_reserve(last: Sequence, tokenizer: Tokenizer) -> usize {
     let n = last.get();
     text_message_cost("system", &notice_text(n, n, n), tokenizer)
 }

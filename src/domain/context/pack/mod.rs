@@ -95,6 +95,9 @@ struct Budget {
     /// Room kept for the truncation notice (and the placeholder turns, see
     /// [`left_out::closing_reserve`]).
     notice_reserve: usize,
+    /// The part of `notice_reserve` that is the notice's own (what a pack with no history
+    /// left out does not need).
+    notice_part: usize,
     /// Tokens of the pinned messages (counted before the walk).
     pinned_cost: usize,
 }
@@ -139,12 +142,12 @@ impl ContextPacker {
     pub fn new(mut request: ContextRequest, snapshot: ContextSnapshot) -> Self {
         let tokenizer = request.tokenizer;
         let available = request.budget.available();
-        let pinned_cost = pinned_cost(&snapshot, tokenizer);
+        let pinned_cost = pinned_cost(&snapshot, tokenizer, request.format);
         let pending_reasoning = shape::keep_pending_reasoning(&mut request);
         let pending_cost: usize = request
             .pending
             .iter()
-            .map(|m| pending_message_cost(m, tokenizer))
+            .map(|m| pending_message_cost(m, tokenizer, request.format))
             .sum();
         let system_cost = match request.system_prompt.is_empty() {
             true => 0,
@@ -169,6 +172,7 @@ impl ContextPacker {
                 available,
                 used: REPLY_PRIMING + system_cost + pinned_cost + pending_cost,
                 notice_reserve,
+                notice_part: left_out::notice_reserve(snapshot.last_sequence, tokenizer),
                 pinned_cost,
             },
             walk: Walk::new(&snapshot, pending_user),

@@ -62,7 +62,8 @@ impl ContextPacker {
             return true;
         };
         let text = summary_text(&summary.text, summary.through_sequence);
-        let added = self.add_section(Source::Summary, text.clone()) || self.add_cut_summary(&text);
+        let added = self.add_section(Source::Summary, text.clone())
+            || self.add_cut_summary(&text, summary.through_sequence);
         if added {
             self.stats.summary_through_sequence = summary.through_sequence.get();
             self.walk.optional_floor = summary.through_sequence;
@@ -71,22 +72,43 @@ impl ContextPacker {
     }
 
     /// Adds the summary section cut to the room left (its beginning, the marker, its end),
-    /// when at least [`MIN_CUT_SUMMARY_TOKENS`] of it fit.
-    fn add_cut_summary(&mut self, text: &str) -> bool {
-        let room = self.budget.room();
+    /// when at least [`MIN_CUT_SUMMARY_TOKENS`] of it fit. When the mandatory history starts
+    /// right after the summary's watermark, nothing can be left out between them, so no
+    /// truncation notice can follow and the notice's room goes to the summary too: a summary
+    /// that fits cut is never dropped for a notice that would not be sent.
+    fn add_cut_summary(&mut self, text: &str, through: Sequence) -> bool {
+        let room = match self.nothing_between(through) {
+            true => self.budget.room() + self.budget.notice_part,
+            false => self.budget.room(),
+        };
         let frame = text_message_cost("system", SUMMARY_CUT_MARKER, self.tokenizer);
         let mut keep = room.saturating_sub(frame);
         while keep >= MIN_CUT_SUMMARY_TOKENS {
             let (head, tail) = self.tokenizer.head_and_tail(text, keep * 2 / 3, keep);
             let cut = format!("{head}{SUMMARY_CUT_MARKER}{tail}");
             // Joined text may tokenize a little longer than its parts.
-            if text_message_cost("system", &cut, self.tokenizer) <= room {
+            let tokens = text_message_cost("system", &cut, self.tokenizer);
+            if tokens <= room {
                 self.stats.summary_cut = true;
-                return self.add_section(Source::Summary, cut);
+                self.push_section(Source::Summary, cut, tokens);
+                return true;
             }
             keep -= keep / 8 + 1;
         }
         false
+    }
+
+    /// Whether no message lies between the summary's watermark `through` and the history the
+    /// mandatory part holds (and none was left out of it), so no notice can be needed.
+    fn nothing_between(&self, through: Sequence) -> bool {
+        if self.stats.messages_dropped > 0 {
+            return false;
+        }
+        let oldest = self.window.messages.iter().filter_map(|m| m.sequence).min();
+        match oldest {
+            Some(oldest) => oldest.get() <= through.get() + 1,
+            None => self.snapshot.last_sequence <= through,
+        }
     }
 
     /// Adds a summary or working-memory section when it fits with the notice's room.
@@ -95,6 +117,11 @@ impl ContextPacker {
         if !self.budget.fits(tokens) {
             return false;
         }
+        self.push_section(source, text, tokens);
+        true
+    }
+
+    fn push_section(&mut self, source: Source, text: String, tokens: usize) {
         self.budget.used += tokens;
         match source {
             Source::Summary => self.stats.summary_tokens = saturate(tokens),
@@ -106,7 +133,6 @@ impl ContextPacker {
             tokens: saturate(tokens),
             message: Message::text(Role::System, text),
         });
-        true
     }
 }
 

@@ -9,7 +9,10 @@ use crate::{
     domain::{
         context::{
             ContextMessage, ContextRequest, ContextSnapshot, Format, ReasoningPolicy, Source,
-            cost::{context_text, message_cost_with_text, native_cost, openai_name, saturate},
+            cost::{
+                adjusted, attachments_delta, context_text, message_cost_with_text, native_cost, openai_name,
+                saturate,
+            },
             render::anthropic_renders,
         },
         ids::Sequence,
@@ -83,6 +86,7 @@ impl ContextPacker {
         if message.native.is_some() {
             cost += native_tokens.get(tokenizer) as usize;
         }
+        cost = adjusted(cost, attachments_delta(&message, self.request.format));
         if let Some(cut_cost) = self.cut_tool_output(sequence, &mut message, cost) {
             cost = cut_cost;
         }
@@ -134,7 +138,8 @@ impl ContextPacker {
              ListMessages returns it in full at sequence {sequence} ...]\n{tail}"
         );
         self.shaping.cut.insert(sequence);
-        Some(message_cost_with_text(message, &context_text(message), tokenizer))
+        let cost = message_cost_with_text(message, &context_text(message), tokenizer);
+        Some(adjusted(cost, attachments_delta(message, self.request.format)))
     }
 }
 
@@ -222,18 +227,23 @@ fn renamed_for_openai(message: &Message) -> bool {
 }
 
 /// Tokens of the pinned messages, which are sent whatever else fits.
-pub(super) fn pinned_cost(snapshot: &ContextSnapshot, tokenizer: Tokenizer) -> usize {
+pub(super) fn pinned_cost(snapshot: &ContextSnapshot, tokenizer: Tokenizer, format: Format) -> usize {
     snapshot
         .pinned
         .iter()
-        .map(|m| match renamed_for_openai(&m.message) {
-            true => message_cost_with_text(&m.message, &context_text(&m.message), tokenizer),
-            false => m.tokens.get(tokenizer) as usize,
+        .map(|m| {
+            let cost = match renamed_for_openai(&m.message) {
+                true => message_cost_with_text(&m.message, &context_text(&m.message), tokenizer),
+                false => m.tokens.get(tokenizer) as usize,
+            };
+            adjusted(cost, attachments_delta(&m.message, format))
         })
         .sum()
 }
 
 /// Tokens of a pending message (its native data as [`keep_pending_reasoning`] left it).
-pub(super) fn pending_message_cost(message: &Message, tokenizer: Tokenizer) -> usize {
-    message_cost_with_text(message, &context_text(message), tokenizer) + native_cost(message, tokenizer)
+pub(super) fn pending_message_cost(message: &Message, tokenizer: Tokenizer, format: Format) -> usize {
+    let cost =
+        message_cost_with_text(message, &context_text(message), tokenizer) + native_cost(message, tokenizer);
+    adjusted(cost, attachments_delta(message, format))
 }

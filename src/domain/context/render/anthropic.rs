@@ -5,11 +5,12 @@ use serde_json::{Value, json};
 
 use super::{Mode, anthropic_tool_id, attachment_note, native_list};
 use crate::domain::{
+    attachments::{data_uri, media_type},
     context::{
         ContextMessage, Format,
         cost::{context_text, pack_arguments},
     },
-    message::{AttachmentSource, Block, Message, ReasoningKind, Role},
+    message::{Attachment, AttachmentSource, Block, Message, ReasoningKind, Role},
 };
 
 /// The pack in Anthropic Messages form: system-role messages joined into `system`, tool calls
@@ -181,27 +182,43 @@ fn user_blocks(message: &Message) -> Vec<Value> {
         blocks.push(json!({"type": "text", "text": text}));
     }
     for attachment in &message.attachments {
-        let too_large = match &attachment.source {
-            AttachmentSource::Data(data) => data.len().div_ceil(3) * 4 > ANTHROPIC_IMAGE_MAX_BASE64,
-            AttachmentSource::Uri(_) => false,
-        };
-        let kind = match attachment.mime_type.as_str() {
-            mime if ANTHROPIC_IMAGE_TYPES.contains(&mime) && !too_large => "image",
-            "application/pdf" => "document",
-            _ => {
-                blocks.push(json!({"type": "text", "text": attachment_note(attachment)}));
-                continue;
-            }
-        };
-        let source = match &attachment.source {
-            AttachmentSource::Data(data) => {
-                json!({"type": "base64", "media_type": attachment.mime_type, "data": STANDARD.encode(data)})
-            }
-            AttachmentSource::Uri(uri) => json!({"type": "url", "url": uri}),
-        };
-        blocks.push(json!({"type": kind, "source": source}));
+        blocks.push(attachment_block(attachment));
     }
     blocks
+}
+
+/// An attachment as Anthropic takes it: an image (jpeg, png, gif, webp, at most 5 MB of
+/// base64) or a PDF, inline as a base64 source (inline data and `data:` URIs alike) or by an
+/// https URL; anything else (another type, a larger image, an http or other URL) a text line
+/// naming it.
+fn attachment_block(attachment: &Attachment) -> Value {
+    let mime = media_type(attachment);
+    let source = match &attachment.source {
+        AttachmentSource::Data(data) => Some((
+            data.len().div_ceil(3) * 4,
+            json!({"type": "base64", "media_type": mime, "data": STANDARD.encode(data)}),
+        )),
+        AttachmentSource::Uri(uri) => match data_uri(uri) {
+            Some(Ok(data)) => Some((
+                data.base64.len(),
+                json!({"type": "base64", "media_type": data.media_type, "data": data.base64}),
+            )),
+            Some(Err(_)) => None,
+            None if uri.starts_with("https://") => Some((0, json!({"type": "url", "url": uri}))),
+            None => None,
+        },
+    };
+    let kind = match mime {
+        mime if ANTHROPIC_IMAGE_TYPES.contains(&mime) => "image",
+        "application/pdf" => "document",
+        _ => return json!({"type": "text", "text": attachment_note(attachment)}),
+    };
+    match source {
+        Some((base64, source)) if kind == "document" || base64 <= ANTHROPIC_IMAGE_MAX_BASE64 => {
+            json!({"type": kind, "source": source})
+        }
+        _ => json!({"type": "text", "text": attachment_note(attachment)}),
+    }
 }
 
 /// An assistant message's blocks in the order the model produced them: thinking and redacted

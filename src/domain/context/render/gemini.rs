@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 
 use super::{Mode, anthropic::arguments_object, anthropic_renders, attachment_note, native_list};
 use crate::domain::{
+    attachments::{data_uri, media_type},
     context::{ContextMessage, Format, cost::context_text},
-    message::{AttachmentSource, Block, Message, ReasoningKind, Role},
+    message::{Attachment, AttachmentSource, Block, Message, ReasoningKind, Role},
 };
 
 /// Types Gemini takes inline or by URI; other attachments become a text reference.
@@ -103,18 +104,30 @@ fn user_parts(message: &Message) -> Vec<Value> {
     if !text.trim().is_empty() {
         parts.push(json!({"text": text}));
     }
-    for attachment in &message.attachments {
-        let mime = attachment.mime_type.as_str();
-        let part = match (&attachment.source, GEMINI_FILE_TYPES.contains(&mime)) {
-            (AttachmentSource::Data(data), true) => {
-                json!({"inlineData": {"mimeType": mime, "data": STANDARD.encode(data)}})
-            }
-            (AttachmentSource::Uri(uri), true) => json!({"fileData": {"mimeType": mime, "fileUri": uri}}),
-            (_, false) => json!({"text": attachment_note(attachment)}),
-        };
-        parts.push(part);
-    }
+    parts.extend(message.attachments.iter().map(attachment_part));
     parts
+}
+
+/// An attachment as Gemini takes it: a type of [`GEMINI_FILE_TYPES`] inline (`inlineData`, for
+/// inline data and `data:` URIs alike) or by a URI Gemini fetches (`fileData`: https, gs://);
+/// anything else a text line naming it.
+fn attachment_part(attachment: &Attachment) -> Value {
+    let mime = media_type(attachment);
+    if !GEMINI_FILE_TYPES.contains(&mime) {
+        return json!({"text": attachment_note(attachment)});
+    }
+    match &attachment.source {
+        AttachmentSource::Data(data) => {
+            json!({"inlineData": {"mimeType": mime, "data": STANDARD.encode(data)}})
+        }
+        AttachmentSource::Uri(uri) => match data_uri(uri) {
+            Some(Ok(data)) => json!({"inlineData": {"mimeType": data.media_type, "data": data.base64}}),
+            None if uri.starts_with("https://") || uri.starts_with("gs://") => {
+                json!({"fileData": {"mimeType": mime, "fileUri": uri}})
+            }
+            _ => json!({"text": attachment_note(attachment)}),
+        },
+    }
 }
 
 /// A model message's parts in the order the model produced them, signatures in place. Blank

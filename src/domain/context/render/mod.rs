@@ -191,6 +191,8 @@ mod tests {
                 mime_type: "image/svg+xml".into(),
                 filename: "logo.svg".into(),
                 source: AttachmentSource::Data(b"<svg/>".to_vec()),
+                width: 0,
+                height: 0,
             }],
             ..Message::text(Role::User, " ".into())
         };
@@ -288,6 +290,8 @@ mod tests {
             mime_type: mime.into(),
             filename: filename.into(),
             source: AttachmentSource::Data(b"x".to_vec()),
+            width: 0,
+            height: 0,
         };
         let message = Message {
             attachments: vec![
@@ -392,6 +396,8 @@ mod tests {
             mime_type: "image/png".into(),
             filename: format!("{bytes}.png"),
             source: AttachmentSource::Data(vec![0; bytes]),
+            width: 0,
+            height: 0,
         };
         // 3,932,160 bytes are exactly 5 MiB of base64; one more is over.
         let message = Message {
