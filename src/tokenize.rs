@@ -13,7 +13,9 @@
 //!   name and of its rendered text;
 //! - a `name` costs its tokens plus [`NAME_OVERHEAD`] (1);
 //! - each tool call costs its function name and arguments tokens plus [`TOOL_CALL_OVERHEAD`] (3);
-//! - each attachment costs a flat [`ATTACHMENT_TOKENS`] (85, a low-detail image) plus its file name;
+//! - each attachment costs a flat [`ATTACHMENT_TOKENS`] (85, a low-detail image) plus its file name
+//!   in the stored counts; packs replace the flat figure by what the format's provider charges
+//!   (`domain::attachments`);
 //! - the pack as a whole costs [`REPLY_PRIMING`] (3) for the assistant reply header.
 
 use std::{collections::HashSet, sync::OnceLock};
