@@ -1,0 +1,30 @@
+import { type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { ContextService } from "./gen/ctxd/v1/context_service_pb.js";
+/** The typed ctxd client: one method per ContextService RPC (appendMessage, buildContext, ...). */
+export type CtxdClient = Client<typeof ContextService>;
+/** Wire protocol: gRPC (HTTP/2, Node only), Connect (unary JSON or binary), gRPC-Web. */
+export type CtxdTransportKind = "grpc" | "connect" | "grpc-web";
+export interface CtxdClientOptions {
+    /** The server's base URL, e.g. `http://127.0.0.1:50051` (gRPC, Connect and gRPC-Web share the port). */
+    baseUrl: string;
+    /** Sent as `authorization: Bearer <apiKey>`. */
+    apiKey?: string;
+    /** Sent as `x-tenant-id` (honoured when the server runs without auth). */
+    tenant?: string;
+    /** Protocol. `@ctxd/client` (fetch): "connect" (default) or "grpc-web". `@ctxd/client/node`: "grpc" (default), "connect", "grpc-web". */
+    transport?: CtxdTransportKind;
+    /** Default deadline of every call, in milliseconds (per call: `{ timeoutMs }` as the second argument). */
+    timeoutMs?: number;
+    /** Connect protocol only: binary protobuf instead of JSON (default false: JSON). */
+    useBinaryFormat?: boolean;
+    /** Extra interceptors, run after the auth one. */
+    interceptors?: Interceptor[];
+    /** Extra headers on every call. */
+    headers?: Record<string, string>;
+}
+/** The interceptor that sets the auth, tenant and extra headers on every call. */
+export declare function headersInterceptor(options: Pick<CtxdClientOptions, "apiKey" | "tenant" | "headers">): Interceptor;
+export declare function interceptorsOf(options: CtxdClientOptions): Interceptor[];
+export declare function checkBaseUrl(baseUrl: string): string;
+/** Wraps a transport built by the caller (any Connect-ES transport) into the typed client. */
+export declare function createCtxdClientFromTransport(transport: Transport): CtxdClient;

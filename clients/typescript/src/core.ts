@@ -1,0 +1,54 @@
+// Transport-independent part of the client: options, auth/tenant headers, the typed client.
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { ContextService } from "./gen/ctxd/v1/context_service_pb.js";
+
+/** The typed ctxd client: one method per ContextService RPC (appendMessage, buildContext, ...). */
+export type CtxdClient = Client<typeof ContextService>;
+
+/** Wire protocol: gRPC (HTTP/2, Node only), Connect (unary JSON or binary), gRPC-Web. */
+export type CtxdTransportKind = "grpc" | "connect" | "grpc-web";
+
+export interface CtxdClientOptions {
+  /** The server's base URL, e.g. `http://127.0.0.1:50051` (gRPC, Connect and gRPC-Web share the port). */
+  baseUrl: string;
+  /** Sent as `authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+  /** Sent as `x-tenant-id` (honoured when the server runs without auth). */
+  tenant?: string;
+  /** Protocol. `@ctxd/client` (fetch): "connect" (default) or "grpc-web". `@ctxd/client/node`: "grpc" (default), "connect", "grpc-web". */
+  transport?: CtxdTransportKind;
+  /** Default deadline of every call, in milliseconds (per call: `{ timeoutMs }` as the second argument). */
+  timeoutMs?: number;
+  /** Connect protocol only: binary protobuf instead of JSON (default false: JSON). */
+  useBinaryFormat?: boolean;
+  /** Extra interceptors, run after the auth one. */
+  interceptors?: Interceptor[];
+  /** Extra headers on every call. */
+  headers?: Record<string, string>;
+}
+
+/** The interceptor that sets the auth, tenant and extra headers on every call. */
+export function headersInterceptor(options: Pick<CtxdClientOptions, "apiKey" | "tenant" | "headers">): Interceptor {
+  return (next) => async (req) => {
+    if (options.apiKey && !req.header.has("authorization")) req.header.set("authorization", `Bearer ${options.apiKey}`);
+    if (options.tenant && !req.header.has("x-tenant-id")) req.header.set("x-tenant-id", options.tenant);
+    for (const [k, v] of Object.entries(options.headers ?? {})) if (!req.header.has(k)) req.header.set(k, v);
+    return next(req);
+  };
+}
+
+export function interceptorsOf(options: CtxdClientOptions): Interceptor[] {
+  return [headersInterceptor(options), ...(options.interceptors ?? [])];
+}
+
+export function checkBaseUrl(baseUrl: string): string {
+  if (typeof baseUrl !== "string" || !/^https?:\/\//.test(baseUrl)) {
+    throw new TypeError(`createCtxdClient: baseUrl must be an http(s) URL, got ${JSON.stringify(baseUrl)}`);
+  }
+  return baseUrl.replace(/\/+$/, "");
+}
+
+/** Wraps a transport built by the caller (any Connect-ES transport) into the typed client. */
+export function createCtxdClientFromTransport(transport: Transport): CtxdClient {
+  return createClient(ContextService, transport);
+}
