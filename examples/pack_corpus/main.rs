@@ -581,17 +581,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
         }
         // One message per append, as a backend appends turn by turn.
         for message in &conversation.messages {
-            let batch = AppendBatch {
-                conversation_id: id.clone(),
-                messages: vec![message.clone()],
-                idempotency_key: None,
-                expected_last_sequence: None,
-                tokens: vec![],
-                reasoning_tokens: vec![],
-                native_tokens: vec![],
-                origins: vec![],
-                unbound: vec![],
-            };
+            let batch = AppendBatch::new(id.clone(), vec![message.clone()]);
             if let Err(e) = service.append_message(&tenant, batch, None).await {
                 eprintln!("{seed}:{n}: append failed: {e}");
                 return ExitCode::FAILURE;

@@ -19,7 +19,7 @@ pub(crate) fn native_reply(rng: &mut Rng, reply: &Message, tag: &str) -> Message
         None => (Format::OpenAiChat, chat(rng, reply, tag)),
     };
     let mut v = Violations::default();
-    let parsed = native::parse(format, &json.to_string(), &mut v);
+    let parsed = native::parse(format, &json.to_string(), tag, &mut v);
     assert!(v.is_empty(), "generated native JSON refused: {v}\n{json}");
     let [message] = <[Message; 1]>::try_from(parsed.messages).expect("one reply");
     message

@@ -131,6 +131,19 @@ fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
+impl Attachment {
+    /// An attachment of unknown dimensions.
+    pub fn new(mime_type: impl Into<String>, filename: impl Into<String>, source: AttachmentSource) -> Self {
+        Self {
+            mime_type: mime_type.into(),
+            filename: filename.into(),
+            source,
+            width: 0,
+            height: 0,
+        }
+    }
+}
+
 /// A failed or timed-out LLM call, kept so that "continue" has an anchor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LlmError {

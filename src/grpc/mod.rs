@@ -26,7 +26,7 @@ pub mod request_id;
 pub mod status;
 mod summary;
 pub mod tenant;
-mod unread;
+pub(crate) mod unread;
 mod working_memory;
 
 pub use crate::auth::ApiKey;
@@ -79,6 +79,15 @@ impl<T> From<T> for Reply<T> {
 #[derive(Debug, Clone)]
 pub(crate) struct HeldMemory {
     _reservation: std::sync::Arc<Reservation>,
+}
+
+impl HeldMemory {
+    /// Memory held by `reservation` until the response body holding it goes.
+    pub(crate) fn new(reservation: Reservation) -> Self {
+        Self {
+            _reservation: std::sync::Arc::new(reservation),
+        }
+    }
 }
 
 /// Turns a handler's outcome into the RPC answer, logging failures once, by who caused them:
@@ -145,7 +154,7 @@ fn rejected_fields(status: &Status) -> String {
 }
 
 /// The gRPC code's canonical name, as metrics label it.
-fn code_name(code: tonic::Code) -> &'static str {
+pub(crate) fn code_name(code: tonic::Code) -> &'static str {
     use tonic::Code::*;
     match code {
         Ok => "OK",
@@ -169,7 +178,7 @@ fn code_name(code: tonic::Code) -> &'static str {
 }
 
 /// The RPC names, as metrics label them.
-const METHODS: &[&str] = &[
+pub(crate) const METHODS: &[&str] = &[
     "AppendMessage",
     "BuildContext",
     "Summarize",

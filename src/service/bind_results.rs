@@ -1,6 +1,8 @@
 //! Binding tool results that name their call by function name only (Gemini
 //! `functionResponse` parts without an `id`, docs/native.md) to the conversation's open calls.
 
+use std::collections::HashSet;
+
 use super::{Service, ServiceError};
 use crate::{
     domain::{AppendBatch, Sequence, TenantId, Violations},
@@ -26,36 +28,47 @@ impl Service {
             Err(StoreError::NotFound) => Sequence::ZERO,
             Err(e) => return Err(e.into()),
         };
-        let after = Sequence::from_stored(last.as_i64().saturating_sub(WINDOW as i64));
-        let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
-        let read = reservation.begin_read()?;
-        let page = match last == Sequence::ZERO {
-            true => None,
-            false => Some(
-                self.store
-                    .list_messages(tenant, &batch.conversation_id, after, WINDOW as usize, read.limit)
-                    .await?,
-            ),
-        };
-        let messages = page.map(|p| p.messages).unwrap_or_default();
-        reservation.end_read(read, super::context::loaded_bytes(&messages))?;
-        let mut calls: Vec<(&str, &str)> = Vec::new();
-        let mut open: Vec<(&str, &str)> = Vec::new();
-        for stored in &messages {
-            for call in &stored.message.tool_calls {
-                calls.push((call.name.as_str(), call.id.as_str()));
-                open.push((call.name.as_str(), call.id.as_str()));
+        // The window's calls in log order, page by page (a page stops at the read's byte
+        // limit; only names and ids are kept).
+        let mut after = Sequence::from_stored(last.as_i64().saturating_sub(WINDOW as i64));
+        let mut calls: Vec<(String, String)> = Vec::new();
+        let mut answered: HashSet<String> = HashSet::new();
+        while after < last {
+            let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
+            let read = reservation.begin_read()?;
+            let page = self
+                .store
+                .list_messages(tenant, &batch.conversation_id, after, WINDOW as usize, read.limit)
+                .await?;
+            reservation.end_read(read, super::context::loaded_bytes(&page.messages))?;
+            for stored in &page.messages {
+                calls.extend(
+                    stored
+                        .message
+                        .tool_calls
+                        .iter()
+                        .map(|c| (c.name.clone(), c.id.clone())),
+                );
+                answered.extend(stored.message.tool_call_id.clone());
             }
-            if let Some(answered) = stored.message.tool_call_id.as_deref() {
-                open.retain(|(_, id)| *id != answered);
+            match page.messages.last() {
+                Some(newest) if page.has_more => after = newest.sequence,
+                _ => break,
             }
         }
+        // Results in the batch that name their call answer it too.
+        answered.extend(batch.messages.iter().filter_map(|m| m.tool_call_id.clone()));
+        let mut open: Vec<(&str, &str)> = calls
+            .iter()
+            .filter(|(_, id)| !answered.contains(id))
+            .map(|(name, id)| (name.as_str(), id.as_str()))
+            .collect();
         let mut v = Violations::default();
         for (index, name) in std::mem::take(&mut batch.unbound) {
             let bound = match open.iter().position(|(n, _)| *n == name) {
                 Some(at) => Some(open.remove(at).1),
                 None if batch.idempotency_key.is_some() => {
-                    calls.iter().rev().find(|(n, _)| *n == name).map(|c| c.1)
+                    calls.iter().rev().find(|(n, _)| *n == name).map(|c| c.1.as_str())
                 }
                 None => None,
             };

@@ -48,7 +48,8 @@ type Rewrite = fn(http::Response<tonic::body::Body>) -> http::Response<tonic::bo
 /// The layers around every call, outermost first: CORS (when configured), the protocols (Connect
 /// transcoded to gRPC, `/healthz`), gRPC-Web, metrics, request id, the oversize rewrite, the
 /// deadline, the request body's memory and framing (tower's `Stack` spells them innermost
-/// first). Every layer from metrics in sees a gRPC call, whatever protocol it came in. Metrics see every call's final code, including the rewrite's, the deadline's and
+/// first). Every layer from metrics in sees a gRPC call, whatever protocol it came in; what the
+/// protocol layer refuses itself (a Connect body too large or malformed) it counts and logs. Metrics see every call's final code, including the rewrite's, the deadline's and
 /// the body checks' answers.
 pub(super) type Layers = Stack<
     RequestBodyLayer,
@@ -80,6 +81,7 @@ pub(super) fn router(
         interceptor.clone(),
         settings.limits.max_request_bytes,
         settings.server.request_timeout,
+        metrics.clone(),
     );
     let body = RequestBodyLayer::new(
         service.response_budget().clone(),

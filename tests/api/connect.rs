@@ -220,6 +220,19 @@ async fn errors_carry_connect_codes_statuses_and_the_same_details(kind: StoreKin
         detail["value"].as_str().is_some_and(|v| !v.is_empty()),
         "{detail}"
     );
+    let missing = http()
+        .post(url(&app, "GetConversation"))
+        .header("content-type", "application/json")
+        .header("x-request-id", "req-connect-1")
+        .body(r#"{"conversationId": "missing"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        missing.headers()["x-request-id"],
+        "req-connect-1",
+        "the request id comes back on errors too"
+    );
     let (status, error) = call(&app, "GetConversation", json!({"conversationId": "missing"})).await;
     assert_eq!(
         (status, error["code"].as_str()),
@@ -358,6 +371,12 @@ async fn grpc_web_and_the_health_path_are_served_on_the_same_port(kind: StoreKin
         .unwrap();
     assert_eq!(health.status(), StatusCode::OK);
     assert_eq!(health.text().await.unwrap(), r#"{"status":"SERVING"}"#);
+    let head = client
+        .head(format!("http://{}/healthz", app.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
 }
 
 /// Auth and tenancy as over gRPC: no key, a wrong key, a tenant header that does not match

@@ -333,6 +333,23 @@ async fn a_gemini_loop_answers_calls_without_ids_in_a_later_append(kind: StoreKi
         rendered(&app, "g", proto::Format::Gemini).await,
         json!({"contents": all})
     );
+    // The same model turn appended again (a repeated question) gets calls of its own.
+    append_native(&app, "g", proto::Format::Gemini, &json!([asked[1].clone()]))
+        .await
+        .unwrap();
+    let again = app.all_messages("g").await.unwrap();
+    let repeated = &again.last().unwrap().tool_calls;
+    assert!(
+        repeated.iter().all(|c| !calls.contains(&c.id.as_str())),
+        "ids do not collide"
+    );
+    let answer_both = json!([{"role": "user", "parts": [
+        {"functionResponse": {"name": "weather", "response": {"output": "19C"}}},
+        {"functionResponse": {"name": "weather", "response": {"output": "25C"}}}
+    ]}]);
+    append_native(&app, "g", proto::Format::Gemini, &answer_both)
+        .await
+        .unwrap();
     // No call left open: a third response has nothing to answer.
     let status = append_native(
         &app,

@@ -99,17 +99,7 @@ fn result(id: &str) -> Message {
 }
 
 fn batch(id: &str, messages: Vec<Message>) -> AppendBatch {
-    let mut batch = AppendBatch {
-        conversation_id: conversation(id),
-        messages,
-        idempotency_key: None,
-        expected_last_sequence: None,
-        tokens: Vec::new(),
-        reasoning_tokens: Vec::new(),
-        native_tokens: Vec::new(),
-        origins: Vec::new(),
-        unbound: Vec::new(),
-    };
+    let mut batch = AppendBatch::new(conversation(id), messages);
     batch.count_tokens();
     batch
 }

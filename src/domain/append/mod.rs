@@ -79,6 +79,21 @@ pub struct AppendBatch {
 }
 
 impl AppendBatch {
+    /// A batch of `messages` with no key or guard, not yet counted.
+    pub fn new(conversation_id: ConversationId, messages: Vec<Message>) -> Self {
+        Self {
+            conversation_id,
+            messages,
+            idempotency_key: None,
+            expected_last_sequence: None,
+            tokens: Vec::new(),
+            reasoning_tokens: Vec::new(),
+            native_tokens: Vec::new(),
+            origins: Vec::new(),
+            unbound: Vec::new(),
+        }
+    }
+
     /// Computes the token counts of every message under every tokenizer (CPU work: callers
     /// with large batches run it off the async executor).
     pub fn count_tokens(&mut self) {

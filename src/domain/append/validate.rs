@@ -360,16 +360,11 @@ mod tests {
 
     #[test]
     fn the_payload_hash_depends_on_every_message_field() {
-        let batch = |content: &str| AppendBatch {
-            conversation_id: crate::domain::ConversationId::parse("c").unwrap(),
-            messages: vec![message(Role::User, content)],
-            idempotency_key: None,
-            expected_last_sequence: None,
-            tokens: vec![],
-            reasoning_tokens: vec![],
-            native_tokens: vec![],
-            origins: vec![],
-            unbound: vec![],
+        let batch = |content: &str| {
+            AppendBatch::new(
+                crate::domain::ConversationId::parse("c").unwrap(),
+                vec![message(Role::User, content)],
+            )
         };
         assert_eq!(batch("a").payload_hash(), batch("a").payload_hash());
         assert_ne!(batch("a").payload_hash(), batch("b").payload_hash());

@@ -188,30 +188,24 @@ fn attachment_from(source: Option<&Value>, path: &str, v: &mut Violations) -> Op
         "base64" => {
             let data = required_str(source, "data", path, v)?;
             let bytes = decode_base64(data, &format!("{path}.data"), v)?;
-            Some(Attachment {
-                mime_type: media_type(),
-                filename: String::new(),
-                source: AttachmentSource::Data(bytes),
-                width: 0,
-                height: 0,
-            })
+            Some(Attachment::new(
+                media_type(),
+                String::new(),
+                AttachmentSource::Data(bytes),
+            ))
         }
-        "text" => Some(Attachment {
-            mime_type: media_type(),
-            filename: String::new(),
-            source: AttachmentSource::Data(required_str(source, "data", path, v)?.as_bytes().to_vec()),
-            width: 0,
-            height: 0,
-        }),
+        "text" => Some(Attachment::new(
+            media_type(),
+            String::new(),
+            AttachmentSource::Data(required_str(source, "data", path, v)?.as_bytes().to_vec()),
+        )),
         "url" => {
             let url = required_str(source, "url", path, v)?;
-            Some(Attachment {
-                mime_type: mime_of_uri(url),
-                filename: String::new(),
-                source: AttachmentSource::Uri(url.into()),
-                width: 0,
-                height: 0,
-            })
+            Some(Attachment::new(
+                mime_of_uri(url),
+                String::new(),
+                AttachmentSource::Uri(url.into()),
+            ))
         }
         _ => None,
     }

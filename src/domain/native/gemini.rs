@@ -9,6 +9,8 @@
 //! a response without an `id` answers the oldest unanswered call of its name earlier in the
 //! same JSON, or else (bound on append) in the conversation.
 
+use std::collections::{HashMap, HashSet, VecDeque};
+
 use serde_json::Value;
 
 use super::{
@@ -21,24 +23,33 @@ use crate::domain::{
     violation::Violations,
 };
 
-/// Ids given to calls that came without one, and the calls still unanswered.
+/// Ids given to calls that came without one, and the calls still unanswered: by id, and by
+/// name in call order (O(1) each, whatever the JSON holds).
 struct Calls {
     prefix: String,
     given: usize,
-    open: Vec<(String, String)>,
+    by_name: HashMap<String, VecDeque<String>>,
+    open: HashSet<String>,
 }
 
 impl Calls {
-    fn new(value: &Value) -> Self {
+    /// `salt` tells apart identical JSON appended twice (the append's idempotency key, so a
+    /// retry gets the same ids, or a unique value).
+    fn new(value: &Value, salt: &str) -> Self {
         use sha2::{Digest, Sha256};
-        let digest: String = Sha256::digest(value.to_string().as_bytes())[..6]
+        let mut hasher = Sha256::new();
+        hasher.update(salt.as_bytes());
+        hasher.update([0]);
+        hasher.update(value.to_string().as_bytes());
+        let digest: String = hasher.finalize()[..6]
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
         Self {
             prefix: format!("gemini_{digest}"),
             given: 0,
-            open: Vec::new(),
+            by_name: HashMap::new(),
+            open: HashSet::new(),
         }
     }
 
@@ -47,22 +58,32 @@ impl Calls {
             self.given += 1;
             format!("{}_{}", self.prefix, self.given)
         });
-        self.open.push((name.to_owned(), id.clone()));
+        self.by_name
+            .entry(name.to_owned())
+            .or_default()
+            .push_back(id.clone());
+        self.open.insert(id.clone());
         id
     }
 
+    /// The call a response answers: its own id, or the oldest open call of its name.
     fn answer(&mut self, name: &str, id: Option<&str>) -> Option<String> {
-        let at = match id {
-            Some(id) => self.open.iter().position(|(_, open)| open == id),
-            None => self.open.iter().position(|(open, _)| open == name),
-        };
-        let found = at.map(|i| self.open.remove(i).1);
-        id.map(str::to_owned).or(found)
+        if let Some(id) = id {
+            self.open.remove(id);
+            return Some(id.to_owned());
+        }
+        let queue = self.by_name.get_mut(name)?;
+        while let Some(candidate) = queue.pop_front() {
+            if self.open.remove(&candidate) {
+                return Some(candidate);
+            }
+        }
+        None
     }
 }
 
-pub(super) fn parse(value: &Value, parsed: &mut Parsed, v: &mut Violations) {
-    let mut calls = Calls::new(value);
+pub(super) fn parse(value: &Value, salt: &str, parsed: &mut Parsed, v: &mut Violations) {
+    let mut calls = Calls::new(value, salt);
     match value {
         Value::Array(contents) => {
             for (i, content) in contents.iter().enumerate() {
@@ -249,6 +270,14 @@ pub(super) fn strip_reasoning(json: &mut Value) {
             map.remove("thoughtSignature");
         }
     }
+    // A blank text part was there for its signature: without it, Gemini refuses it.
+    parts.retain(|p| {
+        let blank = p
+            .get("text")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.trim().is_empty());
+        !(blank && p.as_object().is_some_and(|o| o.len() == 1))
+    });
 }
 
 pub(super) fn extra(json: &Value) -> Vec<Value> {

@@ -121,7 +121,9 @@ impl Parsed {
 }
 
 /// Parses `text` as `format`'s JSON: a response object or an array of request-side entries.
-pub fn parse(format: Format, text: &str, v: &mut Violations) -> Parsed {
+/// `salt` tells apart identical JSON appended twice where ids are generated (Gemini calls
+/// without one): the append's idempotency key, or a unique value.
+pub fn parse(format: Format, text: &str, salt: &str, v: &mut Violations) -> Parsed {
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => {
@@ -133,7 +135,7 @@ pub fn parse(format: Format, text: &str, v: &mut Violations) -> Parsed {
     match format {
         Format::AnthropicMessages => anthropic::parse(&value, &mut parsed, v),
         Format::OpenAiResponses => openai_responses::parse(&value, &mut parsed, v),
-        Format::Gemini => gemini::parse(&value, &mut parsed, v),
+        Format::Gemini => gemini::parse(&value, salt, &mut parsed, v),
         Format::OpenAiChat => openai_chat::parse(&value, &mut parsed, v),
     }
     if parsed.messages.is_empty() && v.is_empty() {

@@ -262,13 +262,11 @@ fn other_message(item: &Value, role: Option<&str>, path: &str, v: &mut Violation
 
 fn image(part: &Value) -> Option<Attachment> {
     let url = str_at(part, "image_url")?;
-    Some(Attachment {
-        mime_type: mime_of_uri(url),
-        filename: String::new(),
-        source: AttachmentSource::Uri(url.into()),
-        width: 0,
-        height: 0,
-    })
+    Some(Attachment::new(
+        mime_of_uri(url),
+        String::new(),
+        AttachmentSource::Uri(url.into()),
+    ))
 }
 
 fn file(part: &Value, path: &str, v: &mut Violations) -> Option<Attachment> {

@@ -15,7 +15,7 @@ use crate::domain::{
 
 fn stored(json: &Value, format: Format) -> Vec<StoredMessage> {
     let mut v = Violations::default();
-    let parsed = parse(format, &json.to_string(), &mut v);
+    let parsed = parse(format, &json.to_string(), "test", &mut v);
     assert!(v.is_empty(), "{v}");
     parsed
         .messages
@@ -40,7 +40,7 @@ fn history(log: &[StoredMessage], format: Format) -> Value {
 
 fn violations(format: Format, json: Value) -> Vec<String> {
     let mut v = Violations::default();
-    parse(format, &json.to_string(), &mut v);
+    parse(format, &json.to_string(), "test", &mut v);
     v.iter().map(|f| f.field.clone()).collect()
 }
 
@@ -251,7 +251,7 @@ fn what_a_format_does_not_allow_is_refused_at_its_json_path() {
     );
     let mut v = Violations::default();
     let unbound = json!([{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}]);
-    let parsed = parse(Format::Gemini, &unbound.to_string(), &mut v);
+    let parsed = parse(Format::Gemini, &unbound.to_string(), "test", &mut v);
     assert!(v.is_empty() && parsed.messages[0].tool_call_id.is_none(), "{v}");
     assert_eq!(
         parsed.unbound,

@@ -41,7 +41,13 @@ pub(crate) fn append_batch(
             v.add("native", "give `messages` or `native`, not both");
             Parsed::default()
         }
-        Some(native) => super::native::native_messages(native, limits, &mut v),
+        Some(native) => {
+            let salt = match &idempotency_key {
+                Some(Some(key)) => key.as_str().to_owned(),
+                _ => super::native::unique_salt(),
+            };
+            super::native::native_messages(native, &salt, limits, &mut v)
+        }
         None => {
             v.extend(check_batch_size(raw_messages.len(), limits));
             Parsed {

@@ -9,6 +9,7 @@ use crate::{
 /// JSON path it came from.
 pub(super) fn native_messages(
     native: proto::NativeItems,
+    salt: &str,
     limits: &AppendLimits,
     v: &mut Violations,
 ) -> Parsed {
@@ -17,7 +18,7 @@ pub(super) fn native_messages(
     if !v.is_empty() {
         return Parsed::default();
     }
-    let parsed = domain::native::parse(format, &json, v);
+    let parsed = domain::native::parse(format, &json, salt, v);
     let count = parsed.messages.len();
     if count > limits.max_messages_per_request {
         v.add(
@@ -80,4 +81,18 @@ pub(super) fn format_to_proto(format: Format) -> proto::Format {
         Format::OpenAiResponses => proto::Format::OpenaiResponses,
         Format::Gemini => proto::Format::Gemini,
     }
+}
+
+/// A value no other append gets (for ids ctxd generates in JSON appended without a key).
+pub(super) fn unique_salt() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{nanos}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }

@@ -49,7 +49,17 @@ pub(super) fn gemini(messages: &[ContextMessage], mode: Mode) -> String {
         if !anthropic_renders(m) {
             continue;
         }
-        let native = native_list(m, Format::Gemini);
+        // Blank text alone (no signature) is refused ("empty text parameter").
+        let native = native_list(m, Format::Gemini).map(|mut parts| {
+            parts.retain(|p| {
+                let blank = p
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.trim().is_empty());
+                !(blank && p.as_object().is_some_and(|o| o.len() == 1))
+            });
+            parts
+        });
         let (role, parts) = match (m.role, native) {
             (Role::Assistant, Some(parts)) => ("model", parts),
             (_, Some(parts)) => ("user", parts),
