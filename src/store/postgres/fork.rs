@@ -20,7 +20,7 @@ use crate::{
 /// Every column of `messages` after the conversation id, as the fork copies them.
 const MESSAGE_COPY: &str = "sequence, role, content, name, tool_calls, tool_call_id, attachments, metadata,
      exclude_from_context, pinned, error, response_id, created_at, tokens_o200k, tokens_cl100k,
-     tokens_approx, call_sequence, token_offset, previous_turn_offset, native";
+     tokens_approx, call_sequence, token_offset, previous_turn_offset, native, loaded_bytes";
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %source, through = through.get()))]
 pub(super) async fn fork(

@@ -35,7 +35,9 @@ pub(super) const MESSAGE_COLUMNS: &str =
 /// measures them (`Message::loaded_bytes` up to JSON punctuation). `octet_length` of a text
 /// reads the stored length without decompressing it.
 /// Empty JSON lists and maps (most messages) are not serialized to be measured.
-const MESSAGE_BYTES: &str = "(octet_length(content) + octet_length(name)
+/// Rows appended since migration 12 carry it (`loaded_bytes`, [`Message::loaded_bytes`] at
+/// append); older ones are measured.
+const MESSAGE_BYTES: &str = "coalesce(loaded_bytes, octet_length(content) + octet_length(name)
      + coalesce(octet_length(tool_call_id), 0) + octet_length(response_id)
      + CASE WHEN tool_calls = '[]' THEN 0 ELSE octet_length(tool_calls::text) END
      + CASE WHEN attachments = '[]' THEN 0 ELSE octet_length(attachments::text) END
@@ -259,6 +261,11 @@ fn is_zero_counts(counts: &[u32; 3]) -> bool {
     *counts == [0; 3]
 }
 
+/// A message size as the `loaded_bytes` column holds it.
+pub(super) fn stored_size(bytes: usize) -> i32 {
+    i32::try_from(bytes).unwrap_or(i32::MAX)
+}
+
 /// Sums of the messages' usage (in their `native` column) as `input`, `output`, `cached` and
 /// `reasoning`, for a SELECT over `messages`.
 pub(super) const USAGE_SUMS: &str = "coalesce(sum((native->'usage'->>'input_tokens')::bigint), 0) AS input,
@@ -337,6 +344,7 @@ pub(super) struct Columns<'a> {
     cl100k: Vec<i32>,
     approx: Vec<i32>,
     native: Vec<Option<Json<NativeRef<'a>>>>,
+    loaded_bytes: Vec<i32>,
 }
 
 impl<'a> Columns<'a> {
@@ -376,11 +384,12 @@ impl<'a> Columns<'a> {
                     native_column(m, tokens(&batch.reasoning_tokens), tokens(&batch.native_tokens))
                 })
                 .collect(),
+            loaded_bytes: m.iter().map(|m| stored_size(m.loaded_bytes())).collect(),
         }
     }
 
     /// Message `i`'s values, in the order of the messages table's columns from `role` on.
-    pub(super) fn row(&self, i: usize) -> [&(dyn ToSql + Sync); 15] {
+    pub(super) fn row(&self, i: usize) -> [&(dyn ToSql + Sync); 16] {
         [
             &self.roles[i],
             &self.contents[i],
@@ -397,6 +406,7 @@ impl<'a> Columns<'a> {
             &self.cl100k[i],
             &self.approx[i],
             &self.native[i],
+            &self.loaded_bytes[i],
         ]
     }
 }

@@ -11,9 +11,9 @@ use crate::store::{StoreError, postgres::rows::Columns};
 /// rows and one of the rest, so a connection prepares at most this many statement shapes.
 pub(super) const ROWS_PER_INSERT: usize = 16;
 
-/// Parameters per message row of [`insert_sql`]: the sequence, the 15 [`Columns`], the
+/// Parameters per message row of [`insert_sql`]: the sequence, the 16 [`Columns`], the
 /// sequence of the call a tool result answers and the 2 log positions.
-const PARAMS_PER_ROW: usize = 19;
+const PARAMS_PER_ROW: usize = 20;
 
 /// A multi-row `INSERT ... VALUES` of `rows` messages: `$1` and `$2` are the tenant and
 /// conversation, then [`PARAMS_PER_ROW`] parameters per row. Plain VALUES with the
@@ -24,7 +24,7 @@ fn insert_sql(rows: usize) -> String {
     let mut sql = String::from(
         "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
              tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
-             response_id, tokens_o200k, tokens_cl100k, tokens_approx, native, call_sequence,
+             response_id, tokens_o200k, tokens_cl100k, tokens_approx, native, loaded_bytes, call_sequence,
              token_offset, previous_turn_offset, created_at)
          VALUES ",
     );

@@ -75,6 +75,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "usage",
         sql: include_str!("0011_usage.sql"),
     },
+    Migration {
+        version: 12,
+        name: "loaded bytes",
+        sql: include_str!("0012_loaded_bytes.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.
