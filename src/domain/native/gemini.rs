@@ -271,6 +271,12 @@ pub(super) fn strip_reasoning(json: &mut Value) {
         }
     }
     // A blank text part was there for its signature: without it, Gemini refuses it.
+    drop_blank_text(parts);
+}
+
+/// Leaves out parts that are blank text alone (no signature): Gemini refuses them ("empty
+/// text parameter").
+pub fn drop_blank_text(parts: &mut Vec<Value>) {
     parts.retain(|p| {
         let blank = p
             .get("text")

@@ -10,6 +10,7 @@ mod gemini;
 mod openai_chat;
 mod openai_responses;
 
+pub use gemini::drop_blank_text as drop_blank_gemini_text;
 pub use openai_chat::request_form;
 
 use serde::{Deserialize, Serialize};

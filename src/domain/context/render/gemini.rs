@@ -16,6 +16,7 @@ use crate::domain::{
     attachments::{data_uri, media_type},
     context::{ContextMessage, Format, cost::context_text},
     message::{Attachment, AttachmentSource, Block, Message, ReasoningKind, Role},
+    native::drop_blank_gemini_text,
 };
 
 /// Types Gemini takes inline or by URI; other attachments become a text reference.
@@ -49,15 +50,8 @@ pub(super) fn gemini(messages: &[ContextMessage], mode: Mode) -> String {
         if !anthropic_renders(m) {
             continue;
         }
-        // Blank text alone (no signature) is refused ("empty text parameter").
         let native = native_list(m, Format::Gemini).map(|mut parts| {
-            parts.retain(|p| {
-                let blank = p
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| t.trim().is_empty());
-                !(blank && p.as_object().is_some_and(|o| o.len() == 1))
-            });
+            drop_blank_gemini_text(&mut parts);
             parts
         });
         let (role, parts) = match (m.role, native) {
