@@ -17,6 +17,7 @@ contract_tests!(
     an_anthropic_turn_goes_into_its_own_packs_as_it_came,
     native_json_the_format_refuses_stores_nothing,
     a_gemini_loop_answers_calls_without_ids_in_a_later_append,
+    a_response_without_an_id_skips_calls_its_batch_answers_by_id,
 );
 
 async fn append_native(
@@ -360,4 +361,30 @@ async fn a_gemini_loop_answers_calls_without_ids_in_a_later_append(kind: StoreKi
     .await
     .unwrap_err();
     assert_field_violation(&status, "native.json[0].parts[0].functionResponse.id");
+}
+
+/// Results in one batch: one names its call by id, the other by name only; the second binds to
+/// the call the first does not answer.
+async fn a_response_without_an_id_skips_calls_its_batch_answers_by_id(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let asked = json!([
+        {"role": "user", "parts": [{"text": "Two lookups"}]},
+        {"role": "model", "parts": [
+            {"functionCall": {"id": "c1", "name": "lookup", "args": {"q": 1}}},
+            {"functionCall": {"id": "c2", "name": "lookup", "args": {"q": 2}}}
+        ]}
+    ]);
+    append_native(&app, "b", proto::Format::Gemini, &asked)
+        .await
+        .unwrap();
+    let answered = json!([{"role": "user", "parts": [
+        {"functionResponse": {"id": "c1", "name": "lookup", "response": {"output": "one"}}},
+        {"functionResponse": {"name": "lookup", "response": {"output": "two"}}}
+    ]}]);
+    append_native(&app, "b", proto::Format::Gemini, &answered)
+        .await
+        .unwrap();
+    let messages = app.all_messages("b").await.unwrap();
+    let answers: Vec<&str> = messages[2..].iter().map(|m| m.tool_call_id.as_str()).collect();
+    assert_eq!(answers, ["c1", "c2"]);
 }
