@@ -5,7 +5,8 @@
 //! reasoning, `functionCall` parts its calls (with their `thoughtSignature`s); every other
 //! part (`executableCode`, `codeExecutionResult`, files...) stays native. A user content's
 //! `functionResponse` parts become tool messages, and its other parts one user message after
-//! them. A call without an `id` gets one (`gemini_` and a digest of the JSON and its place);
+//! them. A call without an `id` gets one (`gemini_`, a digest of the append's salt and the
+//! JSON, and its place);
 //! a response without an `id` answers the oldest unanswered call of its name earlier in the
 //! same JSON, or else (bound on append) in the conversation.
 
