@@ -38,6 +38,8 @@ impl Service {
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, ServiceError> {
         if !batch.unbound.is_empty() {
+            // A keyed retry is recognised by what was sent, whatever the binding finds now.
+            batch.fix_payload_hash();
             self.bind_results(tenant, &mut batch).await?;
         }
         let batch = offload(tenant.as_str(), batch.text_bytes(), move |cancel| {

@@ -18,6 +18,7 @@ contract_tests!(
     native_json_the_format_refuses_stores_nothing,
     a_gemini_loop_answers_calls_without_ids_in_a_later_append,
     a_response_without_an_id_skips_calls_its_batch_answers_by_id,
+    a_keyed_retry_of_a_bound_response_replays,
 );
 
 async fn append_native(
@@ -387,4 +388,52 @@ async fn a_response_without_an_id_skips_calls_its_batch_answers_by_id(kind: Stor
     let messages = app.all_messages("b").await.unwrap();
     let answers: Vec<&str> = messages[2..].iter().map(|m| m.tool_call_id.as_str()).collect();
     assert_eq!(answers, ["c1", "c2"]);
+}
+
+/// A keyed append whose response names its call by name only, retried after it was stored:
+/// the retry replays, although the call it bound to is answered now and another of the same
+/// name is still open.
+async fn a_keyed_retry_of_a_bound_response_replays(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let asked = json!([
+        {"role": "user", "parts": [{"text": "Two lookups"}]},
+        {"role": "model", "parts": [
+            {"functionCall": {"id": "c1", "name": "lookup", "args": {"q": 1}}},
+            {"functionCall": {"id": "c2", "name": "lookup", "args": {"q": 2}}}
+        ]}
+    ]);
+    append_native(&app, "k", proto::Format::Gemini, &asked)
+        .await
+        .unwrap();
+    let answer = json!([{"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {"output": "one"}}}]}]);
+    let keyed = || proto::AppendMessageRequest {
+        conversation_id: "k".into(),
+        idempotency_key: "answer-1".into(),
+        native: Some(proto::NativeItems {
+            format: proto::Format::Gemini as i32,
+            json: answer.to_string(),
+        }),
+        ..Default::default()
+    };
+    let first = app
+        .client
+        .clone()
+        .append_message(keyed())
+        .await
+        .unwrap()
+        .into_inner();
+    let retry = app
+        .client
+        .clone()
+        .append_message(keyed())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        retry.replayed && retry.first_sequence == first.first_sequence,
+        "{retry:?}"
+    );
+    let messages = app.all_messages("k").await.unwrap();
+    assert_eq!(messages.len(), 3, "stored once");
+    assert_eq!(messages[2].tool_call_id, "c1");
 }

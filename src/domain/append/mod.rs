@@ -76,6 +76,10 @@ pub struct AppendBatch {
     /// Tool results of a native batch that name their call by function name only (see
     /// [`crate::domain::native::Parsed::unbound`]); bound before the append.
     pub unbound: Vec<(usize, String)>,
+    /// The payload hash as the caller sent the batch, fixed before the server binds anything
+    /// in it ([`AppendBatch::fix_payload_hash`]): a keyed retry replays even when the binding
+    /// would now come out differently.
+    pub sent_hash: Option<PayloadHash>,
 }
 
 impl AppendBatch {
@@ -91,6 +95,7 @@ impl AppendBatch {
             native_tokens: Vec::new(),
             origins: Vec::new(),
             unbound: Vec::new(),
+            sent_hash: None,
         }
     }
 
@@ -137,8 +142,16 @@ impl AppendBatch {
             .sum()
     }
 
+    /// Fixes the payload hash at what the caller sent, before the server fills anything in.
+    pub fn fix_payload_hash(&mut self) {
+        self.sent_hash = Some(self.payload_hash());
+    }
+
     /// Hash of the payload (the messages), compared on idempotent retries.
     pub fn payload_hash(&self) -> PayloadHash {
+        if let Some(hash) = self.sent_hash {
+            return hash;
+        }
         let mut hasher = Sha256::new();
         for message in &self.messages {
             // Serializing a plain struct with ordered maps cannot fail and is deterministic.

@@ -67,6 +67,7 @@ pub(crate) fn append_batch(
             native_tokens: Vec::new(),
             origins: parsed.origins,
             unbound: parsed.unbound,
+            sent_hash: None,
         }),
         _ => Err(v),
     }
