@@ -364,9 +364,9 @@ async fn a_gemini_loop_answers_calls_without_ids_in_a_later_append(kind: StoreKi
     assert_field_violation(&status, "native.json[0].parts[0].functionResponse.id");
 }
 
-/// Results in one batch: one names its call by id, the other by name only; the second binds to
-/// the call the first does not answer.
-async fn a_response_without_an_id_skips_calls_its_batch_answers_by_id(kind: StoreKind) {
+/// A server whose `conversation` holds a Gemini turn that calls `lookup` twice, with ids `c1`
+/// and `c2`.
+async fn with_two_lookups(kind: StoreKind, conversation: &str) -> TestApp {
     let app = spawn_app(kind).await;
     let asked = json!([
         {"role": "user", "parts": [{"text": "Two lookups"}]},
@@ -375,9 +375,16 @@ async fn a_response_without_an_id_skips_calls_its_batch_answers_by_id(kind: Stor
             {"functionCall": {"id": "c2", "name": "lookup", "args": {"q": 2}}}
         ]}
     ]);
-    append_native(&app, "b", proto::Format::Gemini, &asked)
+    append_native(&app, conversation, proto::Format::Gemini, &asked)
         .await
         .unwrap();
+    app
+}
+
+/// Results in one batch: one names its call by id, the other by name only; the second binds to
+/// the call the first does not answer.
+async fn a_response_without_an_id_skips_calls_its_batch_answers_by_id(kind: StoreKind) {
+    let app = with_two_lookups(kind, "b").await;
     let answered = json!([{"role": "user", "parts": [
         {"functionResponse": {"id": "c1", "name": "lookup", "response": {"output": "one"}}},
         {"functionResponse": {"name": "lookup", "response": {"output": "two"}}}
@@ -394,41 +401,23 @@ async fn a_response_without_an_id_skips_calls_its_batch_answers_by_id(kind: Stor
 /// the retry replays, although the call it bound to is answered now and another of the same
 /// name is still open.
 async fn a_keyed_retry_of_a_bound_response_replays(kind: StoreKind) {
-    let app = spawn_app(kind).await;
-    let asked = json!([
-        {"role": "user", "parts": [{"text": "Two lookups"}]},
-        {"role": "model", "parts": [
-            {"functionCall": {"id": "c1", "name": "lookup", "args": {"q": 1}}},
-            {"functionCall": {"id": "c2", "name": "lookup", "args": {"q": 2}}}
-        ]}
-    ]);
-    append_native(&app, "k", proto::Format::Gemini, &asked)
-        .await
-        .unwrap();
+    let app = with_two_lookups(kind, "k").await;
     let answer = json!([{"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {"output": "one"}}}]}]);
-    let keyed = || proto::AppendMessageRequest {
-        conversation_id: "k".into(),
-        idempotency_key: "answer-1".into(),
-        native: Some(proto::NativeItems {
-            format: proto::Format::Gemini as i32,
-            json: answer.to_string(),
-        }),
-        ..Default::default()
+    let keyed = || {
+        let request = proto::AppendMessageRequest {
+            conversation_id: "k".into(),
+            idempotency_key: "answer-1".into(),
+            native: Some(proto::NativeItems {
+                format: proto::Format::Gemini as i32,
+                json: answer.to_string(),
+            }),
+            ..Default::default()
+        };
+        let mut client = app.client.clone();
+        async move { client.append_message(request).await.unwrap().into_inner() }
     };
-    let first = app
-        .client
-        .clone()
-        .append_message(keyed())
-        .await
-        .unwrap()
-        .into_inner();
-    let retry = app
-        .client
-        .clone()
-        .append_message(keyed())
-        .await
-        .unwrap()
-        .into_inner();
+    let first = keyed().await;
+    let retry = keyed().await;
     assert!(
         retry.replayed && retry.first_sequence == first.first_sequence,
         "{retry:?}"
