@@ -12,8 +12,8 @@ use http_body_util::Full;
 use hyper::{Request, Response, body::Bytes, server::conn::http1, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder, core::Collector,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder, core::Collector,
 };
 
 use crate::{net::Acceptor, store::PoolStats};
@@ -33,6 +33,10 @@ pub struct Metrics {
     pub retention_messages: IntCounter,
     /// Background summary checks not started, by reason.
     pub background_skipped: IntCounterVec,
+    /// Bytes of messages in the replica's message cache (PostgreSQL store).
+    pub message_cache_bytes: IntGauge,
+    /// BuildContext pages of the log's tail by where they came from (cache, database).
+    pub tail_pages: IntCounterVec,
 }
 
 /// The process-wide counters of the use cases.
@@ -70,6 +74,17 @@ impl Metrics {
                  run already), running (one runs for the conversation), shutting_down",
                 &["reason"],
             ),
+            message_cache_bytes: IntGauge::new(
+                "ctxd_message_cache_bytes",
+                "Bytes of decoded messages in this replica's cache (CTXD_MESSAGE_CACHE_MIB)",
+            )
+            .expect("valid metric"),
+            tail_pages: counter_vec(
+                "ctxd_context_pages_total",
+                "Pages of the log's tail BuildContext read, by source: cache (this replica's \
+                 decoded messages) or database",
+                &["source"],
+            ),
         }
     }
 
@@ -82,6 +97,8 @@ impl Metrics {
             Box::new(self.retention_conversations.clone()),
             Box::new(self.retention_messages.clone()),
             Box::new(self.background_skipped.clone()),
+            Box::new(self.message_cache_bytes.clone()),
+            Box::new(self.tail_pages.clone()),
         ]
     }
 }

@@ -1,15 +1,21 @@
 //! PostgreSQL's CPU per call: what ctxd costs the database it shares, against a hand-written
 //! backend doing the same job with plain SQL, on the same cluster in the same run. The cost is
 //! the CPU time of the postmaster and all its processes (backends, WAL writer, checkpointer:
-//! the whole cluster, from /proc) before and after N calls, divided by N. Measured for:
-//! - BuildContext of a 244-message conversation against one read of its rows;
+//! the whole cluster, from /proc/PID/schedstat) during each of N calls, summed and divided by
+//! N. Measured for:
+//! - BuildContext of a 244-message conversation against one read of its rows: unchanged
+//!   between calls, then growing by one message before each call (the appends not measured),
+//!   with the read growing alike;
 //! - AppendMessage of one message against a gapless append by hand (bump a counter row and
 //!   insert the row, one transaction);
 //! - ListConversations' first page against one read of the page from the activity index.
 //!
 //! Latencies are printed beside the costs (one client, one call at a time).
 
-use std::time::{Duration, Instant};
+use std::{
+    cell::Cell,
+    time::{Duration, Instant},
+};
 
 use ctxd::proto;
 use tonic::Request;
@@ -18,7 +24,8 @@ use crate::replica::{Replica, percentile};
 
 const HISTORY: usize = 244;
 
-/// The cluster's CPU seconds so far: the postmaster's and its children's, from /proc.
+/// The cluster's processes: the postmaster and its children (backends, WAL writer,
+/// checkpointer, autovacuum).
 struct Cluster {
     postmaster: u32,
 }
@@ -26,63 +33,87 @@ struct Cluster {
 impl Cluster {
     async fn find(db: &tokio_postgres::Client) -> anyhow::Result<Self> {
         let backend: i32 = db.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
-        let status = std::fs::read_to_string(format!("/proc/{backend}/status"))?;
-        let parent = status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .ok_or_else(|| anyhow::anyhow!("no PPid for the backend"))?;
         Ok(Self {
-            postmaster: parent.trim().parse()?,
+            postmaster: parent_of(backend as u32)
+                .ok_or_else(|| anyhow::anyhow!("no PPid for the backend"))?,
         })
     }
 
-    fn cpu_seconds(&self) -> f64 {
-        let mut ticks = 0u64;
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return 0.0;
-        };
-        for entry in entries.flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            // After the name: state, ppid, ... utime (field 14) and stime (15), 1-based.
-            let parent = fields.get(1).and_then(|p| p.parse::<u32>().ok());
-            if pid == self.postmaster || parent == Some(self.postmaster) {
-                let at = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-                ticks += at(11) + at(12);
+    /// The postmaster and its children now.
+    fn processes(&self) -> Vec<u32> {
+        let mut pids = vec![self.postmaster];
+        if let Ok(entries) = std::fs::read_dir("/proc") {
+            for entry in entries.flatten() {
+                if let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>()
+                    && parent_of(pid) == Some(self.postmaster)
+                {
+                    pids.push(pid);
+                }
             }
         }
-        ticks as f64 / 100.0
+        pids
+    }
+
+    /// Nanoseconds `pids` have run on a CPU so far (`/proc/PID/schedstat`, exact, unlike the
+    /// 10 ms ticks of `/proc/PID/stat`).
+    fn cpu_nanos(pids: &[u32]) -> u64 {
+        pids.iter()
+            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+            .sum()
     }
 
     /// The cluster's CPU per call of `calls` runs of `call`, in microseconds, and the calls'
-    /// p50 latency.
-    async fn per_call<F, Fut>(&self, calls: usize, mut call: F) -> anyhow::Result<(f64, Duration)>
+    /// p50 latency. Before each call `between` runs, unmeasured (a chat's appends between its
+    /// BuildContext calls): only the CPU spent during the calls themselves is counted.
+    async fn per_call<B, BF, F, Fut>(
+        &self,
+        calls: usize,
+        mut between: B,
+        mut call: F,
+    ) -> anyhow::Result<(f64, Duration)>
     where
+        B: FnMut(usize) -> BF,
+        BF: std::future::Future<Output = anyhow::Result<()>>,
         F: FnMut(usize) -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<()>>,
     {
         for n in 0..calls / 10 {
+            between(n).await?;
             call(n).await?;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let before = self.cpu_seconds();
+        let (mut nanos, mut pids) = (0u64, self.processes());
         let mut latencies = Vec::with_capacity(calls);
         for n in 0..calls {
+            between(calls + n).await?;
+            if n % 50 == 0 {
+                pids = self.processes();
+            }
+            let before = Self::cpu_nanos(&pids);
             let started = Instant::now();
             call(calls + n).await?;
             latencies.push(started.elapsed());
+            nanos += Self::cpu_nanos(&pids).saturating_sub(before);
         }
-        let cpu = self.cpu_seconds() - before;
-        Ok((cpu / calls as f64 * 1e6, percentile(&mut latencies, 0.5)))
+        Ok((nanos as f64 / calls as f64 / 1e3, percentile(&mut latencies, 0.5)))
     }
+}
+
+/// The parent of process `pid`, from /proc.
+fn parent_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Nothing between calls.
+async fn nothing(_: usize) -> anyhow::Result<()> {
+    Ok(())
 }
 
 pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Result<()> {
@@ -94,64 +125,87 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
     let run = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    println!("# PostgreSQL CPU per call (the whole cluster, /proc), {calls} calls each, one at a time");
+    println!(
+        "# PostgreSQL CPU per call (the whole cluster, /proc/PID/schedstat), {calls} calls each, one at a time"
+    );
 
-    // BuildContext of a 244-message conversation against one read of its rows.
-    let conversation = format!("dbcost-{run}");
-    let messages: Vec<proto::Message> = (0..HISTORY)
-        .map(|i| proto::Message {
-            role: if i % 2 == 0 {
-                proto::Role::User
-            } else {
-                proto::Role::Assistant
-            } as i32,
-            content: format!("message {i}: {}", "a few words of ordinary prose ".repeat(4)),
-            ..Default::default()
-        })
-        .collect();
-    for chunk in messages.chunks(100) {
-        api.append_message(proto::AppendMessageRequest {
-            conversation_id: conversation.clone(),
-            messages: chunk.to_vec(),
-            ..Default::default()
-        })
-        .await?;
+    // BuildContext of a 244-message conversation against one read of its rows: unchanged
+    // between calls, then growing by one message before each call, as a chat does.
+    let (ours, theirs) = (format!("dbcost-{run}"), format!("dbcost-read-{run}"));
+    for conversation in [&ours, &theirs] {
+        let messages: Vec<proto::Message> = (0..HISTORY).map(chat_message).collect();
+        for chunk in messages.chunks(100) {
+            api.append_message(append(conversation, chunk.to_vec())).await?;
+        }
     }
-    let build = proto::BuildContextRequest {
-        conversation_id: conversation.clone(),
-        budget: Some(proto::Budget {
-            max_tokens: 100_000,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let (ours, ours_p50) = cluster
-        .per_call(calls, |_| {
-            let (mut api, build) = (api.clone(), build.clone());
-            async move {
-                let pack = api.build_context(build).await?.into_inner();
-                let included = pack.stats.map_or(0, |s| s.messages_included as usize);
-                anyhow::ensure!(included == HISTORY, "the pack holds {included} messages");
-                Ok(())
-            }
-        })
-        .await?;
     let read = db.prepare(crate::build::RAW_TAIL).await?;
-    let (theirs, theirs_p50) = cluster
-        .per_call(calls, |_| {
-            let (db, read, conversation) = (&db, &read, &conversation);
-            async move {
-                let rows = db.query(read, &[conversation, &(HISTORY as i64)]).await?;
-                anyhow::ensure!(rows.len() == HISTORY, "read {} rows", rows.len());
-                Ok(())
-            }
-        })
+    let (held, read_rows) = (Cell::new(HISTORY), Cell::new(HISTORY));
+    let build = |api: &Client, conversation: &str, expected: usize| {
+        let (mut api, conversation) = (api.clone(), conversation.to_owned());
+        async move {
+            let pack = api.build_context(pack_request(&conversation)).await?.into_inner();
+            let included = pack.stats.map_or(0, |s| s.messages_included as usize);
+            anyhow::ensure!(
+                included == expected,
+                "the pack holds {included} messages, not {expected}"
+            );
+            Ok(())
+        }
+    };
+    let plain_read = |rows: usize| {
+        let (db, read, conversation) = (&db, &read, &theirs);
+        async move {
+            let got = db.query(read, &[conversation, &(rows as i64)]).await?;
+            anyhow::ensure!(got.len() == rows, "read {} rows", got.len());
+            Ok(())
+        }
+    };
+    let (cost, p50) = cluster
+        .per_call(calls, nothing, |_| build(&api, &ours, held.get()))
+        .await?;
+    let (their_cost, their_p50) = cluster
+        .per_call(calls, nothing, |_| plain_read(read_rows.get()))
         .await?;
     report(
         "BuildContext, 244 messages",
-        (ours, ours_p50),
+        (cost, p50),
         "one read of the rows",
-        (theirs, theirs_p50),
+        (their_cost, their_p50),
+    );
+    // The chat: one more message before each call (not measured), on both conversations.
+    let chat = calls.min(1_000);
+    let grow = |conversation: &str, n: usize| {
+        let (mut api, request) = (api.clone(), append(conversation, vec![chat_message(HISTORY + n)]));
+        async move {
+            api.append_message(request).await?;
+            Ok(())
+        }
+    };
+    let (cost, p50) = cluster
+        .per_call(
+            chat,
+            |n| {
+                held.set(held.get() + 1);
+                grow(&ours, n)
+            },
+            |_| build(&api, &ours, held.get()),
+        )
+        .await?;
+    let (their_cost, their_p50) = cluster
+        .per_call(
+            chat,
+            |n| {
+                read_rows.set(read_rows.get() + 1);
+                grow(&theirs, n)
+            },
+            |_| plain_read(read_rows.get()),
+        )
+        .await?;
+    report(
+        "BuildContext, chat from 244 messages",
+        (cost, p50),
+        "one read of the rows",
+        (their_cost, their_p50),
     );
 
     // AppendMessage against a gapless append by hand.
@@ -162,7 +216,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
     .await?;
     let appended = format!("dbcost-append-{run}");
     let (ours, ours_p50) = cluster
-        .per_call(calls, |n| {
+        .per_call(calls, nothing, |n| {
             let (mut api, appended) = (api.clone(), appended.clone());
             async move {
                 api.append_message(proto::AppendMessageRequest {
@@ -194,7 +248,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
     );
     let by_hand = format!("dbcost-hand-{run}");
     let (theirs, theirs_p50) = cluster
-        .per_call(calls, |n| {
+        .per_call(calls, nothing, |n| {
             let (db, bump, insert, by_hand) = (&db, &bump, &insert, &by_hand);
             async move {
                 db.batch_execute("BEGIN").await?;
@@ -224,7 +278,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
     )
     .await?;
     let (ours, ours_p50) = cluster
-        .per_call(calls, |_| {
+        .per_call(calls, nothing, |_| {
             let (mut api, tenant) = (api.clone(), tenant.clone());
             async move {
                 let mut request = Request::new(proto::ListConversationsRequest {
@@ -246,7 +300,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
         )
         .await?;
     let (theirs, theirs_p50) = cluster
-        .per_call(calls, |_| {
+        .per_call(calls, nothing, |_| {
             let (db, page, tenant) = (&db, &page, &tenant);
             async move {
                 let rows = db.query(page, &[tenant]).await?;
@@ -262,6 +316,41 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
         (theirs, theirs_p50),
     );
     Ok(())
+}
+
+type Client = proto::context_service_client::ContextServiceClient<tonic::transport::Channel>;
+
+/// Message `i` of the measured chats: user and assistant in turn.
+fn chat_message(i: usize) -> proto::Message {
+    let role = match i % 2 {
+        0 => proto::Role::User,
+        _ => proto::Role::Assistant,
+    };
+    proto::Message {
+        role: role as i32,
+        content: format!("message {i}: {}", "a few words of ordinary prose ".repeat(4)),
+        ..Default::default()
+    }
+}
+
+fn append(conversation: &str, messages: Vec<proto::Message>) -> proto::AppendMessageRequest {
+    proto::AppendMessageRequest {
+        conversation_id: conversation.to_owned(),
+        messages,
+        ..Default::default()
+    }
+}
+
+/// A pack that holds the whole conversation.
+fn pack_request(conversation: &str) -> proto::BuildContextRequest {
+    proto::BuildContextRequest {
+        conversation_id: conversation.to_owned(),
+        budget: Some(proto::Budget {
+            max_tokens: 200_000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 fn report(ours: &str, (cost, p50): (f64, Duration), theirs: &str, (their_cost, their_p50): (f64, Duration)) {

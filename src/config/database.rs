@@ -35,6 +35,14 @@ pub struct DatabaseArgs {
     )]
     pub db_startup_wait_secs: u64,
 
+    /// MiB of decoded messages each replica keeps so that BuildContext reads from PostgreSQL only
+    /// what is new since its last call on a conversation (0 = none). Counted as ctxd counts
+    /// loaded messages; least recently used conversations go first, and one conversation holds
+    /// at most an eighth. Redactions, rewinds and deletes on any replica are seen by the next
+    /// call's one read of the conversation row: a changed message is never served from it.
+    #[arg(long, env = "CTXD_MESSAGE_CACHE_MIB", default_value_t = 64, display_order = 5)]
+    pub message_cache_mib: usize,
+
     /// Apply pending migrations at start-up (under an advisory lock; safe with many replicas).
     #[arg(
         long,
@@ -59,6 +67,8 @@ pub struct DatabaseOptions {
     pub startup_wait: Duration,
     /// Whether to migrate at start-up.
     pub migrate_on_start: bool,
+    /// Bytes of the replica's message cache (0: none).
+    pub message_cache_bytes: usize,
 }
 
 impl DatabaseArgs {
@@ -78,6 +88,7 @@ impl DatabaseArgs {
             connect_timeout: Duration::from_secs(self.db_connect_timeout_secs),
             startup_wait: Duration::from_secs(self.db_startup_wait_secs),
             migrate_on_start: self.migrate_on_start,
+            message_cache_bytes: self.message_cache_mib.saturating_mul(1024 * 1024),
         })
     }
 }

@@ -117,6 +117,11 @@ impl Sequence {
     pub fn plus(self, n: u64) -> Self {
         Self(self.0 + n)
     }
+
+    /// The sequence `n` positions earlier, or zero.
+    pub fn minus(self, n: u64) -> Self {
+        Self(self.0.saturating_sub(n))
+    }
 }
 
 impl fmt::Display for Sequence {

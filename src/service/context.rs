@@ -96,7 +96,11 @@ async fn build_context_pack(
     // The pinned messages come with the first page, outside its byte limit: they are counted
     // once they are in.
     let read = reservation.begin_read()?;
-    let OpenedContext { mut snapshot, newest } = store
+    let OpenedContext {
+        mut snapshot,
+        newest,
+        version,
+    } = store
         .open_context(tenant, &conversation, first_page, read.limit)
         .await?;
     let (newest, cut) = (newest.messages, newest.cut_by_size);
@@ -116,7 +120,7 @@ async fn build_context_pack(
         let CappedPage {
             messages,
             cut_by_size,
-        } = store.tail(tenant, &conversation, page).await?;
+        } = store.tail(tenant, &conversation, version, page).await?;
         reservation.end_read(read, loaded_bytes(&messages))?;
         if cut_by_size {
             page.limit = messages.len();

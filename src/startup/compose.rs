@@ -35,6 +35,7 @@ pub fn postgres_options(database: &DatabaseOptions, request_timeout: Duration) -
         pool_size: database.pool_size,
         connect_timeout: database.connect_timeout,
         statement_timeout: request_timeout,
+        message_cache_bytes: database.message_cache_bytes,
     })
 }
 

@@ -27,8 +27,8 @@ mod records;
 pub use in_memory::InMemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{
-    CappedPage, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction, RetentionRule,
-    Rewind, SummaryState, Swept,
+    CappedPage, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction,
+    RetentionRule, Rewind, SummaryState, Swept,
 };
 
 /// Opens the configured store: PostgreSQL when `postgres` is set, else the in-memory store.
@@ -188,13 +188,14 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         max_bytes: usize,
     ) -> Result<OpenedContext, StoreError>;
 
-    /// Reads a page of the log's tail, newest first, leaving out excluded (UI-only) messages,
+    /// Reads a page of the log's tail as of `version` (from [`OpenedContext`]), newest first, leaving out excluded (UI-only) messages,
     /// and no more once their size reaches `page.max_bytes` (see [`CappedPage`]). Empty for an unknown conversation (the caller opened it with
     /// [`Store::open_context`]; a concurrent delete leaves nothing to page).
     async fn tail(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        version: LogVersion,
         page: PageRequest,
     ) -> Result<CappedPage, StoreError>;
 

@@ -151,6 +151,22 @@ pub struct OpenedContext {
     pub snapshot: ContextSnapshot,
     /// The first page of the tail.
     pub newest: CappedPage,
+    /// The log's version when the snapshot was read: [`Store::tail`] is given it back.
+    pub version: LogVersion,
+}
+
+/// Which state of a conversation's stored messages a read saw. Messages are immutable except
+/// through a redaction or a rewind, each of which counts itself on the conversation row, and a
+/// deleted conversation's id comes back with a new creation time: two reads that see the same
+/// version see the same message at each sequence up to the older read's last sequence. Versions
+/// are ordered (creation time, then redactions and rewinds together), so a reader that saw an
+/// older version never overrides what a newer one learned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LogVersion {
+    /// The conversation's creation time, in microseconds since the epoch.
+    pub created_micros: i64,
+    /// Its redactions and rewinds so far.
+    pub changes: u64,
 }
 
 /// What a redaction changed.

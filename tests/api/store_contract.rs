@@ -11,7 +11,7 @@ use ctxd::{
         conversation::{ConversationPatch, IfMissing},
         working_memory::{Category, WorkingMemory},
     },
-    store::{self, MemoryBase, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
+    store::{self, LogVersion, MemoryBase, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
 };
 
 use crate::{
@@ -62,6 +62,7 @@ async fn postgres_store(url: String) -> Arc<dyn Store> {
         pool_size: 4,
         connect_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(30),
+        message_cache_bytes: 64 << 20,
     };
     let store = store::open(Some(&options)).expect("store opens");
     store.migrate().await.expect("store migrates");
@@ -197,7 +198,15 @@ async fn store_tail_and_open_calls_of_an_unknown_conversation_are_empty(kind: St
         limit: 10,
         max_bytes: usize::MAX,
     };
-    assert!(store.tail(&t, &c, page).await.unwrap().messages.is_empty());
+    let version = LogVersion::default();
+    assert!(
+        store
+            .tail(&t, &c, version, page)
+            .await
+            .unwrap()
+            .messages
+            .is_empty()
+    );
     assert!(
         store
             .open_calls(&t, &c, &["call-1".into()])
@@ -371,11 +380,15 @@ async fn store_tail_pages_newest_first_within_bounds_without_excluded_messages(k
         limit: 10,
         max_bytes: usize::MAX,
     };
-    let tail = store.tail(&t, &c, page).await.unwrap().messages;
-    let sequences: Vec<u64> = tail.iter().map(|m| m.sequence.get()).collect();
-    assert_eq!(sequences, [4, 2]);
+    let version = store.open_context(&t, &c, 1, usize::MAX).await.unwrap().version;
+    for _ in 0..2 {
+        // Read twice: the second time from the PostgreSQL store's cache.
+        let tail = store.tail(&t, &c, version, page).await.unwrap();
+        let sequences: Vec<u64> = tail.messages.iter().map(|m| m.sequence.get()).collect();
+        assert_eq!((sequences, tail.cut_by_size), (vec![4, 2], false));
+    }
     let limited = store
-        .tail(&t, &c, PageRequest { limit: 1, ..page })
+        .tail(&t, &c, version, PageRequest { limit: 1, ..page })
         .await
         .unwrap()
         .messages;
@@ -419,7 +432,7 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         .await
         .unwrap();
 
-    let OpenedContext { snapshot, newest } = store.open_context(&t, &c, 2, usize::MAX).await.unwrap();
+    let OpenedContext { snapshot, newest, .. } = store.open_context(&t, &c, 2, usize::MAX).await.unwrap();
     let newest = newest.messages;
     assert_eq!(snapshot.last_sequence, seq(3));
     assert_eq!(snapshot.last_user_sequence, Some(seq(2)));
@@ -602,8 +615,8 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
         .unwrap();
     assert_eq!((all.messages.len(), all.has_more), (10, false));
 
-    let newest = store.open_context(&t, &c, 100, limit).await.unwrap().newest;
-    let (newest, cut) = (newest.messages, newest.cut_by_size);
+    let opened = store.open_context(&t, &c, 100, limit).await.unwrap();
+    let (newest, cut, version) = (opened.newest.messages, opened.newest.cut_by_size, opened.version);
     let sequences: Vec<u64> = newest.iter().map(|m| m.sequence.get()).collect();
     assert_eq!((sequences, cut), (vec![10, 9, 8], true));
     let page = PageRequest {
@@ -612,7 +625,7 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
         limit: 100,
         max_bytes: limit,
     };
-    let older = store.tail(&t, &c, page).await.unwrap();
+    let older = store.tail(&t, &c, version, page).await.unwrap();
     let (older, cut) = (older.messages, older.cut_by_size);
     let sequences: Vec<u64> = older.iter().map(|m| m.sequence.get()).collect();
     assert_eq!((sequences, cut), (vec![7, 6, 5], true));
@@ -620,6 +633,7 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
         .tail(
             &t,
             &c,
+            version,
             PageRequest {
                 before: seq(3),
                 max_bytes: usize::MAX,

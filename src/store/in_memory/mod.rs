@@ -11,8 +11,8 @@ use std::{
 use async_trait::async_trait;
 
 use super::{
-    CappedPage, Lease, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction,
-    RetentionRule, Rewind, Store, StoreError, SummaryState, Swept,
+    CappedPage, Lease, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
+    Redaction, RetentionRule, Rewind, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -160,6 +160,7 @@ impl Store for InMemoryStore {
         Ok(OpenedContext {
             snapshot,
             newest: capped(newest, max_bytes),
+            version: c.log_version(),
         })
     }
 
@@ -167,8 +168,10 @@ impl Store for InMemoryStore {
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        _version: LogVersion,
         page: PageRequest,
     ) -> Result<CappedPage, StoreError> {
+        // Every page is read under the store's lock from the one copy of the log.
         let conversations = self.lock();
         let Some(c) = conversations.get(&key(tenant, conversation)) else {
             return Ok(CappedPage::default());

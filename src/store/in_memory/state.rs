@@ -91,6 +91,15 @@ impl Conversation {
         }
     }
 
+    /// The version of its stored messages (see [`LogVersion`](crate::store::LogVersion)).
+    pub(super) fn log_version(&self) -> crate::store::LogVersion {
+        let created = self.resource.created_at.duration_since(std::time::UNIX_EPOCH);
+        crate::store::LogVersion {
+            created_micros: created.map_or(0, |d| d.as_micros() as i64),
+            changes: self.redactions + self.rewinds,
+        }
+    }
+
     /// The conversation as a resource.
     pub(super) fn resource(&self, id: &ConversationId) -> conversation::Conversation {
         let r = &self.resource;

@@ -1,35 +1,167 @@
 //! What BuildContext reads on PostgreSQL: the conversation's state with the first page of its
-//! tail in one round trip, further pages, and the open calls pending results answer.
+//! tail in one round trip, further pages, and the open calls pending results answer. Pages
+//! come from the replica's [`MessageCache`] where it holds them under the version the state
+//! read saw; the database is read for what is newer or missing.
 
 use std::collections::HashMap;
 
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
-use super::rows::{
-    MESSAGE_COLUMNS, byte_limit, capped_messages, capped_page, column, memory_from_row, stored_messages,
+use super::{
+    cache::{MessageCache, Segment},
+    rows::{
+        MESSAGE_COLUMNS, byte_limit, capped_messages, capped_page, column, memory_from_row, stored_messages,
+    },
 };
 use crate::{
     domain::{
         ConversationId, Sequence, StoredMessage, TenantId,
         context::{ContextSnapshot, PageRequest, SummarySection},
     },
-    store::{CappedPage, OpenedContext, StoreError},
+    metrics::METRICS,
+    store::{CappedPage, LogVersion, OpenedContext, StoreError},
 };
 
+/// Where the tail's newest page is read: messages older than `before` and newer than `floor`
+/// (`$3`, `$4`), at most `$5` of them and `$6` bytes, newest first.
+fn tail_query() -> String {
+    capped_page(
+        "tenant_id = $1 AND conversation_id = $2 AND sequence < $3 AND sequence > $4
+           AND NOT exclude_from_context",
+        "DESC",
+        "$5::bigint",
+        "$6::bigint",
+    )
+}
+
+/// The conversation's state, its pinned messages and the newest page of its tail past
+/// `page.floor`, in one round trip. With a cached run, the floor is the run's newest sequence:
+/// only what is newer is read.
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
 pub(super) async fn open_context(
     pool: &Pool,
+    cache: &MessageCache,
     tenant: &TenantId,
     conversation: &ConversationId,
     first_page: usize,
     max_bytes: usize,
 ) -> Result<OpenedContext, StoreError> {
+    let run = cache.run(tenant, conversation);
+    let newest = PageRequest {
+        before: Sequence::MAX,
+        floor: run.as_ref().map_or(Sequence::ZERO, |r| r.hi()),
+        limit: first_page,
+        max_bytes,
+    };
+    let (snapshot, version, read) = match read_opening(pool, tenant, conversation, &newest).await {
+        Err(StoreError::NotFound) => {
+            cache.forget(tenant, conversation);
+            return Err(StoreError::NotFound);
+        }
+        other => other?,
+    };
+    let last = snapshot.last_sequence;
+    // What the read covered, up to the snapshot's last sequence (newer rows are the packer's
+    // to ignore).
+    let complete = !read.cut_by_size && read.messages.len() < first_page;
+    let oldest = read.messages.last().map(|m| m.sequence);
+    let seen = |floor: Sequence, read| Segment {
+        lo: match (complete, oldest) {
+            (false, Some(oldest)) => oldest,
+            _ => floor.plus(1),
+        },
+        hi: last,
+        messages: read,
+    };
+    let newest = match run.filter(|r| r.version() == version && r.hi() <= last) {
+        // Nothing came but what is newer than the run: the run serves the rest.
+        Some(_) if complete => {
+            cache.learn(tenant, conversation, version, seen(newest.floor, &read.messages));
+            let whole = PageRequest {
+                before: last.plus(1),
+                floor: Sequence::ZERO,
+                ..newest
+            };
+            match cache.run(tenant, conversation).filter(|r| r.version() == version) {
+                Some(run) => match run.page(&whole) {
+                    Some(page) => {
+                        METRICS.tail_pages.with_label_values(&["cache"]).inc();
+                        page
+                    }
+                    None => reread(pool, cache, tenant, conversation, version, whole).await?,
+                },
+                None => reread(pool, cache, tenant, conversation, version, whole).await?,
+            }
+        }
+        // A full page of newer messages (or no run, or a run of another version): the page
+        // is the newest page.
+        run if run.is_some() || newest.floor == Sequence::ZERO => {
+            cache.learn(tenant, conversation, version, seen(newest.floor, &read.messages));
+            METRICS.tail_pages.with_label_values(&["database"]).inc();
+            read
+        }
+        // A run of another version: the whole page again, without the floor.
+        _ => {
+            let whole = PageRequest {
+                floor: Sequence::ZERO,
+                ..newest
+            };
+            reread(pool, cache, tenant, conversation, version, whole).await?
+        }
+    };
+    Ok(OpenedContext {
+        snapshot,
+        newest,
+        version,
+    })
+}
+
+/// The page `page` from the database, learned by the cache.
+async fn reread(
+    pool: &Pool,
+    cache: &MessageCache,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    version: LogVersion,
+    page: PageRequest,
+) -> Result<CappedPage, StoreError> {
+    let client = pool.get().await?;
+    let statement = client.prepare_cached(&tail_query()).await?;
+    let read = query_page(&client, &statement, tenant, conversation, &page).await?;
+    cache.learn(tenant, conversation, version, Segment::of_page(&page, &read));
+    METRICS.tail_pages.with_label_values(&["database"]).inc();
+    Ok(read)
+}
+
+async fn query_page(
+    client: &deadpool_postgres::Client,
+    statement: &tokio_postgres::Statement,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    page: &PageRequest,
+) -> Result<CappedPage, StoreError> {
+    let (limit, max_bytes) = (page.limit as i64, byte_limit(page.max_bytes));
+    let (before, floor) = (page.before.as_i64(), page.floor.as_i64());
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let params: [&(dyn ToSql + Sync); 6] = [&t, &c, &before, &floor, &limit, &max_bytes];
+    capped_messages(&client.query(statement, &params).await?)
+}
+
+/// The state query, the pinned messages and `newest` in one round trip.
+async fn read_opening(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    newest: &PageRequest,
+) -> Result<(ContextSnapshot, LogVersion, CappedPage), StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
     let state = client
         .prepare_cached(
             "SELECT c.last_sequence, c.last_user_sequence, c.last_response_id,
+                    (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_micros,
+                    c.redactions + c.rewinds AS changes,
                     s.text AS summary_text, s.through_sequence AS summary_through_sequence,
                     m.document AS memory_document, m.through_sequence AS memory_through_sequence,
                     m.version AS memory_version
@@ -46,23 +178,15 @@ pub(super) async fn open_context(
          ORDER BY sequence"
     );
     let pinned = client.prepare_cached(&pinned_query).await?;
-    let newest_query = capped_page(
-        "tenant_id = $1 AND conversation_id = $2 AND NOT exclude_from_context",
-        "DESC",
-        "$3::bigint",
-        "$4::bigint",
-    );
-    let newest = client.prepare_cached(&newest_query).await?;
-    let (limit, max_bytes) = (first_page as i64, byte_limit(max_bytes));
-    let newest_params: &[&(dyn ToSql + Sync)] = &[&t, &c, &limit, &max_bytes];
+    let page = client.prepare_cached(&tail_query()).await?;
     let params: &[&(dyn ToSql + Sync)] = &[&t, &c];
     // The three queries go out together on one connection: one network round trip. The
-    // server runs them in order, so the pages never miss a message the state counts;
-    // anything newer than the state is dropped here or by the packer.
-    let (state, pinned, newest) = tokio::try_join!(
-        client.query_opt(&state, params),
-        client.query(&pinned, params),
-        client.query(&newest, newest_params),
+    // server runs them in order, so the page never misses a message the state counts;
+    // anything newer than the state is dropped by the cache or the packer.
+    let (state, pinned, read) = tokio::try_join!(
+        async { Ok::<_, StoreError>(client.query_opt(&state, params).await?) },
+        async { Ok::<_, StoreError>(client.query(&pinned, params).await?) },
+        query_page(&client, &page, tenant, conversation, newest),
     )?;
     let state = state.ok_or(StoreError::NotFound)?;
     let last_sequence = Sequence::from_stored(column(&state, "last_sequence")?);
@@ -76,7 +200,10 @@ pub(super) async fn open_context(
         }),
         None => None,
     };
-    let memory = memory_from_row(&state)?;
+    let version = LogVersion {
+        created_micros: column(&state, "created_micros")?,
+        changes: column::<i64>(&state, "changes")?.max(0) as u64,
+    };
     let snapshot = ContextSnapshot {
         last_sequence,
         last_user_sequence: last_user.map(Sequence::from_stored),
@@ -86,46 +213,32 @@ pub(super) async fn open_context(
             .filter(|m| m.sequence <= last_sequence)
             .collect(),
         summary,
-        memory,
+        memory: memory_from_row(&state)?,
         pending_calls: HashMap::new(),
     };
-    Ok(OpenedContext {
-        snapshot,
-        newest: capped_messages(&newest)?,
-    })
+    Ok((snapshot, version, read))
 }
 
+/// A page of the tail as of `version`: from this replica's cache when it holds the page's
+/// newest messages under that version, else from the database (and then learned).
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, before = page.before.get(), limit = page.limit))]
 pub(super) async fn tail(
     pool: &Pool,
+    cache: &MessageCache,
     tenant: &TenantId,
     conversation: &ConversationId,
+    version: LogVersion,
     page: PageRequest,
 ) -> Result<CappedPage, StoreError> {
-    let client = pool.get().await?;
-    let query = capped_page(
-        "tenant_id = $1 AND conversation_id = $2 AND sequence < $3 AND sequence > $4
-           AND NOT exclude_from_context",
-        "DESC",
-        "$5::bigint",
-        "$6::bigint",
-    );
-    let statement = client.prepare_cached(&query).await?;
-    let (limit, max_bytes) = (page.limit as i64, byte_limit(page.max_bytes));
-    let rows = client
-        .query(
-            &statement,
-            &[
-                &tenant.as_str(),
-                &conversation.as_str(),
-                &page.before.as_i64(),
-                &page.floor.as_i64(),
-                &limit,
-                &max_bytes,
-            ],
-        )
-        .await?;
-    capped_messages(&rows)
+    let cached = cache
+        .run(tenant, conversation)
+        .filter(|r| r.version() == version)
+        .and_then(|r| r.page(&page));
+    if let Some(page) = cached {
+        METRICS.tail_pages.with_label_values(&["cache"]).inc();
+        return Ok(page);
+    }
+    reread(pool, cache, tenant, conversation, version, page).await
 }
 
 pub(super) async fn open_calls(

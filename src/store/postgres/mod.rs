@@ -14,8 +14,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::NoTls;
 
 use super::{
-    CappedPage, Lease, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, PoolStats, Redaction,
-    RetentionRule, Rewind, Store, StoreError, SummaryState, Swept,
+    CappedPage, Lease, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
+    PoolStats, Redaction, RetentionRule, Rewind, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -29,6 +29,7 @@ use crate::{
 };
 
 mod append;
+mod cache;
 mod context;
 mod conversations;
 mod fork;
@@ -54,6 +55,8 @@ pub struct PostgresOptions {
     /// Server-side cap on any one statement (`statement_timeout`), so no request holds the
     /// database past its own deadline.
     pub statement_timeout: Duration,
+    /// Bytes of decoded messages this replica keeps for BuildContext (0: none); see [`cache`].
+    pub message_cache_bytes: usize,
 }
 
 /// Conversations in PostgreSQL.
@@ -64,6 +67,8 @@ pub struct PostgresStore {
     gate: std::sync::Arc<gate::ConversationGate>,
     /// How long a write outside any call waits for its conversation's slot.
     gate_patience: Duration,
+    /// Decoded messages of the log's tails, per conversation (see [`cache`]).
+    cache: std::sync::Arc<cache::MessageCache>,
 }
 
 impl PostgresStore {
@@ -102,6 +107,7 @@ impl PostgresStore {
             pool,
             gate: Default::default(),
             gate_patience: options.statement_timeout,
+            cache: std::sync::Arc::new(cache::MessageCache::new(options.message_cache_bytes)),
         })
     }
 
@@ -274,16 +280,25 @@ impl Store for PostgresStore {
         first_page: usize,
         max_bytes: usize,
     ) -> Result<OpenedContext, StoreError> {
-        context::open_context(&self.pool, tenant, conversation, first_page, max_bytes).await
+        context::open_context(
+            &self.pool,
+            &self.cache,
+            tenant,
+            conversation,
+            first_page,
+            max_bytes,
+        )
+        .await
     }
 
     async fn tail(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        version: LogVersion,
         page: PageRequest,
     ) -> Result<CappedPage, StoreError> {
-        context::tail(&self.pool, tenant, conversation, page).await
+        context::tail(&self.pool, &self.cache, tenant, conversation, version, page).await
     }
 
     async fn open_calls(

@@ -1,0 +1,274 @@
+use std::time::SystemTime;
+
+use super::*;
+use crate::domain::{
+    Role,
+    context::TokenCounts,
+    message::{Message, StoredMessage},
+};
+
+fn message(sequence: u64, excluded: bool) -> StoredMessage {
+    let mut message = Message::text(Role::User, format!("message {sequence}"));
+    message.exclude_from_context = excluded;
+    StoredMessage {
+        sequence: Sequence::parse(sequence).unwrap(),
+        created_at: SystemTime::UNIX_EPOCH,
+        tokens: TokenCounts::of(&message),
+        reasoning_tokens: TokenCounts::default(),
+        native_tokens: TokenCounts::default(),
+        call_sequence: None,
+        turn_anchor: None,
+        message,
+    }
+}
+
+fn tenant() -> TenantId {
+    TenantId::parse("default").unwrap()
+}
+
+fn ids() -> (TenantId, ConversationId) {
+    (tenant(), ConversationId::parse("c").unwrap())
+}
+
+fn version(changes: u64) -> LogVersion {
+    LogVersion {
+        created_micros: 1,
+        changes,
+    }
+}
+
+fn seq(n: u64) -> Sequence {
+    Sequence::from_stored(n as i64)
+}
+
+fn request(before: u64, floor: u64, limit: usize) -> PageRequest {
+    PageRequest {
+        before: seq(before),
+        floor: seq(floor),
+        limit,
+        max_bytes: usize::MAX,
+    }
+}
+
+fn sequences(page: &CappedPage) -> Vec<u64> {
+    page.messages.iter().map(|m| m.sequence.get()).collect()
+}
+
+/// Messages `lo..=hi` newest first, every third one excluded.
+fn read(lo: u64, hi: u64) -> Vec<StoredMessage> {
+    (lo..=hi)
+        .rev()
+        .map(|s| message(s, s % 3 == 0))
+        .filter(|m| !m.message.exclude_from_context)
+        .collect()
+}
+
+#[test]
+fn a_run_serves_the_pages_it_covers_and_says_where_it_ends() {
+    let cache = MessageCache::new(1 << 20);
+    let (t, c) = ids();
+    let messages = read(11, 30);
+    cache.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(11),
+            hi: seq(30),
+            messages: &messages,
+        },
+    );
+    let run = cache.run(&t, &c).unwrap();
+    // Within the run: exactly what the database would return.
+    let page = run.page(&request(31, 0, 4)).unwrap();
+    assert_eq!(sequences(&page), [29, 28, 26, 25]);
+    assert!(!page.cut_by_size);
+    // Reaching the floor inside the run: complete (shorter than the limit).
+    let page = run.page(&request(20, 14, 10)).unwrap();
+    assert_eq!(sequences(&page), [19, 17, 16]);
+    assert!(!page.cut_by_size);
+    // Running out above the floor: what it has, marked cut so the rest is asked for.
+    let page = run.page(&request(15, 0, 10)).unwrap();
+    assert_eq!(sequences(&page), [14, 13, 11]);
+    assert!(page.cut_by_size);
+    // Pages whose newest messages it does not hold.
+    assert!(run.page(&request(32, 0, 10)).is_none());
+    assert!(run.page(&request(11, 0, 10)).is_none());
+    // The byte cap, as the SQL applies it: the message that reaches it is the last.
+    let one = messages[0].message.loaded_bytes();
+    let capped = run
+        .page(&PageRequest {
+            max_bytes: one + 1,
+            ..request(31, 0, 10)
+        })
+        .unwrap();
+    assert_eq!(sequences(&capped), [29, 28]);
+    assert!(capped.cut_by_size);
+}
+
+#[test]
+fn runs_grow_at_both_ends_and_older_versions_never_override_newer_ones() {
+    let cache = MessageCache::new(1 << 20);
+    let (t, c) = ids();
+    let first = read(11, 30);
+    cache.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(11),
+            hi: seq(30),
+            messages: &first,
+        },
+    );
+    let newer = read(31, 35);
+    cache.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(31),
+            hi: seq(35),
+            messages: &newer,
+        },
+    );
+    let older = read(1, 10);
+    cache.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(1),
+            hi: seq(10),
+            messages: &older,
+        },
+    );
+    let run = cache.run(&t, &c).unwrap();
+    let page = run.page(&request(36, 0, 100)).unwrap();
+    assert_eq!(
+        sequences(&page),
+        read(1, 35).iter().map(|m| m.sequence.get()).collect::<Vec<_>>()
+    );
+    assert!(!page.cut_by_size);
+
+    // A redaction (version 1): the new version's read replaces the run...
+    let mut redacted = read(20, 35);
+    redacted[0].message.content = "redacted".into();
+    cache.learn(
+        &t,
+        &c,
+        version(1),
+        Segment {
+            lo: seq(20),
+            hi: seq(35),
+            messages: &redacted,
+        },
+    );
+    let run = cache.run(&t, &c).unwrap();
+    assert_eq!(run.version(), version(1));
+    assert_eq!(
+        run.page(&request(36, 0, 1)).unwrap().messages[0].message.content,
+        "redacted"
+    );
+    // ...and a slow call that read version 0 cannot bring the old text back.
+    cache.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(1),
+            hi: seq(40),
+            messages: &read(1, 40),
+        },
+    );
+    let run = cache.run(&t, &c).unwrap();
+    assert_eq!(run.version(), version(1));
+    assert_eq!(
+        run.page(&request(36, 0, 1)).unwrap().messages[0].message.content,
+        "redacted"
+    );
+    assert!(
+        run.page(&request(20, 0, 1)).is_none(),
+        "below the new run: not cached"
+    );
+}
+
+#[test]
+fn a_segment_apart_from_the_run_replaces_it_only_when_newer() {
+    let cache = MessageCache::new(1 << 20);
+    let (t, c) = ids();
+    cache.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(11),
+            hi: seq(20),
+            messages: &read(11, 20),
+        },
+    );
+    cache.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(1),
+            hi: seq(5),
+            messages: &read(1, 5),
+        },
+    );
+    assert_eq!(cache.run(&t, &c).unwrap().hi(), seq(20));
+    cache.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(40),
+            hi: seq(50),
+            messages: &read(40, 50),
+        },
+    );
+    let run = cache.run(&t, &c).unwrap();
+    assert_eq!(run.hi(), seq(50));
+    assert!(run.page(&request(21, 0, 5)).is_none());
+}
+
+#[test]
+fn the_cache_stays_within_its_capacity() {
+    let one = message(10, false).message.loaded_bytes();
+    let capacity = one * 80;
+    let cache = MessageCache::new(capacity);
+    let t = tenant();
+    for n in 0..20 {
+        let c = ConversationId::parse(format!("c{n}")).unwrap();
+        let messages: Vec<StoredMessage> = (1..=30).rev().map(|s| message(s, false)).collect();
+        cache.learn(
+            &t,
+            &c,
+            version(0),
+            Segment {
+                lo: seq(1),
+                hi: seq(30),
+                messages: &messages,
+            },
+        );
+        let run = cache.run(&t, &c).unwrap();
+        // One conversation holds at most an eighth: its newest ten messages.
+        assert_eq!(run.page(&request(31, 0, 100)).unwrap().messages.len(), 10);
+        assert!(cache.lock().bytes <= capacity);
+    }
+    assert_eq!(cache.lock().runs.len(), 8);
+    let off = MessageCache::new(0);
+    let c = ConversationId::parse("c").unwrap();
+    off.learn(
+        &t,
+        &c,
+        version(0),
+        Segment {
+            lo: seq(1),
+            hi: seq(2),
+            messages: &read(1, 2),
+        },
+    );
+    assert!(off.run(&t, &c).is_none());
+}
