@@ -126,10 +126,11 @@ impl PostgresStore {
     }
 }
 
-/// The `SET LOCAL` lines that bound a write transaction made for a call: no statement runs and no
-/// lock is waited for past the call's deadline (less the margin its answer needs), so a write
-/// the caller saw fail never commits later. `None` outside a call: the connection's
-/// `statement_timeout` applies.
+/// The `SET LOCAL` line that bounds a write transaction made for a call: no statement runs (lock
+/// waits included) past the call's deadline (less the margin its answer needs), so a write the
+/// caller saw fail never commits later. One setting: a `lock_timeout` at the same time would never
+/// fire first (a lock wait is part of its statement) and cost the database a statement on every
+/// append. `None` outside a call: the connection's `statement_timeout` applies.
 fn write_limits(deadline: Option<&Deadline>) -> Result<Option<String>, StoreError> {
     let Some(budget) = deadline.map(Deadline::work_left) else {
         return Ok(None);
@@ -139,9 +140,7 @@ fn write_limits(deadline: Option<&Deadline>) -> Result<Option<String>, StoreErro
     if ms == 0 {
         return Err(StoreError::DeadlineExceeded);
     }
-    Ok(Some(format!(
-        "SET LOCAL statement_timeout = {ms}; SET LOCAL lock_timeout = {ms}"
-    )))
+    Ok(Some(format!("SET LOCAL statement_timeout = {ms}")))
 }
 
 /// Bounds the open transaction `tx` by the call's deadline (see [`write_limits`]).
@@ -201,7 +200,8 @@ impl From<tokio_postgres::Error> for StoreError {
                     || std::error::Error::source(&error)
                         .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
             }
-            // statement_timeout (as set for the call, or the backstop) and lock_timeout.
+            // statement_timeout (as set for the call, or the backstop), and a lock_timeout
+            // should a deployment set one.
             Some(state) if matches!(state.code(), "57014" | "55P03") => {
                 return StoreError::DeadlineExceeded;
             }
