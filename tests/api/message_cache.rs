@@ -21,24 +21,26 @@ contract_tests!(
     a_deleted_conversation_is_never_served_from_another_replicas_cache,
     a_fork_into_a_reused_id_is_never_served_from_another_replicas_cache,
     a_conversation_the_sweeper_deleted_is_never_served_from_another_replicas_cache,
+    after_a_change_a_warm_replica_packs_what_a_cold_one_packs_as_the_chat_grows,
 );
 
 /// Two replicas (`a`, `b`): on PostgreSQL two servers on one database, each with its own
 /// cache; in memory one server. The sweeper runs every 100 ms.
-async fn replicas(kind: StoreKind) -> (Vec<TestApp>, Client, Client) {
+async fn replicas(kind: StoreKind) -> (Vec<TestApp>, Client, Client, Option<String>) {
     let flags = ["--retention-sweep-interval-ms", "100"];
-    let apps = match kind {
-        StoreKind::InMemory => vec![spawn_on(None, &flags).await],
-        StoreKind::Postgres => {
-            let url = fresh_database().await;
-            vec![
-                spawn_on(Some(url.clone()), &flags).await,
-                spawn_on(Some(url), &flags).await,
-            ]
-        }
+    let url = match kind {
+        StoreKind::InMemory => None,
+        StoreKind::Postgres => Some(fresh_database().await),
+    };
+    let apps = match &url {
+        None => vec![spawn_on(None, &flags).await],
+        Some(url) => vec![
+            spawn_on(Some(url.clone()), &flags).await,
+            spawn_on(Some(url.clone()), &flags).await,
+        ],
     };
     let (a, b) = (apps[0].client.clone(), apps[apps.len() - 1].client.clone());
-    (apps, a, b)
+    (apps, a, b, url)
 }
 
 /// A chat of `turns` exchanges; turn `n`'s user message says `said`.
@@ -61,10 +63,19 @@ async fn chat(client: &mut Client, conversation: &str, turns: usize, said: &str)
 
 /// The whole pack's rendering (the budget holds every message).
 async fn pack(client: &mut Client, conversation: &str) -> Result<String, tonic::Status> {
+    pack_within(client, conversation, 200_000).await
+}
+
+/// The rendering of a pack of at most `max_tokens`.
+async fn pack_within(
+    client: &mut Client,
+    conversation: &str,
+    max_tokens: u32,
+) -> Result<String, tonic::Status> {
     let request = proto::BuildContextRequest {
         conversation_id: conversation.into(),
         budget: Some(proto::Budget {
-            max_tokens: 200_000,
+            max_tokens,
             ..Default::default()
         }),
         ..Default::default()
@@ -88,7 +99,7 @@ async fn warm(a: &mut Client, b: &mut Client, conversation: &str) {
 }
 
 async fn a_redaction_on_one_replica_is_never_served_from_another_replicas_cache(kind: StoreKind) {
-    let (_apps, mut a, mut b) = replicas(kind).await;
+    let (_apps, mut a, mut b, _) = replicas(kind).await;
     chat(&mut a, "c", 40, "the card number is 4111-1111").await;
     warm(&mut a, &mut b, "c").await;
     assert!(pack(&mut a, "c").await.unwrap().contains("4111-1111 7:"));
@@ -119,7 +130,7 @@ async fn a_redaction_on_one_replica_is_never_served_from_another_replicas_cache(
 }
 
 async fn a_rewind_on_one_replica_is_never_served_from_another_replicas_cache(kind: StoreKind) {
-    let (_apps, mut a, mut b) = replicas(kind).await;
+    let (_apps, mut a, mut b, _) = replicas(kind).await;
     chat(&mut a, "c", 40, "first draft").await;
     warm(&mut a, &mut b, "c").await;
     b.rewind_conversation(proto::RewindConversationRequest {
@@ -140,7 +151,7 @@ async fn a_rewind_on_one_replica_is_never_served_from_another_replicas_cache(kin
 }
 
 async fn a_deleted_conversation_is_never_served_from_another_replicas_cache(kind: StoreKind) {
-    let (_apps, mut a, mut b) = replicas(kind).await;
+    let (_apps, mut a, mut b, _) = replicas(kind).await;
     chat(&mut a, "c", 40, "before").await;
     warm(&mut a, &mut b, "c").await;
     b.delete_conversation(proto::DeleteConversationRequest {
@@ -159,7 +170,7 @@ async fn a_deleted_conversation_is_never_served_from_another_replicas_cache(kind
 }
 
 async fn a_fork_into_a_reused_id_is_never_served_from_another_replicas_cache(kind: StoreKind) {
-    let (_apps, mut a, mut b) = replicas(kind).await;
+    let (_apps, mut a, mut b, _) = replicas(kind).await;
     chat(&mut a, "source", 60, "source").await;
     chat(&mut a, "c", 40, "stale").await;
     warm(&mut a, &mut b, "c").await;
@@ -184,7 +195,7 @@ async fn a_fork_into_a_reused_id_is_never_served_from_another_replicas_cache(kin
 }
 
 async fn a_conversation_the_sweeper_deleted_is_never_served_from_another_replicas_cache(kind: StoreKind) {
-    let (_apps, mut a, mut b) = replicas(kind).await;
+    let (_apps, mut a, mut b, _) = replicas(kind).await;
     chat(&mut a, "c", 40, "expiring").await;
     warm(&mut a, &mut b, "c").await;
     let expire = SystemTime::now() + Duration::from_millis(300);
@@ -215,5 +226,45 @@ async fn a_conversation_the_sweeper_deleted_is_never_served_from_another_replica
         let rendered = pack(client, "c").await.unwrap();
         assert!(!rendered.contains("expiring"), "the swept conversation served");
         assert!(rendered.contains("renewed 44:"));
+    }
+}
+
+/// After a redaction and a rewind elsewhere, the chat grows by more than a first page between
+/// calls (a 3,000-token budget reads 125 messages first, and the pack needs more): the warm
+/// replica's packs equal those of a replica that never cached the conversation.
+async fn after_a_change_a_warm_replica_packs_what_a_cold_one_packs_as_the_chat_grows(kind: StoreKind) {
+    let (_apps, mut a, mut b, url) = replicas(kind).await;
+    chat(&mut a, "c", 40, "before").await;
+    warm(&mut a, &mut b, "c").await;
+    b.redact_message(proto::RedactMessageRequest {
+        conversation_id: "c".into(),
+        sequence: 3,
+    })
+    .await
+    .unwrap();
+    pack_within(&mut a, "c", 3_000).await.unwrap();
+    for round in 0..3 {
+        chat(&mut b, "c", 80, &format!("round {round}")).await;
+        if round == 1 {
+            b.rewind_conversation(proto::RewindConversationRequest {
+                conversation_id: "c".into(),
+                after_sequence: 200,
+                expected_last_sequence: None,
+            })
+            .await
+            .unwrap();
+            chat(&mut b, "c", 70, "rewritten").await;
+        }
+        // A replica started now has nothing cached (in memory: the same server).
+        let cold = match &url {
+            None => None,
+            Some(url) => Some(spawn_on(Some(url.clone()), &[]).await),
+        };
+        let mut cold_client = cold.as_ref().map_or(b.clone(), |app| app.client.clone());
+        for max_tokens in [3_000, 200_000] {
+            let warm = pack_within(&mut a, "c", max_tokens).await.unwrap();
+            let fresh = pack_within(&mut cold_client, "c", max_tokens).await.unwrap();
+            assert_eq!(warm, fresh, "round {round}, budget {max_tokens}");
+        }
     }
 }

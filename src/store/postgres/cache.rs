@@ -48,13 +48,16 @@ impl Segment<'_> {
     /// The segment a newest-first page read for `page` stands for.
     pub(super) fn of_page<'a>(page: &PageRequest, read: &'a CappedPage) -> Segment<'a> {
         let complete = !read.cut_by_size && read.messages.len() < page.limit;
-        let oldest = read.messages.last().map(|m| m.sequence);
+        let hi = page.before.minus(1);
+        let lo = match (complete, read.messages.last()) {
+            (true, _) => page.floor.plus(1),
+            (false, Some(oldest)) => oldest.sequence,
+            // Nothing came and more may exist: it covered nothing.
+            (false, None) => hi.plus(1),
+        };
         Segment {
-            lo: match (complete, oldest) {
-                (false, Some(oldest)) => oldest,
-                _ => page.floor.plus(1),
-            },
-            hi: page.before.minus(1),
+            lo,
+            hi,
             messages: &read.messages,
         }
     }
@@ -104,9 +107,14 @@ impl MessageCache {
     /// Forgets the conversation (it is gone).
     pub(super) fn forget(&self, tenant: &TenantId, conversation: &ConversationId) {
         let mut inner = self.lock();
-        if let Some(run) = inner.runs.pop(&(tenant.clone(), conversation.clone())) {
+        let forgotten = inner.runs.pop(&(tenant.clone(), conversation.clone()));
+        if let Some(run) = &forgotten {
             inner.bytes -= run.bytes;
+            METRICS.message_cache_bytes.set(inner.bytes as i64);
         }
+        drop(inner);
+        // Freed outside the lock.
+        drop(forgotten);
     }
 
     /// Adds what a read under `version` saw: merged into the run of the same version when the
@@ -136,8 +144,10 @@ impl MessageCache {
             return;
         }
         let bytes = run.bytes;
-        if let Some(old) = inner.runs.push(key, Arc::new(run)).map(|(_, old)| old) {
+        let mut freed = Vec::new();
+        if let Some((_, old)) = inner.runs.push(key, Arc::new(run)) {
             inner.bytes -= old.bytes;
+            freed.push(old);
         }
         inner.bytes += bytes;
         while inner.bytes > self.capacity {
@@ -145,8 +155,12 @@ impl MessageCache {
                 break;
             };
             inner.bytes -= evicted.bytes;
+            freed.push(evicted);
         }
         METRICS.message_cache_bytes.set(inner.bytes as i64);
+        drop(inner);
+        // Freed outside the lock.
+        drop(freed);
     }
 }
 

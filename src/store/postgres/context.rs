@@ -64,50 +64,52 @@ pub(super) async fn open_context(
     let last = snapshot.last_sequence;
     // What the read covered, up to the snapshot's last sequence (newer rows are the packer's
     // to ignore).
-    let complete = !read.cut_by_size && read.messages.len() < first_page;
-    let oldest = read.messages.last().map(|m| m.sequence);
-    let seen = |floor: Sequence, read| Segment {
-        lo: match (complete, oldest) {
-            (false, Some(oldest)) => oldest,
-            _ => floor.plus(1),
+    let seen = Segment::of_page(
+        &PageRequest {
+            before: last.plus(1),
+            ..newest
         },
-        hi: last,
-        messages: read,
+        &read,
+    );
+    let whole = PageRequest {
+        before: last.plus(1),
+        floor: Sequence::ZERO,
+        ..newest
     };
-    let newest = match run.filter(|r| r.version() == version && r.hi() <= last) {
-        // Nothing came but what is newer than the run: the run serves the rest.
-        Some(_) if complete => {
-            cache.learn(tenant, conversation, version, seen(newest.floor, &read.messages));
-            let whole = PageRequest {
-                before: last.plus(1),
-                floor: Sequence::ZERO,
-                ..newest
-            };
-            match cache.run(tenant, conversation).filter(|r| r.version() == version) {
-                Some(run) => match run.page(&whole) {
-                    Some(page) => {
-                        METRICS.tail_pages.with_label_values(&["cache"]).inc();
-                        page
-                    }
-                    None => reread(pool, cache, tenant, conversation, version, whole).await?,
-                },
-                None => reread(pool, cache, tenant, conversation, version, whole).await?,
-            }
-        }
-        // A full page of newer messages (or no run, or a run of another version): the page
-        // is the newest page.
-        run if run.is_some() || newest.floor == Sequence::ZERO => {
-            cache.learn(tenant, conversation, version, seen(newest.floor, &read.messages));
+    let complete = !read.cut_by_size && read.messages.len() < first_page;
+    let current = run.is_some_and(|r| r.version() == version && r.hi() <= last);
+    let newest = match (newest.floor == Sequence::ZERO, current) {
+        // No run: the read is the whole newest page.
+        (true, _) => {
+            cache.learn(tenant, conversation, version, seen);
             METRICS.tail_pages.with_label_values(&["database"]).inc();
             read
         }
-        // A run of another version: the whole page again, without the floor.
-        _ => {
-            let whole = PageRequest {
-                floor: Sequence::ZERO,
-                ..newest
-            };
+        // A run of another version is never served: the whole page again, without the floor.
+        (false, false) => {
+            cache.forget(tenant, conversation);
             reread(pool, cache, tenant, conversation, version, whole).await?
+        }
+        // A full page of messages newer than the run: it is the newest page.
+        (false, true) if !complete => {
+            cache.learn(tenant, conversation, version, seen);
+            METRICS.tail_pages.with_label_values(&["database"]).inc();
+            read
+        }
+        // Only what is newer than the run came: the run, grown by it, serves the page.
+        (false, true) => {
+            cache.learn(tenant, conversation, version, seen);
+            let served = cache
+                .run(tenant, conversation)
+                .filter(|r| r.version() == version)
+                .and_then(|r| r.page(&whole));
+            match served {
+                Some(page) => {
+                    METRICS.tail_pages.with_label_values(&["cache"]).inc();
+                    page
+                }
+                None => reread(pool, cache, tenant, conversation, version, whole).await?,
+            }
         }
     };
     Ok(OpenedContext {
