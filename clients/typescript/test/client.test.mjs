@@ -69,7 +69,10 @@ test("tenant header scopes conversations; deadlines apply", async () => {
   await a.appendMessage({ conversationId, messages: [{ role: Role.USER, content: "hi" }] });
   await assert.rejects(b.getConversation({ conversationId }), (e) => e.code === Code.NotFound);
   assert.equal((await a.getConversation({ conversationId })).conversation.lastSequence, 1n);
-  await assert.rejects(a.countTokens({ text: "x" }, { timeoutMs: 0.001 }), (e) => e.code === Code.DeadlineExceeded);
+  // A call that takes longer than its deadline (counting 900 kB of prose takes several ms; a
+  // one-character text could be answered before a microsecond deadline was noticed).
+  const text = "the ledger job failed twice before it was restarted by hand. ".repeat(15_000);
+  await assert.rejects(a.countTokens({ text }, { timeoutMs: 1 }), (e) => e.code === Code.DeadlineExceeded);
 });
 
 test("native helpers: provider objects in, provider SDK params out (every format)", async () => {
