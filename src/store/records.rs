@@ -157,7 +157,7 @@ pub struct OpenedContext {
 
 /// Which state of a conversation's stored messages a read saw. Messages are immutable except
 /// through a redaction or a rewind, each of which counts itself on the conversation row, and a
-/// deleted conversation's id comes back with a new creation time: two reads that see the same
+/// deleted conversation's id comes back with a new creation time and incarnation: two reads that see the same
 /// version see the same message at each sequence up to the older read's last sequence. Versions
 /// are ordered (creation time, then redactions and rewinds together), so a reader that saw an
 /// older version never overrides what a newer one learned.
@@ -167,6 +167,9 @@ pub struct LogVersion {
     pub created_micros: i64,
     /// Its redactions and rewinds so far.
     pub changes: u64,
+    /// A number drawn at random when the conversation was created (0 where none was), so that
+    /// a deleted id created again in the same microsecond is still another version.
+    pub incarnation: i64,
 }
 
 /// What a redaction changed.

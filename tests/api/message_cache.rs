@@ -268,3 +268,46 @@ async fn after_a_change_a_warm_replica_packs_what_a_cold_one_packs_as_the_chat_g
         }
     }
 }
+
+/// A deleted id created again in the same microsecond, with as many redactions and rewinds
+/// (zero) and a longer log: only the row's incarnation tells the two apart, and the replica
+/// that cached the first one never serves it for the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_created_again_in_the_same_microsecond_is_another_version() {
+    let (_apps, mut a, mut b, url) = replicas(StoreKind::Postgres).await;
+    let url = url.expect("a database");
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connects");
+    tokio::spawn(connection);
+    chat(&mut a, "c", 40, "first life").await;
+    warm(&mut a, &mut b, "c").await;
+    let created: String = db
+        .query_one(
+            "SELECT created_at::text FROM conversations WHERE conversation_id = 'c'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    b.delete_conversation(proto::DeleteConversationRequest {
+        conversation_id: "c".into(),
+    })
+    .await
+    .unwrap();
+    chat(&mut b, "c", 45, "second life").await;
+    db.execute(
+        "UPDATE conversations SET created_at = $1::text::timestamptz WHERE conversation_id = 'c'",
+        &[&created],
+    )
+    .await
+    .unwrap();
+    for client in [&mut a, &mut b] {
+        let rendered = pack(client, "c").await.unwrap();
+        assert!(
+            !rendered.contains("first life"),
+            "the deleted conversation served"
+        );
+        assert!(rendered.contains("second life 44:"));
+    }
+}

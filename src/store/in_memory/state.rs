@@ -97,6 +97,8 @@ impl Conversation {
         crate::store::LogVersion {
             created_micros: created.map_or(0, |d| d.as_micros() as i64),
             changes: self.redactions + self.rewinds,
+            // The in-memory store keeps no cache to check it against.
+            incarnation: 0,
         }
     }
 

@@ -163,7 +163,7 @@ async fn read_opening(
         .prepare_cached(
             "SELECT c.last_sequence, c.last_user_sequence, c.last_response_id,
                     (extract(epoch FROM c.created_at) * 1000000)::bigint AS created_micros,
-                    c.redactions + c.rewinds AS changes,
+                    c.redactions + c.rewinds AS changes, coalesce(c.incarnation, 0) AS incarnation,
                     s.text AS summary_text, s.through_sequence AS summary_through_sequence,
                     m.document AS memory_document, m.through_sequence AS memory_through_sequence,
                     m.version AS memory_version
@@ -205,6 +205,7 @@ async fn read_opening(
     let version = LogVersion {
         created_micros: column(&state, "created_micros")?,
         changes: column::<i64>(&state, "changes")?.max(0) as u64,
+        incarnation: column(&state, "incarnation")?,
     };
     let snapshot = ContextSnapshot {
         last_sequence,

@@ -108,9 +108,10 @@ pub(super) async fn update(
     super::limit(&tx, deadline).await?;
     if if_missing == IfMissing::Create {
         tx.execute(
-            "INSERT INTO conversations (tenant_id, conversation_id, last_sequence) VALUES ($1, $2, 0)
+            "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, incarnation)
+             VALUES ($1, $2, 0, $3)
              ON CONFLICT (tenant_id, conversation_id) DO NOTHING",
-            &[&t, &c],
+            &[&t, &c, &super::new_incarnation()],
         )
         .await?;
     }

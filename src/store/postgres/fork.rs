@@ -99,7 +99,7 @@ async fn create_fork(
                 "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, last_user_sequence,
                  last_response_id, token_offset, turn_offset, title, labels, listing,
                  forked_from_conversation_id, forked_from_sequence,
-                 usage_input, usage_output, usage_cached, usage_reasoning)
+                 usage_input, usage_output, usage_cached, usage_reasoning, incarnation)
              SELECT $1, $4, $3,
                  (SELECT max(sequence) FROM messages WHERE tenant_id = $1 AND conversation_id = $2
                       AND sequence <= $3 AND role = 'user' AND NOT exclude_from_context),
@@ -113,14 +113,14 @@ async fn create_fork(
                       AND sequence <= $3 AND role = 'user' AND NOT exclude_from_context
                       ORDER BY sequence DESC LIMIT 1),
                  c.title, c.labels, jsonb_build_object('t', $1::text, 's', 'active', 'l', c.labels),
-                 $2, $3, u.input, u.output, u.cached, u.reasoning
+                 $2, $3, u.input, u.output, u.cached, u.reasoning, $5::bigint
              FROM conversations c, (SELECT {} FROM messages
                  WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3) u
              WHERE c.tenant_id = $1 AND c.conversation_id = $2
              ON CONFLICT (tenant_id, conversation_id) DO NOTHING",
                 rows::USAGE_SUMS
             ),
-            &[&t, &s, &through.as_i64(), &n],
+            &[&t, &s, &through.as_i64(), &n, &super::new_incarnation()],
         )
         .await?;
     if created == 0 {

@@ -126,6 +126,18 @@ impl PostgresStore {
     }
 }
 
+/// A new conversation row's `incarnation` (migration 13): random, from the standard library's
+/// per-thread random hash keys, mixed with the time and a counter.
+pub(super) fn new_incarnation() -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(DRAWN.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    hasher.write_u128(now.map_or(0, |d| d.as_nanos()));
+    hasher.finish() as i64
+}
+
 /// The `SET LOCAL` line that bounds a write transaction made for a call: no statement runs (lock
 /// waits included) past the call's deadline (less the margin its answer needs), so a write the
 /// caller saw fail never commits later. One setting: a `lock_timeout` at the same time would never

@@ -37,9 +37,9 @@ use crate::{
 const ALLOCATE: &str = "INSERT INTO conversations
              (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id,
               token_offset, turn_offset, updated_at, listing,
-              usage_input, usage_output, usage_cached, usage_reasoning)
+              usage_input, usage_output, usage_cached, usage_reasoning, incarnation)
          VALUES ($1, $2, $3, $4, $5, $6, $7, statement_timestamp(),
-                 jsonb_build_object('t', $1::text, 's', 'active', 'l', '{}'::jsonb), $8, $9, $10, $11)
+                 jsonb_build_object('t', $1::text, 's', 'active', 'l', '{}'::jsonb), $8, $9, $10, $11, $12)
          ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
              last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
              last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
@@ -86,6 +86,8 @@ struct Allocation<'a> {
     relative: Placement,
     /// The batch's usage: input, output, cached input, reasoning.
     usage: [i64; 4],
+    /// The row's `incarnation`, should the append create it.
+    incarnation: i64,
 }
 
 impl<'a> Allocation<'a> {
@@ -99,11 +101,12 @@ impl<'a> Allocation<'a> {
             response_id,
             relative: Placement::of(batch),
             usage: batch_usage(batch),
+            incarnation: super::new_incarnation(),
         }
     }
 
-    /// `$1..=$11` of [`ALLOCATE`].
-    fn params(&self) -> [&(dyn ToSql + Sync); 11] {
+    /// `$1..=$12` of [`ALLOCATE`].
+    fn params(&self) -> [&(dyn ToSql + Sync); 12] {
         [
             &self.tenant,
             &self.conversation,
@@ -116,6 +119,7 @@ impl<'a> Allocation<'a> {
             &self.usage[1],
             &self.usage[2],
             &self.usage[3],
+            &self.incarnation,
         ]
     }
 }

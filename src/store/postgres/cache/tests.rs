@@ -34,6 +34,7 @@ fn version(changes: u64) -> LogVersion {
     LogVersion {
         created_micros: 1,
         changes,
+        incarnation: 7,
     }
 }
 

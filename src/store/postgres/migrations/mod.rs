@@ -80,6 +80,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "loaded bytes",
         sql: include_str!("0012_loaded_bytes.sql"),
     },
+    Migration {
+        version: 13,
+        name: "incarnation",
+        sql: include_str!("0013_incarnation.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.
