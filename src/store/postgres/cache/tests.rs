@@ -51,6 +51,22 @@ fn request(before: u64, floor: u64, limit: usize) -> PageRequest {
     }
 }
 
+/// `cache` learns `messages` (newest first), covering `lo..=hi`, read under version `changes`.
+fn learn(
+    cache: &MessageCache,
+    (t, c): (&TenantId, &ConversationId),
+    changes: u64,
+    (lo, hi): (u64, u64),
+    messages: &[StoredMessage],
+) {
+    let seen = Segment {
+        lo: seq(lo),
+        hi: seq(hi),
+        messages,
+    };
+    cache.learn(t, c, version(changes), seen);
+}
+
 fn sequences(page: &CappedPage) -> Vec<u64> {
     page.messages.iter().map(|m| m.sequence.get()).collect()
 }
@@ -69,16 +85,7 @@ fn a_run_serves_the_pages_it_covers_and_says_where_it_ends() {
     let cache = MessageCache::new(1 << 20);
     let (t, c) = ids();
     let messages = read(11, 30);
-    cache.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(11),
-            hi: seq(30),
-            messages: &messages,
-        },
-    );
+    learn(&cache, (&t, &c), 0, (11, 30), &messages);
     let run = cache.run(&t, &c).unwrap();
     // Within the run: exactly what the database would return.
     let page = run.page(&request(31, 0, 4)).unwrap();
@@ -112,38 +119,11 @@ fn runs_grow_at_both_ends_and_older_versions_never_override_newer_ones() {
     let cache = MessageCache::new(1 << 20);
     let (t, c) = ids();
     let first = read(11, 30);
-    cache.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(11),
-            hi: seq(30),
-            messages: &first,
-        },
-    );
+    learn(&cache, (&t, &c), 0, (11, 30), &first);
     let newer = read(31, 35);
-    cache.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(31),
-            hi: seq(35),
-            messages: &newer,
-        },
-    );
+    learn(&cache, (&t, &c), 0, (31, 35), &newer);
     let older = read(1, 10);
-    cache.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(1),
-            hi: seq(10),
-            messages: &older,
-        },
-    );
+    learn(&cache, (&t, &c), 0, (1, 10), &older);
     let run = cache.run(&t, &c).unwrap();
     let page = run.page(&request(36, 0, 100)).unwrap();
     assert_eq!(
@@ -155,16 +135,7 @@ fn runs_grow_at_both_ends_and_older_versions_never_override_newer_ones() {
     // A redaction (version 1): the new version's read replaces the run...
     let mut redacted = read(20, 35);
     redacted[0].message.content = "redacted".into();
-    cache.learn(
-        &t,
-        &c,
-        version(1),
-        Segment {
-            lo: seq(20),
-            hi: seq(35),
-            messages: &redacted,
-        },
-    );
+    learn(&cache, (&t, &c), 1, (20, 35), &redacted);
     let run = cache.run(&t, &c).unwrap();
     assert_eq!(run.version(), version(1));
     assert_eq!(
@@ -172,16 +143,7 @@ fn runs_grow_at_both_ends_and_older_versions_never_override_newer_ones() {
         "redacted"
     );
     // ...and a slow call that read version 0 cannot bring the old text back.
-    cache.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(1),
-            hi: seq(40),
-            messages: &read(1, 40),
-        },
-    );
+    learn(&cache, (&t, &c), 0, (1, 40), &read(1, 40));
     let run = cache.run(&t, &c).unwrap();
     assert_eq!(run.version(), version(1));
     assert_eq!(
@@ -198,37 +160,10 @@ fn runs_grow_at_both_ends_and_older_versions_never_override_newer_ones() {
 fn a_segment_apart_from_the_run_replaces_it_only_when_newer() {
     let cache = MessageCache::new(1 << 20);
     let (t, c) = ids();
-    cache.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(11),
-            hi: seq(20),
-            messages: &read(11, 20),
-        },
-    );
-    cache.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(1),
-            hi: seq(5),
-            messages: &read(1, 5),
-        },
-    );
+    learn(&cache, (&t, &c), 0, (11, 20), &read(11, 20));
+    learn(&cache, (&t, &c), 0, (1, 5), &read(1, 5));
     assert_eq!(cache.run(&t, &c).unwrap().hi(), seq(20));
-    cache.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(40),
-            hi: seq(50),
-            messages: &read(40, 50),
-        },
-    );
+    learn(&cache, (&t, &c), 0, (40, 50), &read(40, 50));
     let run = cache.run(&t, &c).unwrap();
     assert_eq!(run.hi(), seq(50));
     assert!(run.page(&request(21, 0, 5)).is_none());
@@ -243,16 +178,7 @@ fn the_cache_stays_within_its_capacity() {
     for n in 0..20 {
         let c = ConversationId::parse(format!("c{n}")).unwrap();
         let messages: Vec<StoredMessage> = (1..=30).rev().map(|s| message(s, false)).collect();
-        cache.learn(
-            &t,
-            &c,
-            version(0),
-            Segment {
-                lo: seq(1),
-                hi: seq(30),
-                messages: &messages,
-            },
-        );
+        learn(&cache, (&t, &c), 0, (1, 30), &messages);
         let run = cache.run(&t, &c).unwrap();
         // One conversation holds at most an eighth: its newest ten messages.
         assert_eq!(run.page(&request(31, 0, 100)).unwrap().messages.len(), 10);
@@ -261,15 +187,6 @@ fn the_cache_stays_within_its_capacity() {
     assert_eq!(cache.lock().runs.len(), 8);
     let off = MessageCache::new(0);
     let c = ConversationId::parse("c").unwrap();
-    off.learn(
-        &t,
-        &c,
-        version(0),
-        Segment {
-            lo: seq(1),
-            hi: seq(2),
-            messages: &read(1, 2),
-        },
-    );
+    learn(&off, (&t, &c), 0, (1, 2), &read(1, 2));
     assert!(off.run(&t, &c).is_none());
 }
