@@ -31,8 +31,8 @@ use ctxd::{
         TenantId, ToolCall,
         append::{AppendBatch, AppendLimits, check_message},
         context::{
-            ContextPack, ContextRequest, FinalAssistant, Format, HistoryPolicy, PLACEHOLDER_TURN,
-            ReasoningPolicy, Source, TokenBudget, render::anthropic_renders,
+            ClearToolResults, ContextPack, ContextRequest, FinalAssistant, Format, HistoryPolicy,
+            PLACEHOLDER_TURN, ReasoningPolicy, Source, TokenBudget, render::anthropic_renders,
         },
     },
     service::{AiSettings, Limits, Service, SummarizeMode, SummarizeRequest},
@@ -510,6 +510,14 @@ fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Fo
             FinalAssistant::Keep,
             FinalAssistant::Omit,
         ]),
+        clear_tool_results: rng.chance(30).then(|| ClearToolResults {
+            keep_recent: rng.below(4) as u32,
+            exclude_tools: match rng.chance(30) {
+                true => vec!["search".into()],
+                false => vec![],
+            },
+            clear_arguments: rng.chance(50),
+        }),
     }
 }
 

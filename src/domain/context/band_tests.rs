@@ -57,6 +57,7 @@ fn pack(log: &[StoredMessage], summary: &SummarySection, max_tokens: u32, format
         history: HistoryPolicy::default(),
         reasoning: ReasoningPolicy::CurrentTurn,
         final_assistant: FinalAssistant::Keep,
+        clear_tool_results: None,
     };
     let first = initial_page_limit(&request);
     let snapshot = ContextSnapshot {

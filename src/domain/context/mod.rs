@@ -197,6 +197,20 @@ pub struct ContextRequest {
     pub reasoning: ReasoningPolicy,
     /// Whether the pack may end on an assistant reply of the log.
     pub final_assistant: FinalAssistant,
+    /// Which older tool results are cleared, if any.
+    pub clear_tool_results: Option<ClearToolResults>,
+}
+
+/// Context editing (docs/design.md, "Context editing"): older tool results replaced by a
+/// placeholder when not all history fits whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClearToolResults {
+    /// The newest results never cleared.
+    pub keep_recent: u32,
+    /// Tools whose results are never cleared.
+    pub exclude_tools: Vec<String>,
+    /// Also empty the arguments of the calls whose results are cleared.
+    pub clear_arguments: bool,
 }
 
 /// The rolling summary as context assembly needs it.
@@ -341,6 +355,10 @@ pub struct ContextStats {
     /// Assistant messages of the log that would have ended the pack, left out under
     /// [`FinalAssistant`].
     pub final_assistant_omitted: u32,
+    /// Tool results replaced by a placeholder ([`ClearToolResults`]).
+    pub tool_results_cleared: u32,
+    /// Tokens the clearing saved.
+    pub tool_result_tokens_cleared: u32,
 }
 
 /// What stands where a summary that did not fit the budget was cut.

@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::{
     super::working_memory::WorkingMemory,
-    CLOSING_TURN, ContextMessage, ContextPack, ContextPacker, ContextRequest, ContextSnapshot,
-    FinalAssistant, Format, HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy, SUMMARY_CUT_MARKER, Source,
-    SummarySection, TokenBudget, TokenCounts,
+    CLOSING_TURN, ClearToolResults, ContextMessage, ContextPack, ContextPacker, ContextRequest,
+    ContextSnapshot, FinalAssistant, Format, HistoryPolicy, PLACEHOLDER_TURN, ReasoningPolicy,
+    SUMMARY_CUT_MARKER, Source, SummarySection, TokenBudget, TokenCounts,
     anchor::LogEnd,
     cost::{adjusted, attachments_delta, context_text, message_cost_with_text},
     initial_page_limit,
@@ -196,7 +196,8 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
                 let ids: Vec<String> = (0..calls).map(|k| format!("call-{call_sequence}-{k}")).collect();
                 let tool_calls = ids
                     .iter()
-                    .map(|id| ToolCall::new(id.clone(), "lookup", arguments))
+                    .enumerate()
+                    .map(|(k, id)| ToolCall::new(id.clone(), ["lookup", "fetch"][k % 2], arguments))
                     .collect();
                 messages.push((
                     Message {
@@ -260,6 +261,7 @@ struct Case {
     tokenizer: Tokenizer,
     history: HistoryPolicy,
     final_assistant: FinalAssistant,
+    clear: Option<ClearToolResults>,
 }
 
 /// Pending messages of a request.
@@ -332,8 +334,9 @@ fn case() -> impl Strategy<Value = Case> {
         prop_oneof![4 => Just(Tokenizer::Approx), 1 => Just(Tokenizer::O200kBase), 1 => Just(Tokenizer::Cl100kBase)],
         prop_oneof![Just(HistoryPolicy::CacheStable), Just(HistoryPolicy::Newest)],
         prop_oneof![Just(FinalAssistant::FormatDefault), Just(FinalAssistant::Keep), Just(FinalAssistant::Omit)],
+        prop::option::weighted(0.35, (0u32..4, any::<bool>(), any::<bool>())),
     )
-        .prop_map(|(events, max_tokens, reserve, max_messages, max_turns, tool_max, summary, pending, tokenizer, history, final_assistant)| {
+        .prop_map(|(events, max_tokens, reserve, max_messages, max_turns, tool_max, summary, pending, tokenizer, history, final_assistant, clear)| {
             let log = build_log(&events);
             Case {
                 summary_through: summary.map(|s| s.min(log.len() as u64)),
@@ -347,6 +350,11 @@ fn case() -> impl Strategy<Value = Case> {
                 tokenizer,
                 history,
                 final_assistant,
+                clear: clear.map(|(keep_recent, exclude, clear_arguments)| ClearToolResults {
+                    keep_recent,
+                    exclude_tools: if exclude { vec!["fetch".into()] } else { vec![] },
+                    clear_arguments,
+                }),
             }
         })
 }
@@ -371,6 +379,7 @@ fn request(case: &Case, max_tokens: u32, format: Format) -> ContextRequest {
         history: case.history,
         reasoning: ReasoningPolicy::CurrentTurn,
         final_assistant: case.final_assistant,
+        clear_tool_results: case.clear.clone(),
     }
 }
 
@@ -1183,6 +1192,7 @@ fn pending_tool_results_keep_their_stored_call_in_the_pack() {
         tokenizer: Tokenizer::Approx,
         history: HistoryPolicy::CacheStable,
         final_assistant: FinalAssistant::FormatDefault,
+        clear: None,
     };
     let mut request = request(&case, 10_000, Format::OpenAiChat);
     request.pending = vec![Message {
@@ -1254,6 +1264,7 @@ fn simple_case(events: &[Event], max_tokens: u32, pending: Pending) -> Case {
         tokenizer: Tokenizer::Approx,
         history: HistoryPolicy::Newest,
         final_assistant: FinalAssistant::FormatDefault,
+        clear: None,
     }
 }
 

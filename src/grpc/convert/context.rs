@@ -9,8 +9,8 @@ use crate::{
     domain::{
         AppendLimits, Sequence, StoredMessage, Violations,
         context::{
-            ContextMessage, ContextPack, ContextRequest, ContextStats, FinalAssistant, Format, HistoryPolicy,
-            ReasoningPolicy, Source, TokenBudget, TokenCounts,
+            ClearToolResults, ContextMessage, ContextPack, ContextRequest, ContextStats, FinalAssistant,
+            Format, HistoryPolicy, ReasoningPolicy, Source, TokenBudget, TokenCounts,
         },
     },
     proto,
@@ -36,6 +36,7 @@ pub(crate) fn context_request(
         reasoning,
         final_assistant,
         omit_messages: _,
+        clear_tool_results,
     } = request;
     let mut v = Violations::default();
     let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
@@ -56,6 +57,7 @@ pub(crate) fn context_request(
     let history = history_policy_of(history_policy, &mut v);
     let reasoning = reasoning_policy_of(reasoning, &mut v);
     let final_assistant = final_assistant_of(final_assistant, &mut v);
+    let clear_tool_results = clear_tool_results.map(|c| clearing(c, &mut v));
     match (conversation_id, budget, v.is_empty()) {
         (Some(conversation_id), Some(budget), true) => Ok(ContextRequest {
             conversation_id,
@@ -70,8 +72,33 @@ pub(crate) fn context_request(
             history,
             reasoning,
             final_assistant,
+            clear_tool_results,
         }),
         _ => Err(v),
+    }
+}
+
+/// Names in `exclude_tools`, and the bytes of one.
+const MAX_EXCLUDED_TOOLS: usize = 64;
+const MAX_TOOL_NAME_BYTES: usize = 256;
+
+/// `clear_tool_results`, with its names checked.
+fn clearing(clear: proto::ClearToolResults, v: &mut Violations) -> ClearToolResults {
+    let field = "clear_tool_results.exclude_tools";
+    if clear.exclude_tools.len() > MAX_EXCLUDED_TOOLS {
+        let n = clear.exclude_tools.len();
+        v.add(field, format!("{n} names; the limit is {MAX_EXCLUDED_TOOLS}"));
+    }
+    for (i, name) in clear.exclude_tools.iter().enumerate() {
+        if name.len() > MAX_TOOL_NAME_BYTES {
+            let problem = format!("{} bytes; the limit is {MAX_TOOL_NAME_BYTES}", name.len());
+            v.add(format!("{field}[{i}]"), problem);
+        }
+    }
+    ClearToolResults {
+        keep_recent: clear.keep_recent,
+        exclude_tools: clear.exclude_tools,
+        clear_arguments: clear.clear_arguments,
     }
 }
 
@@ -269,6 +296,8 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         reasoning_tokens_omitted,
         summary_cut,
         final_assistant_omitted,
+        tool_results_cleared,
+        tool_result_tokens_cleared,
     } = stats;
     proto::ContextStats {
         total_tokens,
@@ -295,5 +324,7 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         reasoning_tokens_omitted,
         summary_cut,
         final_assistant_omitted,
+        tool_results_cleared,
+        tool_result_tokens_cleared,
     }
 }

@@ -71,7 +71,9 @@ impl ContextPacker {
         if self.walk.phase != Phase::Done && !self.unit.messages.is_empty() {
             self.close_dangling_unit();
         }
-        self.settle_stable_start();
+        if !self.settle_clearing() {
+            self.settle_stable_start();
+        }
         self.window.messages.reverse();
     }
 

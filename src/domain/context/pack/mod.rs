@@ -41,6 +41,7 @@ use shape::{Shaping, pending_message_cost, pinned_cost};
 use walk::{Unit, Walk};
 use window::Window;
 
+mod clearing;
 mod finish;
 mod left_out;
 mod sections;
@@ -108,6 +109,12 @@ impl Budget {
         self.used + tokens + self.notice_reserve <= self.available
     }
 
+    /// Whether `tokens` more still leave room for the notice once `saved` tokens are cleared
+    /// from what was taken.
+    fn fits_saving(&self, tokens: usize, saved: usize) -> bool {
+        self.used.saturating_sub(saved) + tokens + self.notice_reserve <= self.available
+    }
+
     /// What is left once the notice's room is kept.
     fn room(&self) -> usize {
         self.available.saturating_sub(self.used + self.notice_reserve)
@@ -134,6 +141,8 @@ pub struct ContextPacker {
     left_out: left_out::LeftOut,
     /// The summary and working-memory sections that went in.
     sections: Vec<ContextMessage>,
+    /// Which tool results clearing has walked.
+    clearing: clearing::Clearing,
     stats: ContextStats,
 }
 
@@ -182,6 +191,7 @@ impl ContextPacker {
             pinned: snapshot.pinned.iter().map(|m| m.sequence).collect(),
             left_out,
             sections: Vec::new(),
+            clearing: Default::default(),
             stats,
             request,
             snapshot,

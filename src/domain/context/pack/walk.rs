@@ -150,7 +150,10 @@ impl ContextPacker {
             .filter(|m| !self.is_pinned(m))
             .map(|m| m.tokens as usize)
             .sum();
-        if self.walk.phase == Phase::Optional && !self.unit_fits(&unit, cost) {
+        // With clearing on, the walk reaches as far as cleared results would let it.
+        let savings = self.unit_savings(&unit);
+        let cleared_cost = cost - savings.iter().map(|&s| s as usize).sum::<usize>();
+        if self.walk.phase == Phase::Optional && !self.unit_fits(&unit, cleared_cost) {
             self.stats.tool_groups_dropped += groups(&unit);
             self.walk.phase = Phase::Done;
             self.settle_oldest_turn();
@@ -159,8 +162,8 @@ impl ContextPacker {
         self.budget.used += cost;
         self.stats.history_tokens += saturate(cost);
         let counted = unit.iter().filter(|m| !self.is_pinned(m)).count() as u32;
-        self.window
-            .extend(unit, counted, self.walk.phase == Phase::Optional);
+        let optional = self.walk.phase == Phase::Optional;
+        self.window.extend(unit, savings, (counted, cost), optional);
         self.advance_phase();
     }
 
@@ -173,6 +176,6 @@ impl ContextPacker {
         let over_messages = caps
             .max_messages
             .is_some_and(|max| self.window.counted + unit.len() as u32 > max);
-        !over_turns && !over_messages && self.budget.fits(cost)
+        !over_turns && !over_messages && self.budget.fits_saving(cost, self.window.savings_total)
     }
 }

@@ -22,21 +22,42 @@ pub(super) struct Window {
     pub(super) turn_start: usize,
     /// Where in `messages` optional turns begin: the user messages that open them (the oldest
     /// message of their unit), where a cache-stable history may start.
-    optional_turns: Vec<usize>,
+    pub(super) optional_turns: Vec<usize>,
     /// Turn anchor levels of the history messages shaped so far, by sequence.
     pub(super) anchors: HashMap<Sequence, u8>,
     /// User messages in `messages` (what `max_turns` caps).
     pub(super) turns: u32,
     /// Messages in `messages`, pinned ones aside (what `max_messages` caps).
     pub(super) counted: u32,
+    /// What clearing each message of `messages` would save (see [`super::clearing`]).
+    pub(super) savings: Vec<u32>,
+    /// The sum of `savings`.
+    pub(super) savings_total: usize,
+    /// The messages of the mandatory part: the first `mandatory_len` of `messages`, costing
+    /// `mandatory_cost` (pinned ones aside).
+    pub(super) mandatory_len: usize,
+    pub(super) mandatory_cost: usize,
 }
 
 impl Window {
-    /// Adds a unit the walk kept (`counted` of its messages not pinned); `optional` when the
-    /// walk is past the mandatory part.
-    pub(super) fn extend(&mut self, unit: Vec<ContextMessage>, counted: u32, optional: bool) {
+    /// Adds a unit the walk kept (`counted` of its messages not pinned, costing `cost`), with
+    /// what clearing its messages would save; `optional` when the walk is past the mandatory
+    /// part.
+    pub(super) fn extend(
+        &mut self,
+        unit: Vec<ContextMessage>,
+        savings: Vec<u32>,
+        (counted, cost): (u32, usize),
+        optional: bool,
+    ) {
         self.turns += unit.iter().filter(|m| m.message.role == Role::User).count() as u32;
         self.counted += counted;
+        if !optional {
+            self.mandatory_len += unit.len();
+            self.mandatory_cost += cost;
+        }
+        self.savings_total += savings.iter().map(|&s| s as usize).sum::<usize>();
+        self.savings.extend(savings);
         let opens_turn = unit.last().is_some_and(|m| m.message.role == Role::User);
         self.messages.extend(unit);
         if opens_turn {
@@ -128,8 +149,10 @@ impl ContextPacker {
     }
 
     /// Drops the window's messages from index `at` on (older ones), with their accounting.
-    fn drop_window_from(&mut self, at: usize) {
+    pub(super) fn drop_window_from(&mut self, at: usize) {
         let partial = self.window.messages.split_off(at);
+        let savings = self.window.savings.split_off(at.min(self.window.savings.len()));
+        self.window.savings_total -= savings.iter().map(|&s| s as usize).sum::<usize>();
         self.stats.tool_groups_dropped += groups(&partial);
         self.window.turns -= partial.iter().filter(|m| m.message.role == Role::User).count() as u32;
         let counted: Vec<u32> = partial

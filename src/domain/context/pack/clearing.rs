@@ -1,0 +1,258 @@
+//! Context editing (docs/design.md, "Context editing"): older tool results replaced by a
+//! placeholder that names the tool, the tokens it held and the sequence `ListMessages` returns it
+//! at, so that the budget holds more of the conversation.
+//!
+//! The walk prices every optional unit as if its clearable results were cleared (a lower bound
+//! of what it costs), so that it reaches as far back as clearing could let history go. What is
+//! cleared is then decided from the window alone:
+//! - newest-that-fits history clears every clearable result it holds;
+//! - cache-stable history keeps a *verbatim* part, from the oldest anchor of its step within
+//!   half the room (the newest messages, whole), and a *cleared* part before it, from the oldest
+//!   anchor whose cleared messages fit the other half. The verbatim part's start stays put while
+//!   the log grows until the newest messages no longer fit its half; the cleared part's start
+//!   depends only on the verbatim part's start and the log before it. Both move only forward,
+//!   and only when one of them jumps, so between jumps each pack extends the previous one.
+//!
+//! A result is clearable when it is not among the `keep_recent` newest results, its tool is not
+//! excluded, it is not pinned and not part of the current turn, and the placeholder is shorter.
+//! Nothing is cleared when all history fits whole.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{ContextPacker, Phase};
+use crate::domain::{
+    context::{
+        ContextMessage, HistoryPolicy,
+        cost::{adjusted, attachments_delta, context_text, message_cost_with_text, saturate},
+    },
+    message::Role,
+};
+use crate::tokenize::REPLY_PRIMING;
+
+/// Clearing's state during the walk.
+#[derive(Debug, Default)]
+pub(super) struct Clearing {
+    /// Tool results walked so far (the newest `keep_recent` are never cleared).
+    results_seen: u32,
+}
+
+impl ContextPacker {
+    /// What clearing each message of `unit` (a unit the walk just completed, newest first)
+    /// would save, in tokens; zeros when clearing is off or the unit is mandatory.
+    pub(super) fn unit_savings(&mut self, unit: &[ContextMessage]) -> Vec<u32> {
+        let mut savings = vec![0u32; unit.len()];
+        let Some(clear) = self.request.clear_tool_results.clone() else {
+            return savings;
+        };
+        let optional = self.walk.phase == Phase::Optional;
+        let names = call_names(unit);
+        let mut cleared_ids = HashSet::new();
+        for (i, m) in unit
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.message.role == Role::Tool)
+        {
+            self.clearing.results_seen += 1;
+            let recent = self.clearing.results_seen <= clear.keep_recent;
+            let id = m.message.tool_call_id.clone().unwrap_or_default();
+            let tool = names.get(&id).cloned().unwrap_or_default();
+            if !optional || recent || self.is_pinned(m) || clear.exclude_tools.contains(&tool) {
+                continue;
+            }
+            let saved = m
+                .tokens
+                .saturating_sub(self.cleared(m, &names, &HashSet::new()).tokens);
+            if saved > 0 {
+                savings[i] = saved;
+                cleared_ids.insert(id);
+            }
+        }
+        if clear.clear_arguments && !cleared_ids.is_empty() {
+            for (i, m) in unit.iter().enumerate() {
+                if plain_call(m) && !self.is_pinned(m) {
+                    savings[i] = m
+                        .tokens
+                        .saturating_sub(self.cleared(m, &names, &cleared_ids).tokens);
+                }
+            }
+        }
+        savings
+    }
+
+    /// `message` as a pack carries it cleared: a tool result's content replaced by the
+    /// placeholder; a call message's arguments of the calls in `cleared_calls` emptied.
+    fn cleared(
+        &self,
+        message: &ContextMessage,
+        names: &HashMap<String, String>,
+        cleared_calls: &HashSet<String>,
+    ) -> ContextMessage {
+        let mut cleared = message.clone();
+        let m = &mut cleared.message;
+        if m.role == Role::Tool {
+            let id = m.tool_call_id.as_deref().unwrap_or_default();
+            let tool = names.get(id).map_or("the tool", String::as_str);
+            let sequence = message.sequence.map_or(0, |s| s.get());
+            m.content = format!(
+                "[tool result cleared to save context: {tool} returned {} tokens; \
+                 ListMessages returns it at sequence {sequence}]",
+                message.tokens
+            );
+            m.attachments.clear();
+            // A cleared result renders from its text, not its stored JSON.
+            m.native = None;
+        } else {
+            for call in m.tool_calls.iter_mut().filter(|c| cleared_calls.contains(&c.id)) {
+                call.arguments = "{}".into();
+            }
+        }
+        let cost = message_cost_with_text(m, &context_text(m), self.tokenizer);
+        cleared.tokens = saturate(adjusted(cost, attachments_delta(m, self.request.format)));
+        cleared
+    }
+
+    /// After the walk: decides what is cleared and where a cache-stable history starts (see
+    /// the module documentation), and clears it. False when nothing is to be cleared (the
+    /// window is then settled as without clearing).
+    pub(super) fn settle_clearing(&mut self) -> bool {
+        if self.request.clear_tool_results.is_none() || self.stats.over_budget {
+            return false;
+        }
+        let all_fit_whole = self.walk.exhausted && self.budget.fits(0);
+        if self.window.savings_total == 0 || all_fit_whole {
+            return false;
+        }
+        let (verbatim_end, start) = match self.request.history {
+            HistoryPolicy::Newest => (0, self.window.messages.len()),
+            HistoryPolicy::CacheStable => self.stable_clearing_span(),
+        };
+        if start < self.window.messages.len() {
+            self.drop_window_from(start);
+        }
+        self.clear_window(verbatim_end, start);
+        true
+    }
+
+    /// Cache-stable clearing: the window index where the verbatim part ends (exclusive; older
+    /// messages are cleared) and where the window ends (exclusive).
+    fn stable_clearing_span(&mut self) -> (usize, usize) {
+        let fixed = REPLY_PRIMING
+            + self.stats.system_prompt_tokens as usize
+            + self.budget.pinned_cost
+            + self.stats.summary_tokens as usize
+            + self.stats.working_memory_tokens as usize
+            + self.budget.notice_reserve;
+        // The halves are fixed by the request and the stable sections; what the pending
+        // messages take comes out of what history may use.
+        let half = self.budget.available.saturating_sub(fixed) / 2;
+        let room = self
+            .budget
+            .available
+            .saturating_sub(fixed + self.stats.pending_tokens as usize);
+        let level_of = |tokens: usize| (tokens / 2).max(1).ilog2() as u8;
+        let window = &self.window;
+        let mandatory = window.mandatory_cost;
+        // The verbatim part: the newest messages within the other half.
+        let mut whole = mandatory;
+        let mut prefix_whole = Vec::with_capacity(window.messages.len());
+        for m in &window.messages[window.mandatory_len..] {
+            whole += m.tokens as usize;
+            prefix_whole.push(whole);
+        }
+        let at = |i: usize| i.checked_sub(window.mandatory_len).map(|j| prefix_whole[j]);
+        let verbatim_room = room.saturating_sub(half);
+        let verbatim = self.oldest_anchor(level_of(verbatim_room), |i| {
+            at(i).is_some_and(|w| w <= verbatim_room)
+        });
+        let verbatim_end = verbatim.map_or(window.mandatory_len, |(i, level)| {
+            self.stats.history_step_tokens = 1 << level;
+            i + 1
+        });
+        // The cleared part: older anchors whose cleared messages fit the half.
+        let used_whole = at(verbatim_end.saturating_sub(1)).unwrap_or(mandatory);
+        let cap = half.min(room.saturating_sub(used_whole));
+        let mut cleared_sum = 0usize;
+        let mut cleared_upto = Vec::with_capacity(window.messages.len());
+        for i in 0..window.messages.len() {
+            if i >= verbatim_end {
+                cleared_sum += (window.messages[i].tokens - window.savings[i]) as usize;
+            }
+            cleared_upto.push(cleared_sum);
+        }
+        let start = self
+            .oldest_anchor(level_of(half), |i| i >= verbatim_end && cleared_upto[i] <= cap)
+            .map_or(verbatim_end, |(i, _)| i + 1);
+        (verbatim_end, start)
+    }
+
+    /// Among the window's optional turn starts that `fits`, the oldest of the highest level
+    /// up to `step_level` (its index and level), as [`ContextPacker::settle_stable_start`]
+    /// chooses.
+    fn oldest_anchor(&self, step_level: u8, fits: impl Fn(usize) -> bool) -> Option<(usize, u8)> {
+        let window = &self.window;
+        let candidates: Vec<(usize, u8)> = window
+            .optional_turns
+            .iter()
+            .filter(|&&i| i < window.messages.len() && fits(i))
+            .filter_map(|&i| {
+                let level = window.anchors.get(&window.messages[i].sequence?)?;
+                Some((i, (*level).min(step_level)))
+            })
+            .collect();
+        let level = candidates.iter().map(|&(_, level)| level).max()?;
+        let start = candidates
+            .iter()
+            .filter(|&&(_, l)| l == level)
+            .map(|&(i, _)| i)
+            .max()?;
+        Some((start, level))
+    }
+
+    /// Clears the clearable messages of the window from index `from` (inclusive) to `to`
+    /// (exclusive), with their accounting.
+    fn clear_window(&mut self, from: usize, to: usize) {
+        let names = call_names(&self.window.messages);
+        let cleared_ids: HashSet<String> = (from..to)
+            .filter(|&i| self.window.savings[i] > 0 && self.window.messages[i].message.role == Role::Tool)
+            .filter_map(|i| self.window.messages[i].message.tool_call_id.clone())
+            .collect();
+        for i in from..to {
+            if self.window.savings[i] == 0 {
+                continue;
+            }
+            let cleared = self.cleared(&self.window.messages[i], &names, &cleared_ids);
+            let saved = self.window.messages[i].tokens.saturating_sub(cleared.tokens);
+            if cleared.message.role == Role::Tool {
+                self.stats.tool_results_cleared += 1;
+                // Its head and tail, if it was cut, are gone with the rest.
+                if let Some(sequence) = cleared.sequence {
+                    self.shaping.cut.remove(&sequence);
+                }
+            }
+            self.stats.tool_result_tokens_cleared += saved;
+            self.stats.history_tokens -= saved;
+            self.budget.used -= saved as usize;
+            self.window.messages[i] = cleared;
+        }
+    }
+}
+
+/// Whether `m` makes calls and carries nothing that its arguments would have to stay in step
+/// with (native JSON, reasoning, signatures): the calls whose arguments may be emptied.
+fn plain_call(m: &ContextMessage) -> bool {
+    let message = &m.message;
+    message.role == Role::Assistant
+        && !message.tool_calls.is_empty()
+        && message.native.is_none()
+        && message.reasoning.is_empty()
+        && message.tool_calls.iter().all(|c| c.signature.is_empty())
+}
+
+/// The tool name of every call among `messages`, by call id.
+fn call_names(messages: &[ContextMessage]) -> HashMap<String, String> {
+    messages
+        .iter()
+        .flat_map(|m| &m.message.tool_calls)
+        .map(|c| (c.id.clone(), c.name.clone()))
+        .collect()
+}
