@@ -1030,6 +1030,8 @@ proptest! {
     /// message the newest-that-fits pack would not send.
     #[test]
     fn cache_stable_history_is_a_suffix_of_the_newest_history(case in case()) {
+        // Clearing splits a cache-stable room in two; the property is about whole history.
+        let case = Case { clear: None, ..case };
         let stable = pack(&Case { history: HistoryPolicy::CacheStable, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
         let newest = pack(&Case { history: HistoryPolicy::Newest, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
         let history = |p: &ContextPack| -> Vec<Sequence> {
@@ -1050,7 +1052,7 @@ proptest! {
     /// one lies outside the window.
     #[test]
     fn cache_stable_history_gives_up_less_than_a_step_and_a_turn(case in case()) {
-        let case = Case { tokenizer: Tokenizer::Approx, ..case };
+        let case = Case { tokenizer: Tokenizer::Approx, clear: None, ..case };
         let stable = pack(&Case { history: HistoryPolicy::CacheStable, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
         let newest = pack(&Case { history: HistoryPolicy::Newest, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
         let mut longest_turn = 0u32;
@@ -1105,7 +1107,16 @@ proptest! {
         let start = |p: &ContextPack| p.stats.oldest_included_sequence;
         prop_assert!(start(&later) >= start(&earlier) || start(&earlier) == 0,
             "history went back from {} to {}", start(&earlier), start(&later));
-        if start(&later) == start(&earlier) && start(&earlier) != 0 {
+        // Clearing only moves forward: a result the earlier pack cleared is cleared in the
+        // later one, if it is still there.
+        let (was, is) = (cleared_results(&earlier), cleared_results(&later));
+        let held: HashSet<Sequence> = later.messages.iter().filter_map(|m| m.sequence).collect();
+        prop_assert!(was.iter().filter(|s| held.contains(s)).all(|s| is.contains(s)),
+            "cleared earlier {was:?}, later {is:?}");
+        // Between jumps (the history and what is cleared of it stay put) the later pack
+        // extends the earlier one.
+        let clearing_stays = was.iter().all(|s| is.contains(s)) && is.iter().all(|s| was.contains(s) || !earlier_held(&earlier, *s));
+        if start(&later) == start(&earlier) && start(&earlier) != 0 && clearing_stays {
             prop_assert!(later.messages.starts_with(&earlier.messages),
                 "earlier {:?}\nlater {:?}", earlier.messages, later.messages);
             let (a, b) = (render(&earlier.messages, Format::OpenAiChat), render(&later.messages, Format::OpenAiChat));
@@ -1130,6 +1141,20 @@ proptest! {
             prop_assert_eq!(whole, earlier.stats.stable_prefix_tokens);
         }
     }
+}
+
+/// The sequences of the tool results `pack` cleared.
+fn cleared_results(pack: &ContextPack) -> HashSet<Sequence> {
+    pack.messages
+        .iter()
+        .filter(|m| m.message.role == Role::Tool && m.message.content.starts_with("[tool result cleared"))
+        .filter_map(|m| m.sequence)
+        .collect()
+}
+
+/// Whether `pack` holds the message at `sequence`.
+fn earlier_held(pack: &ContextPack, sequence: Sequence) -> bool {
+    pack.messages.iter().any(|m| m.sequence == Some(sequence))
 }
 
 #[test]
