@@ -4,7 +4,8 @@
 //! tool calls, their results and the answer. For each history policy and format it prints the
 //! share of each pack that repeats the previous call's pack as an exact prefix (what a provider
 //! serves from its prompt cache), the budget use, and the input cost under a price model where
-//! cached input costs 0.1x.
+//! cached input costs 0.1x; and how many user turns each pack holds, cache-stable with and
+//! without clearing older tool results.
 
 use ctxd::proto::{self, context_service_client::ContextServiceClient};
 use tonic::transport::Channel;
@@ -24,17 +25,46 @@ pub(crate) async fn run(server: &Replica, scale: Scale) -> anyhow::Result<()> {
         "# prompt-cache economics: {turns} turns with tool calls, budget {BUDGET}, cached input at {CACHED_PRICE}x"
     );
     println!(
-        "{:<14} {:<10} {:>13} {:>11} {:>11} {:>11} {:>12}",
-        "policy", "format", "median reuse", "mean reuse", "budget use", "cost ratio", "jumps/calls"
+        "{:<22} {:<10} {:>11} {:>13} {:>11} {:>11} {:>11} {:>12}",
+        "policy",
+        "format",
+        "user turns",
+        "median reuse",
+        "mean reuse",
+        "budget use",
+        "cost ratio",
+        "jumps/calls"
     );
+    // Context editing (docs/design.md, "Context editing"): the same loop with older tool
+    // results cleared, the three newest kept.
+    let clearing = proto::ClearToolResults {
+        keep_recent: 3,
+        ..Default::default()
+    };
     for format in [proto::Format::OpenaiChat, proto::Format::AnthropicMessages] {
-        for policy in [proto::HistoryPolicy::CacheStable, proto::HistoryPolicy::Newest] {
-            let conversation = format!("cache-{}-{}", format as i32, policy as i32);
-            let calls = replay(&client, &conversation, turns, format, policy).await?;
-            report(policy, format, &calls);
+        for (policy, clear) in [
+            (proto::HistoryPolicy::CacheStable, None),
+            (proto::HistoryPolicy::CacheStable, Some(clearing.clone())),
+            (proto::HistoryPolicy::Newest, None),
+        ] {
+            let conversation = format!("cache-{}-{}-{}", format as i32, policy as i32, clear.is_some());
+            let variant = Variant {
+                format,
+                policy,
+                clear,
+            };
+            let calls = replay(&client, &conversation, turns, &variant).await?;
+            report(&variant, &calls);
         }
     }
     Ok(())
+}
+
+/// What a replay asks for.
+struct Variant {
+    format: proto::Format,
+    policy: proto::HistoryPolicy,
+    clear: Option<proto::ClearToolResults>,
 }
 
 /// One call: the share of its rendered pack that repeats the previous pack, its tokens, the
@@ -44,9 +74,15 @@ struct Call {
     tokens: u32,
     budget: u32,
     jumped: bool,
+    /// User messages of the log the pack holds (verbatim: user messages are never cleared).
+    user_turns: usize,
 }
 
-fn report(policy: proto::HistoryPolicy, format: proto::Format, calls: &[Call]) {
+fn report(variant: &Variant, calls: &[Call]) {
+    let (policy, format) = (variant.policy, variant.format);
+    let mut turns: Vec<usize> = calls.iter().map(|c| c.user_turns).collect();
+    turns.sort_unstable();
+    let median_turns = turns[turns.len() / 2];
     let mut reuse: Vec<f64> = calls.iter().map(|c| c.reuse).collect();
     reuse.sort_by(f64::total_cmp);
     let mean = |values: &mut dyn Iterator<Item = f64>| {
@@ -64,16 +100,17 @@ fn report(policy: proto::HistoryPolicy, format: proto::Format, calls: &[Call]) {
         .map(|c| f64::from(c.tokens) * (c.reuse * CACHED_PRICE + (1.0 - c.reuse)))
         .sum();
     let jumps = calls.iter().filter(|c| c.jumped).count();
-    let policy = match policy {
-        proto::HistoryPolicy::Newest => "newest",
-        _ => "cache-stable",
+    let policy = match (policy, &variant.clear) {
+        (proto::HistoryPolicy::Newest, _) => "newest".to_string(),
+        (_, None) => "cache-stable".to_string(),
+        (_, Some(c)) => format!("cache-stable, clear {}", c.keep_recent),
     };
     let format = match format {
         proto::Format::AnthropicMessages => "anthropic",
         _ => "openai",
     };
     println!(
-        "{policy:<14} {format:<10} {median:>13.3} {mean_reuse:>11.3} {used:>11.3} {:>11.3} {:>12}",
+        "{policy:<22} {format:<10} {median_turns:>11} {median:>13.3} {mean_reuse:>11.3} {used:>11.3} {:>11.3} {:>12}",
         cached / full,
         format!("{jumps}/{}", calls.len())
     );
@@ -89,9 +126,9 @@ async fn replay(
     client: &ContextServiceClient<Channel>,
     conversation: &str,
     turns: usize,
-    format: proto::Format,
-    policy: proto::HistoryPolicy,
+    variant: &Variant,
 ) -> anyhow::Result<Vec<Call>> {
+    let (format, policy) = (variant.format, variant.policy);
     let mut client = client.clone();
     let mut rng = 0x00c0_ffee_u64;
     let mut below = |n: u64| {
@@ -124,10 +161,18 @@ async fn replay(
             pending_messages: vec![question.clone()],
             format: format as i32,
             history_policy: policy as i32,
+            clear_tool_results: variant.clear.clone(),
             ..Default::default()
         };
         if turn > 0 {
             let pack = client.build_context(request).await?.into_inner();
+            let user_turns = pack
+                .messages
+                .iter()
+                .filter(|m| {
+                    m.source == proto::ContextSource::History as i32 && m.role == proto::Role::User as i32
+                })
+                .count();
             let stats = pack.stats.unwrap_or_default();
             let rendered = cached_content(&pack.rendered);
             if let Some((before, start)) = &previous {
@@ -141,6 +186,7 @@ async fn replay(
                     tokens: stats.total_tokens,
                     budget: stats.budget_tokens,
                     jumped: *start != stats.oldest_included_sequence,
+                    user_turns,
                 });
             }
             previous = Some((rendered, stats.oldest_included_sequence));

@@ -12,7 +12,10 @@ use crate::{
     },
 };
 
-contract_tests!(cache_stable_packs_repeat_the_previous_pack_until_history_jumps);
+contract_tests!(
+    cache_stable_packs_repeat_the_previous_pack_until_history_jumps,
+    cleared_packs_hold_more_turns_and_change_only_when_history_jumps,
+);
 
 const BUDGET: u32 = 1500;
 
@@ -62,15 +65,25 @@ fn turn(turn: usize) -> (proto::Message, Vec<proto::Message>) {
     (question, rest)
 }
 
+/// One BuildContext of a replay.
+struct Call {
+    /// The previous pack was an exact prefix of this one (closing bracket aside).
+    same: bool,
+    stats: proto::ContextStats,
+    /// User messages of the log in the pack.
+    user_turns: usize,
+    rendered: String,
+}
+
 /// Replays a 60-turn tool loop: before each turn the backend builds its pack with the
-/// question pending, then appends the turn. Returns, per call after the first, whether the
-/// previous pack was an exact prefix of this one (closing bracket aside), and the packs' stats.
+/// question pending (clearing older tool results as `clear` says), then appends the turn.
 async fn replay(
     app: &TestApp,
     conversation: &str,
     format: proto::Format,
     policy: proto::HistoryPolicy,
-) -> Vec<(bool, proto::ContextStats)> {
+    clear: Option<proto::ClearToolResults>,
+) -> Vec<Call> {
     let mut client = app.client.clone();
     let mut previous: Option<String> = None;
     let mut calls = Vec::new();
@@ -78,22 +91,30 @@ async fn replay(
         let (question, rest) = turn(n);
         let mut request = request(conversation, format, policy);
         request.pending_messages = vec![question.clone()];
-        let pack = match n {
-            0 => None,
-            _ => Some(
-                client
-                    .build_context(request)
-                    .await
-                    .expect("pack builds")
-                    .into_inner(),
-            ),
-        };
-        if let Some(pack) = pack {
+        request.clear_tool_results = clear.clone();
+        if n > 0 {
+            let pack = client
+                .build_context(request)
+                .await
+                .expect("pack builds")
+                .into_inner();
             let stats = pack.stats.expect("stats");
             assert!(!stats.over_budget && stats.total_tokens <= BUDGET);
+            let user_turns = pack
+                .messages
+                .iter()
+                .filter(|m| {
+                    m.source == proto::ContextSource::History as i32 && m.role == proto::Role::User as i32
+                })
+                .count();
             let rendered = cached_content(&pack.rendered);
             if let Some(before) = &previous {
-                calls.push((rendered.starts_with(&before[..before.len() - 2]), stats));
+                calls.push(Call {
+                    same: rendered.starts_with(&before[..before.len() - 2]),
+                    stats,
+                    user_turns,
+                    rendered: rendered.clone(),
+                });
             }
             previous = Some(rendered);
         }
@@ -113,6 +134,7 @@ async fn cache_stable_packs_repeat_the_previous_pack_until_history_jumps(kind: S
             &format!("{name}-stable"),
             format,
             proto::HistoryPolicy::Unspecified,
+            None,
         )
         .await;
         let newest = replay(
@@ -120,13 +142,12 @@ async fn cache_stable_packs_repeat_the_previous_pack_until_history_jumps(kind: S
             &format!("{name}-newest"),
             format,
             proto::HistoryPolicy::Newest,
+            None,
         )
         .await;
-        let overflowing = |calls: &[(bool, proto::ContextStats)]| {
-            calls.iter().filter(|(_, s)| s.messages_dropped > 0).count()
-        };
+        let overflowing = |calls: &[Call]| calls.iter().filter(|c| c.stats.messages_dropped > 0).count();
         assert!(overflowing(&stable) > 30, "the history outgrows the budget early");
-        let repeated = |calls: &[(bool, proto::ContextStats)]| calls.iter().filter(|(same, _)| *same).count();
+        let repeated = |calls: &[Call]| calls.iter().filter(|c| c.same).count();
         let (stable_repeats, newest_repeats) = (repeated(&stable), repeated(&newest));
         assert!(
             stable_repeats * 10 >= stable.len() * 7,
@@ -139,9 +160,8 @@ async fn cache_stable_packs_repeat_the_previous_pack_until_history_jumps(kind: S
         );
         // A pack repeats its predecessor exactly when its history did not jump, and says so.
         for window in stable.windows(2) {
-            let [(_, before), (same, after)] = window else {
-                unreachable!()
-            };
+            let [before, after] = window else { unreachable!() };
+            let (before, same, after) = (&before.stats, after.same, &after.stats);
             if after.oldest_included_sequence == before.oldest_included_sequence
                 && after.summary_through_sequence == before.summary_through_sequence
             {
@@ -158,14 +178,81 @@ async fn cache_stable_packs_repeat_the_previous_pack_until_history_jumps(kind: S
         }
         let used: f64 = stable
             .iter()
-            .map(|(_, s)| f64::from(s.total_tokens) / f64::from(s.budget_tokens))
+            .map(|c| f64::from(c.stats.total_tokens) / f64::from(c.stats.budget_tokens))
             .sum::<f64>()
             / stable.len() as f64;
         assert!(
             used >= 0.6,
             "{format:?}: packs use {used:.2} of the budget on average"
         );
-        assert!(newest.iter().all(|(_, s)| s.history_step_tokens == 0));
+        assert!(newest.iter().all(|c| c.stats.history_step_tokens == 0));
+    }
+}
+
+/// Context editing (docs/design.md, "Context editing") in every format: the tool loop with
+/// older results cleared holds more user turns per pack than without, the newest results stay
+/// whole, and a pack differs from the previous one only where history jumped.
+async fn cleared_packs_hold_more_turns_and_change_only_when_history_jumps(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let clear = proto::ClearToolResults {
+        keep_recent: 2,
+        ..Default::default()
+    };
+    for format in [
+        proto::Format::OpenaiChat,
+        proto::Format::AnthropicMessages,
+        proto::Format::OpenaiResponses,
+        proto::Format::Gemini,
+    ] {
+        let name = format!("clear-{}", format as i32);
+        let plain = replay(
+            &app,
+            &format!("{name}-plain"),
+            format,
+            proto::HistoryPolicy::CacheStable,
+            None,
+        )
+        .await;
+        let cleared = replay(
+            &app,
+            &format!("{name}-cleared"),
+            format,
+            proto::HistoryPolicy::CacheStable,
+            Some(clear.clone()),
+        )
+        .await;
+        let median = |calls: &[Call]| {
+            let mut turns: Vec<usize> = calls.iter().map(|c| c.user_turns).collect();
+            turns.sort_unstable();
+            turns[turns.len() / 2]
+        };
+        assert!(
+            median(&cleared) >= median(&plain) * 3 / 2,
+            "{format:?}: {} user turns per pack cleared, {} whole",
+            median(&cleared),
+            median(&plain)
+        );
+        assert!(plain.iter().all(|c| c.stats.tool_results_cleared == 0));
+        let last = cleared.last().unwrap();
+        assert!(last.stats.tool_results_cleared > 0 && last.stats.tool_result_tokens_cleared > 0);
+        assert!(
+            last.rendered
+                .contains("[tool result cleared to save context: search returned")
+        );
+        // The two newest results are whole (turn 58's, the last appended before the call).
+        assert!(last.rendered.contains("partition 58: row ok;"), "{format:?}");
+        for window in cleared.windows(2) {
+            let [before, after] = window else { unreachable!() };
+            if after.stats.oldest_included_sequence == before.stats.oldest_included_sequence {
+                assert!(after.same, "{format:?}: history stayed put but the pack changed");
+            }
+        }
+        let repeats = cleared.iter().filter(|c| c.same).count();
+        assert!(
+            repeats * 10 >= cleared.len() * 6,
+            "{format:?}: {repeats} of {} packs repeat",
+            cleared.len()
+        );
     }
 }
 

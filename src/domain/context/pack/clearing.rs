@@ -6,12 +6,13 @@
 //! of what it costs), so that it reaches as far back as clearing could let history go. What is
 //! cleared is then decided from the window alone:
 //! - newest-that-fits history clears every clearable result it holds;
-//! - cache-stable history keeps a *verbatim* part, from the oldest anchor of its step within
-//!   half the room (the newest messages, whole), and a *cleared* part before it, from the oldest
-//!   anchor whose cleared messages fit the other half. The verbatim part's start stays put while
-//!   the log grows until the newest messages no longer fit its half; the cleared part's start
-//!   depends only on the verbatim part's start and the log before it. Both move only forward,
-//!   and only when one of them jumps, so between jumps each pack extends the previous one.
+//! - cache-stable history starts at the oldest turn anchor (of a step of a quarter of the room)
+//!   whose pack fits, where the pack of a start clears its messages from the start on until
+//!   they hold half the room cleared (to a turn boundary) and keeps the newer ones whole. What
+//!   a start clears depends only on the log after it, fixed once written: while history stays
+//!   put the cleared part stays put and each pack extends the previous one. When the pack no
+//!   longer fits, history jumps forward by a step and the cleared part moves with it (one miss,
+//!   as for any jump); each jump frees about a step of whole history.
 //!
 //! A result is clearable when it is not among the `keep_recent` newest results, its tool is not
 //! excluded, it is not pinned and not part of the current turn, and the placeholder is shorter.
@@ -134,7 +135,10 @@ impl ContextPacker {
     }
 
     /// Cache-stable clearing: the window index where the verbatim part ends (exclusive; older
-    /// messages are cleared) and where the window ends (exclusive).
+    /// messages are cleared) and where the window ends (exclusive). History starts at the
+    /// oldest anchor (of the step's level, a quarter of the room) whose pack fits, where a
+    /// start's pack clears its oldest messages up to half the room (in cleared tokens) and
+    /// keeps the rest whole; see the module documentation.
     fn stable_clearing_span(&mut self) -> (usize, usize) {
         let fixed = REPLY_PRIMING
             + self.stats.system_prompt_tokens as usize
@@ -142,47 +146,44 @@ impl ContextPacker {
             + self.stats.summary_tokens as usize
             + self.stats.working_memory_tokens as usize
             + self.budget.notice_reserve;
-        // The halves are fixed by the request and the stable sections; what the pending
-        // messages take comes out of what history may use.
         let half = self.budget.available.saturating_sub(fixed) / 2;
-        let room = self
-            .budget
-            .available
-            .saturating_sub(fixed + self.stats.pending_tokens as usize);
-        let level_of = |tokens: usize| (tokens / 2).max(1).ilog2() as u8;
+        let step_level = (half / 2).max(1).ilog2() as u8;
         let window = &self.window;
-        let mandatory = window.mandatory_cost;
-        // The verbatim part: the newest messages within the other half.
-        let mut whole = mandatory;
-        let mut prefix_whole = Vec::with_capacity(window.messages.len());
-        for m in &window.messages[window.mandatory_len..] {
-            whole += m.tokens as usize;
-            prefix_whole.push(whole);
+        let n = window.messages.len();
+        // Prefix sums, newest first: tokens counted (pinned ones are counted apart) and savings.
+        let (mut whole, mut saved) = (vec![0usize; n + 1], vec![0usize; n + 1]);
+        for (j, m) in window.messages.iter().enumerate() {
+            let counted = if self.is_pinned(m) { 0 } else { m.tokens as usize };
+            whole[j + 1] = whole[j] + counted;
+            saved[j + 1] = saved[j] + window.savings[j] as usize;
         }
-        let at = |i: usize| i.checked_sub(window.mandatory_len).map(|j| prefix_whole[j]);
-        let verbatim_room = room.saturating_sub(half);
-        let verbatim = self.oldest_anchor(level_of(verbatim_room), |i| {
-            at(i).is_some_and(|w| w <= verbatim_room)
-        });
-        let verbatim_end = verbatim.map_or(window.mandatory_len, |(i, level)| {
-            self.stats.history_step_tokens = 1 << level;
-            i + 1
-        });
-        // The cleared part: older anchors whose cleared messages fit the half.
-        let used_whole = at(verbatim_end.saturating_sub(1)).unwrap_or(mandatory);
-        let cap = half.min(room.saturating_sub(used_whole));
-        let mut cleared_sum = 0usize;
-        let mut cleared_upto = Vec::with_capacity(window.messages.len());
-        for i in 0..window.messages.len() {
-            if i >= verbatim_end {
-                cleared_sum += (window.messages[i].tokens - window.savings[i]) as usize;
+        let cleared = |t: usize, s: usize| (whole[s + 1] - whole[t + 1]) - (saved[s + 1] - saved[t + 1]);
+        let mut turns: Vec<usize> = window.optional_turns.iter().copied().filter(|&i| i < n).collect();
+        turns.sort_unstable();
+        // The verbatim part of a history starting at `s`: from the oldest turn start whose
+        // older messages down to `s` hold half the room cleared; all of it cleared when the
+        // log after `s` is shorter than that.
+        let verbatim_from = |s: usize| {
+            turns
+                .iter()
+                .rev()
+                .copied()
+                .filter(|&t| t < s)
+                .find(|&t| cleared(t, s) >= half)
+        };
+        let fits = |s: usize| {
+            let from = verbatim_from(s).map_or(0, |t| t + 1);
+            let dropped = whole[n] - whole[s + 1];
+            self.budget.fits_saving(0, dropped + saved[s + 1] - saved[from])
+        };
+        match self.oldest_anchor(step_level, fits) {
+            Some((s, level)) => {
+                self.stats.history_step_tokens = 1 << level;
+                (verbatim_from(s).map_or(0, |t| t + 1), s + 1)
             }
-            cleared_upto.push(cleared_sum);
+            // No anchor to start at: everything the walk kept, every clearable result cleared.
+            None => (0, n),
         }
-        let start = self
-            .oldest_anchor(level_of(half), |i| i >= verbatim_end && cleared_upto[i] <= cap)
-            .map_or(verbatim_end, |(i, _)| i + 1);
-        (verbatim_end, start)
     }
 
     /// Among the window's optional turn starts that `fits`, the oldest of the highest level

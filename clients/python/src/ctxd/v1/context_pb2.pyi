@@ -81,7 +81,7 @@ class Budget(_message.Message):
     def __init__(self, max_tokens: _Optional[int] = ..., reserve_output_tokens: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_turns: _Optional[int] = ...) -> None: ...
 
 class BuildContextRequest(_message.Message):
-    __slots__ = ("conversation_id", "budget", "tokenizer", "system_prompt", "pending_messages", "omit_summary", "omit_working_memory", "tool_output_max_tokens", "format", "history_policy", "reasoning", "final_assistant", "omit_messages")
+    __slots__ = ("conversation_id", "budget", "tokenizer", "system_prompt", "pending_messages", "omit_summary", "omit_working_memory", "tool_output_max_tokens", "format", "history_policy", "reasoning", "final_assistant", "omit_messages", "clear_tool_results")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class BuildContextRequest(_message.Message):
     REASONING_FIELD_NUMBER: _ClassVar[int]
     FINAL_ASSISTANT_FIELD_NUMBER: _ClassVar[int]
     OMIT_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     budget: Budget
     tokenizer: _messages_pb2.Tokenizer
@@ -108,7 +109,18 @@ class BuildContextRequest(_message.Message):
     reasoning: ReasoningPolicy
     final_assistant: FinalAssistant
     omit_messages: bool
-    def __init__(self, conversation_id: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., tokenizer: _Optional[_Union[_messages_pb2.Tokenizer, str]] = ..., system_prompt: _Optional[str] = ..., pending_messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., omit_summary: _Optional[bool] = ..., omit_working_memory: _Optional[bool] = ..., tool_output_max_tokens: _Optional[int] = ..., format: _Optional[_Union[_messages_pb2.Format, str]] = ..., history_policy: _Optional[_Union[HistoryPolicy, str]] = ..., reasoning: _Optional[_Union[ReasoningPolicy, str]] = ..., final_assistant: _Optional[_Union[FinalAssistant, str]] = ..., omit_messages: _Optional[bool] = ...) -> None: ...
+    clear_tool_results: ClearToolResults
+    def __init__(self, conversation_id: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., tokenizer: _Optional[_Union[_messages_pb2.Tokenizer, str]] = ..., system_prompt: _Optional[str] = ..., pending_messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., omit_summary: _Optional[bool] = ..., omit_working_memory: _Optional[bool] = ..., tool_output_max_tokens: _Optional[int] = ..., format: _Optional[_Union[_messages_pb2.Format, str]] = ..., history_policy: _Optional[_Union[HistoryPolicy, str]] = ..., reasoning: _Optional[_Union[ReasoningPolicy, str]] = ..., final_assistant: _Optional[_Union[FinalAssistant, str]] = ..., omit_messages: _Optional[bool] = ..., clear_tool_results: _Optional[_Union[ClearToolResults, _Mapping]] = ...) -> None: ...
+
+class ClearToolResults(_message.Message):
+    __slots__ = ("keep_recent", "exclude_tools", "clear_arguments")
+    KEEP_RECENT_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    keep_recent: int
+    exclude_tools: _containers.RepeatedScalarFieldContainer[str]
+    clear_arguments: bool
+    def __init__(self, keep_recent: _Optional[int] = ..., exclude_tools: _Optional[_Iterable[str]] = ..., clear_arguments: _Optional[bool] = ...) -> None: ...
 
 class ContextMessage(_message.Message):
     __slots__ = ("role", "content", "name", "tool_calls", "tool_call_id", "attachments", "error", "response_id", "source", "sequence", "tokens", "reasoning", "content_item_id", "content_signature", "content_phase")
@@ -145,7 +157,7 @@ class ContextMessage(_message.Message):
     def __init__(self, role: _Optional[_Union[_messages_pb2.Role, str]] = ..., content: _Optional[str] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[_messages_pb2.ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_messages_pb2.Attachment, _Mapping]]] = ..., error: _Optional[_Union[_messages_pb2.LlmError, _Mapping]] = ..., response_id: _Optional[str] = ..., source: _Optional[_Union[ContextSource, str]] = ..., sequence: _Optional[int] = ..., tokens: _Optional[int] = ..., reasoning: _Optional[_Iterable[_Union[_messages_pb2.Reasoning, _Mapping]]] = ..., content_item_id: _Optional[str] = ..., content_signature: _Optional[str] = ..., content_phase: _Optional[str] = ...) -> None: ...
 
 class ContextStats(_message.Message):
-    __slots__ = ("total_tokens", "system_prompt_tokens", "summary_tokens", "working_memory_tokens", "truncation_notice_tokens", "history_tokens", "pending_tokens", "budget_tokens", "messages_considered", "messages_included", "messages_dropped", "tool_groups_dropped", "incomplete_tool_groups", "oldest_included_sequence", "summary_through_sequence", "log_last_sequence", "truncated", "over_budget", "stable_prefix_tokens", "history_step_tokens", "reasoning_tokens", "reasoning_tokens_omitted", "summary_cut", "final_assistant_omitted")
+    __slots__ = ("total_tokens", "system_prompt_tokens", "summary_tokens", "working_memory_tokens", "truncation_notice_tokens", "history_tokens", "pending_tokens", "budget_tokens", "messages_considered", "messages_included", "messages_dropped", "tool_groups_dropped", "incomplete_tool_groups", "oldest_included_sequence", "summary_through_sequence", "log_last_sequence", "truncated", "over_budget", "stable_prefix_tokens", "history_step_tokens", "reasoning_tokens", "reasoning_tokens_omitted", "summary_cut", "final_assistant_omitted", "tool_results_cleared", "tool_result_tokens_cleared")
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +182,8 @@ class ContextStats(_message.Message):
     REASONING_TOKENS_OMITTED_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_CUT_FIELD_NUMBER: _ClassVar[int]
     FINAL_ASSISTANT_OMITTED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULTS_CLEARED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_TOKENS_CLEARED_FIELD_NUMBER: _ClassVar[int]
     total_tokens: int
     system_prompt_tokens: int
     summary_tokens: int
@@ -194,7 +208,9 @@ class ContextStats(_message.Message):
     reasoning_tokens_omitted: int
     summary_cut: bool
     final_assistant_omitted: int
-    def __init__(self, total_tokens: _Optional[int] = ..., system_prompt_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., working_memory_tokens: _Optional[int] = ..., truncation_notice_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., pending_tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., messages_considered: _Optional[int] = ..., messages_included: _Optional[int] = ..., messages_dropped: _Optional[int] = ..., tool_groups_dropped: _Optional[int] = ..., incomplete_tool_groups: _Optional[int] = ..., oldest_included_sequence: _Optional[int] = ..., summary_through_sequence: _Optional[int] = ..., log_last_sequence: _Optional[int] = ..., truncated: _Optional[bool] = ..., over_budget: _Optional[bool] = ..., stable_prefix_tokens: _Optional[int] = ..., history_step_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., reasoning_tokens_omitted: _Optional[int] = ..., summary_cut: _Optional[bool] = ..., final_assistant_omitted: _Optional[int] = ...) -> None: ...
+    tool_results_cleared: int
+    tool_result_tokens_cleared: int
+    def __init__(self, total_tokens: _Optional[int] = ..., system_prompt_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., working_memory_tokens: _Optional[int] = ..., truncation_notice_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., pending_tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., messages_considered: _Optional[int] = ..., messages_included: _Optional[int] = ..., messages_dropped: _Optional[int] = ..., tool_groups_dropped: _Optional[int] = ..., incomplete_tool_groups: _Optional[int] = ..., oldest_included_sequence: _Optional[int] = ..., summary_through_sequence: _Optional[int] = ..., log_last_sequence: _Optional[int] = ..., truncated: _Optional[bool] = ..., over_budget: _Optional[bool] = ..., stable_prefix_tokens: _Optional[int] = ..., history_step_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., reasoning_tokens_omitted: _Optional[int] = ..., summary_cut: _Optional[bool] = ..., final_assistant_omitted: _Optional[int] = ..., tool_results_cleared: _Optional[int] = ..., tool_result_tokens_cleared: _Optional[int] = ...) -> None: ...
 
 class BuildContextResponse(_message.Message):
     __slots__ = ("messages", "rendered", "stats", "needs_summary", "previous_response_id")

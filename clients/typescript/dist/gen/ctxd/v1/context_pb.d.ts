@@ -137,12 +137,55 @@ export type BuildContextRequest = Message<"ctxd.v1.BuildContextRequest"> & {
      * @generated from field: bool omit_messages = 13;
      */
     omitMessages: boolean;
+    /**
+     * Clear older tool results (context editing): their content becomes a placeholder naming
+     * the tool, the tokens it held and the sequence ListMessages returns it at, so that the
+     * budget holds more of the conversation. Off when unset.
+     *
+     * @generated from field: ctxd.v1.ClearToolResults clear_tool_results = 14;
+     */
+    clearToolResults?: ClearToolResults | undefined;
 };
 /**
  * Describes the message ctxd.v1.BuildContextRequest.
  * Use `create(BuildContextRequestSchema)` to create a new message.
  */
 export declare const BuildContextRequestSchema: GenMessage<BuildContextRequest>;
+/**
+ * Which tool results a pack clears (docs/design.md, "Context editing"). Groups stay whole:
+ * a cleared result still answers its call. Results are cleared only when not all history
+ * fits whole. With cache-stable history the cleared part begins where history begins and
+ * ends where the verbatim part begins; both move only when history jumps, so clearing never
+ * costs a cache miss of its own. With newest-that-fits history every result older than the
+ * `keep_recent` newest is cleared.
+ *
+ * @generated from message ctxd.v1.ClearToolResults
+ */
+export type ClearToolResults = Message<"ctxd.v1.ClearToolResults"> & {
+    /**
+     * The newest results that are never cleared (tool results of the current turn never are).
+     *
+     * @generated from field: uint32 keep_recent = 1;
+     */
+    keepRecent: number;
+    /**
+     * Tool names whose results are never cleared (at most 64 names).
+     *
+     * @generated from field: repeated string exclude_tools = 2;
+     */
+    excludeTools: string[];
+    /**
+     * Also replace the arguments of the calls whose results are cleared with `{}`.
+     *
+     * @generated from field: bool clear_arguments = 3;
+     */
+    clearArguments: boolean;
+};
+/**
+ * Describes the message ctxd.v1.ClearToolResults.
+ * Use `create(ClearToolResultsSchema)` to create a new message.
+ */
+export declare const ClearToolResultsSchema: GenMessage<ClearToolResults>;
 /**
  * One message of a context pack.
  *
@@ -409,6 +452,19 @@ export type ContextStats = Message<"ctxd.v1.ContextStats"> & {
      * @generated from field: uint32 final_assistant_omitted = 24;
      */
     finalAssistantOmitted: number;
+    /**
+     * Tool results whose content the pack replaced with a placeholder (`clear_tool_results`).
+     *
+     * @generated from field: uint32 tool_results_cleared = 25;
+     */
+    toolResultsCleared: number;
+    /**
+     * Tokens the clearing saved: what the cleared results (and arguments) cost whole, less
+     * what their placeholders cost.
+     *
+     * @generated from field: uint32 tool_result_tokens_cleared = 26;
+     */
+    toolResultTokensCleared: number;
 };
 /**
  * Describes the message ctxd.v1.ContextStats.

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ctxd/v1/context.proto.
  */
 export const file_ctxd_v1_context: GenFile = /*@__PURE__*/
-  fileDesc("ChVjdHhkL3YxL2NvbnRleHQucHJvdG8SB2N0eGQudjEiZAoGQnVkZ2V0EhIKCm1heF90b2tlbnMYASABKA0SHQoVcmVzZXJ2ZV9vdXRwdXRfdG9rZW5zGAIgASgNEhQKDG1heF9tZXNzYWdlcxgDIAEoDRIRCgltYXhfdHVybnMYBCABKA0i0wMKE0J1aWxkQ29udGV4dFJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEh8KBmJ1ZGdldBgCIAEoCzIPLmN0eGQudjEuQnVkZ2V0EiUKCXRva2VuaXplchgDIAEoDjISLmN0eGQudjEuVG9rZW5pemVyEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkSKgoQcGVuZGluZ19tZXNzYWdlcxgFIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIUCgxvbWl0X3N1bW1hcnkYBiABKAgSGwoTb21pdF93b3JraW5nX21lbW9yeRgHIAEoCBIeChZ0b29sX291dHB1dF9tYXhfdG9rZW5zGAggASgNEh8KBmZvcm1hdBgJIAEoDjIPLmN0eGQudjEuRm9ybWF0Ei4KDmhpc3RvcnlfcG9saWN5GAogASgOMhYuY3R4ZC52MS5IaXN0b3J5UG9saWN5EisKCXJlYXNvbmluZxgLIAEoDjIYLmN0eGQudjEuUmVhc29uaW5nUG9saWN5EjAKD2ZpbmFsX2Fzc2lzdGFudBgMIAEoDjIXLmN0eGQudjEuRmluYWxBc3Npc3RhbnQSFQoNb21pdF9tZXNzYWdlcxgNIAEoCCKmAwoOQ29udGV4dE1lc3NhZ2USGwoEcm9sZRgBIAEoDjINLmN0eGQudjEuUm9sZRIPCgdjb250ZW50GAIgASgJEgwKBG5hbWUYAyABKAkSJQoKdG9vbF9jYWxscxgEIAMoCzIRLmN0eGQudjEuVG9vbENhbGwSFAoMdG9vbF9jYWxsX2lkGAUgASgJEigKC2F0dGFjaG1lbnRzGAYgAygLMhMuY3R4ZC52MS5BdHRhY2htZW50EiAKBWVycm9yGAcgASgLMhEuY3R4ZC52MS5MbG1FcnJvchITCgtyZXNwb25zZV9pZBgIIAEoCRImCgZzb3VyY2UYCSABKA4yFi5jdHhkLnYxLkNvbnRleHRTb3VyY2USEAoIc2VxdWVuY2UYCiABKAQSDgoGdG9rZW5zGAsgASgNEiUKCXJlYXNvbmluZxgMIAMoCzISLmN0eGQudjEuUmVhc29uaW5nEhcKD2NvbnRlbnRfaXRlbV9pZBgNIAEoCRIZChFjb250ZW50X3NpZ25hdHVyZRgOIAEoCRIVCg1jb250ZW50X3BoYXNlGA8gASgJIqUFCgxDb250ZXh0U3RhdHMSFAoMdG90YWxfdG9rZW5zGAEgASgNEhwKFHN5c3RlbV9wcm9tcHRfdG9rZW5zGAIgASgNEhYKDnN1bW1hcnlfdG9rZW5zGAMgASgNEh0KFXdvcmtpbmdfbWVtb3J5X3Rva2VucxgEIAEoDRIgChh0cnVuY2F0aW9uX25vdGljZV90b2tlbnMYBSABKA0SFgoOaGlzdG9yeV90b2tlbnMYBiABKA0SFgoOcGVuZGluZ190b2tlbnMYByABKA0SFQoNYnVkZ2V0X3Rva2VucxgIIAEoDRIbChNtZXNzYWdlc19jb25zaWRlcmVkGAkgASgNEhkKEW1lc3NhZ2VzX2luY2x1ZGVkGAogASgNEhgKEG1lc3NhZ2VzX2Ryb3BwZWQYCyABKA0SGwoTdG9vbF9ncm91cHNfZHJvcHBlZBgMIAEoDRIeChZpbmNvbXBsZXRlX3Rvb2xfZ3JvdXBzGA0gASgNEiAKGG9sZGVzdF9pbmNsdWRlZF9zZXF1ZW5jZRgOIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYDyABKAQSGQoRbG9nX2xhc3Rfc2VxdWVuY2UYECABKAQSEQoJdHJ1bmNhdGVkGBEgASgIEhMKC292ZXJfYnVkZ2V0GBIgASgIEhwKFHN0YWJsZV9wcmVmaXhfdG9rZW5zGBMgASgNEhsKE2hpc3Rvcnlfc3RlcF90b2tlbnMYFCABKA0SGAoQcmVhc29uaW5nX3Rva2VucxgVIAEoDRIgChhyZWFzb25pbmdfdG9rZW5zX29taXR0ZWQYFiABKA0SEwoLc3VtbWFyeV9jdXQYFyABKAgSHwoXZmluYWxfYXNzaXN0YW50X29taXR0ZWQYGCABKA0irgEKFEJ1aWxkQ29udGV4dFJlc3BvbnNlEikKCG1lc3NhZ2VzGAEgAygLMhcuY3R4ZC52MS5Db250ZXh0TWVzc2FnZRIQCghyZW5kZXJlZBgCIAEoCRIkCgVzdGF0cxgDIAEoCzIVLmN0eGQudjEuQ29udGV4dFN0YXRzEhUKDW5lZWRzX3N1bW1hcnkYBCABKAgSHAoUcHJldmlvdXNfcmVzcG9uc2VfaWQYBSABKAkilgEKB1N1bW1hcnkSDAoEdGV4dBgBIAEoCRIYChB0aHJvdWdoX3NlcXVlbmNlGAIgASgEEg4KBnRva2VucxgDIAEoDRISCgpzdW1tYXJpemVyGAQgASgJEg8KB3ZlcnNpb24YBSABKAQSLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitAEKD1ByZXBhcmVkUmVxdWVzdBIQCghyZW5kZXJlZBgBIAEoCRIiCghtZXNzYWdlcxgCIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIdChViYXNlX3Rocm91Z2hfc2VxdWVuY2UYAyABKAQSGAoQdGhyb3VnaF9zZXF1ZW5jZRgEIAEoBBIXCg9yZXNwb25zZV9mb3JtYXQYBSABKAkSGQoRbWF4X291dHB1dF90b2tlbnMYBiABKA0ipgIKEFN1bW1hcml6ZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmtlZXBfcmVjZW50X3Rva2VucxgCIAEoDRIlCgl0b2tlbml6ZXIYAyABKA4yEi5jdHhkLnYxLlRva2VuaXplchIkCgRtb2RlGAQgASgOMhYuY3R4ZC52MS5TdW1tYXJpemVNb2RlEhQKDHN1bW1hcnlfdGV4dBgFIAEoCRIYChB0aHJvdWdoX3NlcXVlbmNlGAYgASgEEiYKGWV4cGVjdGVkX3Rocm91Z2hfc2VxdWVuY2UYByABKARIAIgBARIaChJtYXhfc3VtbWFyeV90b2tlbnMYCCABKA1CHAoaX2V4cGVjdGVkX3Rocm91Z2hfc2VxdWVuY2UicwoRU3VtbWFyaXplUmVzcG9uc2USIQoHc3VtbWFyeRgBIAEoCzIQLmN0eGQudjEuU3VtbWFyeRIPCgdjaGFuZ2VkGAIgASgIEioKCHByZXBhcmVkGAMgASgLMhguY3R4ZC52MS5QcmVwYXJlZFJlcXVlc3QqcAoPUmVhc29uaW5nUG9saWN5EiAKHFJFQVNPTklOR19QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1SRUFTT05JTkdfUE9MSUNZX0NVUlJFTlRfVFVSThABEhgKFFJFQVNPTklOR19QT0xJQ1lfQUxMEAIqjgIKDUNvbnRleHRTb3VyY2USHgoaQ09OVEVYVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIgChxDT05URVhUX1NPVVJDRV9TWVNURU1fUFJPTVBUEAESGgoWQ09OVEVYVF9TT1VSQ0VfU1VNTUFSWRACEiEKHUNPTlRFWFRfU09VUkNFX1dPUktJTkdfTUVNT1JZEAMSJAogQ09OVEVYVF9TT1VSQ0VfVFJVTkNBVElPTl9OT1RJQ0UQBBIaChZDT05URVhUX1NPVVJDRV9ISVNUT1JZEAUSGgoWQ09OVEVYVF9TT1VSQ0VfUEVORElORxAGEh4KGkNPTlRFWFRfU09VUkNFX1BMQUNFSE9MREVSEAcqawoNSGlzdG9yeVBvbGljeRIeChpISVNUT1JZX1BPTElDWV9VTlNQRUNJRklFRBAAEh8KG0hJU1RPUllfUE9MSUNZX0NBQ0hFX1NUQUJMRRABEhkKFUhJU1RPUllfUE9MSUNZX05FV0VTVBACKmUKDkZpbmFsQXNzaXN0YW50Eh8KG0ZJTkFMX0FTU0lTVEFOVF9VTlNQRUNJRklFRBAAEhgKFEZJTkFMX0FTU0lTVEFOVF9LRUVQEAESGAoURklOQUxfQVNTSVNUQU5UX09NSVQQAiqDAQoNU3VtbWFyaXplTW9kZRIeChpTVU1NQVJJWkVfTU9ERV9VTlNQRUNJRklFRBAAEhkKFVNVTU1BUklaRV9NT0RFX1NFUlZFUhABEhoKFlNVTU1BUklaRV9NT0RFX1BSRVBBUkUQAhIbChdTVU1NQVJJWkVfTU9ERV9QUk9WSURFRBADYgZwcm90bzM", [file_ctxd_v1_messages, file_google_protobuf_timestamp]);
+  fileDesc("ChVjdHhkL3YxL2NvbnRleHQucHJvdG8SB2N0eGQudjEiZAoGQnVkZ2V0EhIKCm1heF90b2tlbnMYASABKA0SHQoVcmVzZXJ2ZV9vdXRwdXRfdG9rZW5zGAIgASgNEhQKDG1heF9tZXNzYWdlcxgDIAEoDRIRCgltYXhfdHVybnMYBCABKA0iigQKE0J1aWxkQ29udGV4dFJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEh8KBmJ1ZGdldBgCIAEoCzIPLmN0eGQudjEuQnVkZ2V0EiUKCXRva2VuaXplchgDIAEoDjISLmN0eGQudjEuVG9rZW5pemVyEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkSKgoQcGVuZGluZ19tZXNzYWdlcxgFIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIUCgxvbWl0X3N1bW1hcnkYBiABKAgSGwoTb21pdF93b3JraW5nX21lbW9yeRgHIAEoCBIeChZ0b29sX291dHB1dF9tYXhfdG9rZW5zGAggASgNEh8KBmZvcm1hdBgJIAEoDjIPLmN0eGQudjEuRm9ybWF0Ei4KDmhpc3RvcnlfcG9saWN5GAogASgOMhYuY3R4ZC52MS5IaXN0b3J5UG9saWN5EisKCXJlYXNvbmluZxgLIAEoDjIYLmN0eGQudjEuUmVhc29uaW5nUG9saWN5EjAKD2ZpbmFsX2Fzc2lzdGFudBgMIAEoDjIXLmN0eGQudjEuRmluYWxBc3Npc3RhbnQSFQoNb21pdF9tZXNzYWdlcxgNIAEoCBI1ChJjbGVhcl90b29sX3Jlc3VsdHMYDiABKAsyGS5jdHhkLnYxLkNsZWFyVG9vbFJlc3VsdHMiVwoQQ2xlYXJUb29sUmVzdWx0cxITCgtrZWVwX3JlY2VudBgBIAEoDRIVCg1leGNsdWRlX3Rvb2xzGAIgAygJEhcKD2NsZWFyX2FyZ3VtZW50cxgDIAEoCCKmAwoOQ29udGV4dE1lc3NhZ2USGwoEcm9sZRgBIAEoDjINLmN0eGQudjEuUm9sZRIPCgdjb250ZW50GAIgASgJEgwKBG5hbWUYAyABKAkSJQoKdG9vbF9jYWxscxgEIAMoCzIRLmN0eGQudjEuVG9vbENhbGwSFAoMdG9vbF9jYWxsX2lkGAUgASgJEigKC2F0dGFjaG1lbnRzGAYgAygLMhMuY3R4ZC52MS5BdHRhY2htZW50EiAKBWVycm9yGAcgASgLMhEuY3R4ZC52MS5MbG1FcnJvchITCgtyZXNwb25zZV9pZBgIIAEoCRImCgZzb3VyY2UYCSABKA4yFi5jdHhkLnYxLkNvbnRleHRTb3VyY2USEAoIc2VxdWVuY2UYCiABKAQSDgoGdG9rZW5zGAsgASgNEiUKCXJlYXNvbmluZxgMIAMoCzISLmN0eGQudjEuUmVhc29uaW5nEhcKD2NvbnRlbnRfaXRlbV9pZBgNIAEoCRIZChFjb250ZW50X3NpZ25hdHVyZRgOIAEoCRIVCg1jb250ZW50X3BoYXNlGA8gASgJIucFCgxDb250ZXh0U3RhdHMSFAoMdG90YWxfdG9rZW5zGAEgASgNEhwKFHN5c3RlbV9wcm9tcHRfdG9rZW5zGAIgASgNEhYKDnN1bW1hcnlfdG9rZW5zGAMgASgNEh0KFXdvcmtpbmdfbWVtb3J5X3Rva2VucxgEIAEoDRIgChh0cnVuY2F0aW9uX25vdGljZV90b2tlbnMYBSABKA0SFgoOaGlzdG9yeV90b2tlbnMYBiABKA0SFgoOcGVuZGluZ190b2tlbnMYByABKA0SFQoNYnVkZ2V0X3Rva2VucxgIIAEoDRIbChNtZXNzYWdlc19jb25zaWRlcmVkGAkgASgNEhkKEW1lc3NhZ2VzX2luY2x1ZGVkGAogASgNEhgKEG1lc3NhZ2VzX2Ryb3BwZWQYCyABKA0SGwoTdG9vbF9ncm91cHNfZHJvcHBlZBgMIAEoDRIeChZpbmNvbXBsZXRlX3Rvb2xfZ3JvdXBzGA0gASgNEiAKGG9sZGVzdF9pbmNsdWRlZF9zZXF1ZW5jZRgOIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYDyABKAQSGQoRbG9nX2xhc3Rfc2VxdWVuY2UYECABKAQSEQoJdHJ1bmNhdGVkGBEgASgIEhMKC292ZXJfYnVkZ2V0GBIgASgIEhwKFHN0YWJsZV9wcmVmaXhfdG9rZW5zGBMgASgNEhsKE2hpc3Rvcnlfc3RlcF90b2tlbnMYFCABKA0SGAoQcmVhc29uaW5nX3Rva2VucxgVIAEoDRIgChhyZWFzb25pbmdfdG9rZW5zX29taXR0ZWQYFiABKA0SEwoLc3VtbWFyeV9jdXQYFyABKAgSHwoXZmluYWxfYXNzaXN0YW50X29taXR0ZWQYGCABKA0SHAoUdG9vbF9yZXN1bHRzX2NsZWFyZWQYGSABKA0SIgoadG9vbF9yZXN1bHRfdG9rZW5zX2NsZWFyZWQYGiABKA0irgEKFEJ1aWxkQ29udGV4dFJlc3BvbnNlEikKCG1lc3NhZ2VzGAEgAygLMhcuY3R4ZC52MS5Db250ZXh0TWVzc2FnZRIQCghyZW5kZXJlZBgCIAEoCRIkCgVzdGF0cxgDIAEoCzIVLmN0eGQudjEuQ29udGV4dFN0YXRzEhUKDW5lZWRzX3N1bW1hcnkYBCABKAgSHAoUcHJldmlvdXNfcmVzcG9uc2VfaWQYBSABKAkilgEKB1N1bW1hcnkSDAoEdGV4dBgBIAEoCRIYChB0aHJvdWdoX3NlcXVlbmNlGAIgASgEEg4KBnRva2VucxgDIAEoDRISCgpzdW1tYXJpemVyGAQgASgJEg8KB3ZlcnNpb24YBSABKAQSLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitAEKD1ByZXBhcmVkUmVxdWVzdBIQCghyZW5kZXJlZBgBIAEoCRIiCghtZXNzYWdlcxgCIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIdChViYXNlX3Rocm91Z2hfc2VxdWVuY2UYAyABKAQSGAoQdGhyb3VnaF9zZXF1ZW5jZRgEIAEoBBIXCg9yZXNwb25zZV9mb3JtYXQYBSABKAkSGQoRbWF4X291dHB1dF90b2tlbnMYBiABKA0ipgIKEFN1bW1hcml6ZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmtlZXBfcmVjZW50X3Rva2VucxgCIAEoDRIlCgl0b2tlbml6ZXIYAyABKA4yEi5jdHhkLnYxLlRva2VuaXplchIkCgRtb2RlGAQgASgOMhYuY3R4ZC52MS5TdW1tYXJpemVNb2RlEhQKDHN1bW1hcnlfdGV4dBgFIAEoCRIYChB0aHJvdWdoX3NlcXVlbmNlGAYgASgEEiYKGWV4cGVjdGVkX3Rocm91Z2hfc2VxdWVuY2UYByABKARIAIgBARIaChJtYXhfc3VtbWFyeV90b2tlbnMYCCABKA1CHAoaX2V4cGVjdGVkX3Rocm91Z2hfc2VxdWVuY2UicwoRU3VtbWFyaXplUmVzcG9uc2USIQoHc3VtbWFyeRgBIAEoCzIQLmN0eGQudjEuU3VtbWFyeRIPCgdjaGFuZ2VkGAIgASgIEioKCHByZXBhcmVkGAMgASgLMhguY3R4ZC52MS5QcmVwYXJlZFJlcXVlc3QqcAoPUmVhc29uaW5nUG9saWN5EiAKHFJFQVNPTklOR19QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1SRUFTT05JTkdfUE9MSUNZX0NVUlJFTlRfVFVSThABEhgKFFJFQVNPTklOR19QT0xJQ1lfQUxMEAIqjgIKDUNvbnRleHRTb3VyY2USHgoaQ09OVEVYVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIgChxDT05URVhUX1NPVVJDRV9TWVNURU1fUFJPTVBUEAESGgoWQ09OVEVYVF9TT1VSQ0VfU1VNTUFSWRACEiEKHUNPTlRFWFRfU09VUkNFX1dPUktJTkdfTUVNT1JZEAMSJAogQ09OVEVYVF9TT1VSQ0VfVFJVTkNBVElPTl9OT1RJQ0UQBBIaChZDT05URVhUX1NPVVJDRV9ISVNUT1JZEAUSGgoWQ09OVEVYVF9TT1VSQ0VfUEVORElORxAGEh4KGkNPTlRFWFRfU09VUkNFX1BMQUNFSE9MREVSEAcqawoNSGlzdG9yeVBvbGljeRIeChpISVNUT1JZX1BPTElDWV9VTlNQRUNJRklFRBAAEh8KG0hJU1RPUllfUE9MSUNZX0NBQ0hFX1NUQUJMRRABEhkKFUhJU1RPUllfUE9MSUNZX05FV0VTVBACKmUKDkZpbmFsQXNzaXN0YW50Eh8KG0ZJTkFMX0FTU0lTVEFOVF9VTlNQRUNJRklFRBAAEhgKFEZJTkFMX0FTU0lTVEFOVF9LRUVQEAESGAoURklOQUxfQVNTSVNUQU5UX09NSVQQAiqDAQoNU3VtbWFyaXplTW9kZRIeChpTVU1NQVJJWkVfTU9ERV9VTlNQRUNJRklFRBAAEhkKFVNVTU1BUklaRV9NT0RFX1NFUlZFUhABEhoKFlNVTU1BUklaRV9NT0RFX1BSRVBBUkUQAhIbChdTVU1NQVJJWkVfTU9ERV9QUk9WSURFRBADYgZwcm90bzM", [file_ctxd_v1_messages, file_google_protobuf_timestamp]);
 
 /**
  * Token budget of a context pack.
@@ -165,6 +165,15 @@ export type BuildContextRequest = Message<"ctxd.v1.BuildContextRequest"> & {
    * @generated from field: bool omit_messages = 13;
    */
   omitMessages: boolean;
+
+  /**
+   * Clear older tool results (context editing): their content becomes a placeholder naming
+   * the tool, the tokens it held and the sequence ListMessages returns it at, so that the
+   * budget holds more of the conversation. Off when unset.
+   *
+   * @generated from field: ctxd.v1.ClearToolResults clear_tool_results = 14;
+   */
+  clearToolResults?: ClearToolResults | undefined;
 };
 
 /**
@@ -173,6 +182,46 @@ export type BuildContextRequest = Message<"ctxd.v1.BuildContextRequest"> & {
  */
 export const BuildContextRequestSchema: GenMessage<BuildContextRequest> = /*@__PURE__*/
   messageDesc(file_ctxd_v1_context, 1);
+
+/**
+ * Which tool results a pack clears (docs/design.md, "Context editing"). Groups stay whole:
+ * a cleared result still answers its call. Results are cleared only when not all history
+ * fits whole. With cache-stable history the cleared part begins where history begins and
+ * ends where the verbatim part begins; both move only when history jumps, so clearing never
+ * costs a cache miss of its own. With newest-that-fits history every result older than the
+ * `keep_recent` newest is cleared.
+ *
+ * @generated from message ctxd.v1.ClearToolResults
+ */
+export type ClearToolResults = Message<"ctxd.v1.ClearToolResults"> & {
+  /**
+   * The newest results that are never cleared (tool results of the current turn never are).
+   *
+   * @generated from field: uint32 keep_recent = 1;
+   */
+  keepRecent: number;
+
+  /**
+   * Tool names whose results are never cleared (at most 64 names).
+   *
+   * @generated from field: repeated string exclude_tools = 2;
+   */
+  excludeTools: string[];
+
+  /**
+   * Also replace the arguments of the calls whose results are cleared with `{}`.
+   *
+   * @generated from field: bool clear_arguments = 3;
+   */
+  clearArguments: boolean;
+};
+
+/**
+ * Describes the message ctxd.v1.ClearToolResults.
+ * Use `create(ClearToolResultsSchema)` to create a new message.
+ */
+export const ClearToolResultsSchema: GenMessage<ClearToolResults> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_context, 2);
 
 /**
  * One message of a context pack.
@@ -293,7 +342,7 @@ export type ContextMessage = Message<"ctxd.v1.ContextMessage"> & {
  * Use `create(ContextMessageSchema)` to create a new message.
  */
 export const ContextMessageSchema: GenMessage<ContextMessage> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 2);
+  messageDesc(file_ctxd_v1_context, 3);
 
 /**
  * Accounting of a context pack.
@@ -480,6 +529,21 @@ export type ContextStats = Message<"ctxd.v1.ContextStats"> & {
    * @generated from field: uint32 final_assistant_omitted = 24;
    */
   finalAssistantOmitted: number;
+
+  /**
+   * Tool results whose content the pack replaced with a placeholder (`clear_tool_results`).
+   *
+   * @generated from field: uint32 tool_results_cleared = 25;
+   */
+  toolResultsCleared: number;
+
+  /**
+   * Tokens the clearing saved: what the cleared results (and arguments) cost whole, less
+   * what their placeholders cost.
+   *
+   * @generated from field: uint32 tool_result_tokens_cleared = 26;
+   */
+  toolResultTokensCleared: number;
 };
 
 /**
@@ -487,7 +551,7 @@ export type ContextStats = Message<"ctxd.v1.ContextStats"> & {
  * Use `create(ContextStatsSchema)` to create a new message.
  */
 export const ContextStatsSchema: GenMessage<ContextStats> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 3);
+  messageDesc(file_ctxd_v1_context, 4);
 
 /**
  * Response of BuildContext.
@@ -536,7 +600,7 @@ export type BuildContextResponse = Message<"ctxd.v1.BuildContextResponse"> & {
  * Use `create(BuildContextResponseSchema)` to create a new message.
  */
 export const BuildContextResponseSchema: GenMessage<BuildContextResponse> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 4);
+  messageDesc(file_ctxd_v1_context, 5);
 
 /**
  * A conversation's rolling summary.
@@ -592,7 +656,7 @@ export type Summary = Message<"ctxd.v1.Summary"> & {
  * Use `create(SummarySchema)` to create a new message.
  */
 export const SummarySchema: GenMessage<Summary> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 5);
+  messageDesc(file_ctxd_v1_context, 6);
 
 /**
  * An LLM request prepared for the caller's own model (bring your own LLM).
@@ -652,7 +716,7 @@ export type PreparedRequest = Message<"ctxd.v1.PreparedRequest"> & {
  * Use `create(PreparedRequestSchema)` to create a new message.
  */
 export const PreparedRequestSchema: GenMessage<PreparedRequest> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 6);
+  messageDesc(file_ctxd_v1_context, 7);
 
 /**
  * Request of Summarize.
@@ -723,7 +787,7 @@ export type SummarizeRequest = Message<"ctxd.v1.SummarizeRequest"> & {
  * Use `create(SummarizeRequestSchema)` to create a new message.
  */
 export const SummarizeRequestSchema: GenMessage<SummarizeRequest> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 7);
+  messageDesc(file_ctxd_v1_context, 8);
 
 /**
  * Response of Summarize.
@@ -758,7 +822,7 @@ export type SummarizeResponse = Message<"ctxd.v1.SummarizeResponse"> & {
  * Use `create(SummarizeResponseSchema)` to create a new message.
  */
 export const SummarizeResponseSchema: GenMessage<SummarizeResponse> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 8);
+  messageDesc(file_ctxd_v1_context, 9);
 
 /**
  * Which stored reasoning goes into a pack. Reasoning (and signatures and item ids) only ever
