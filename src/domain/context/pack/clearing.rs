@@ -6,13 +6,14 @@
 //! of what it costs), so that it reaches as far back as clearing could let history go. What is
 //! cleared is then decided from the window alone:
 //! - newest-that-fits history clears every clearable result it holds;
-//! - cache-stable history starts at the oldest turn anchor (of a step of a quarter of the room)
-//!   whose pack fits, where the pack of a start clears its messages from the start on until
-//!   they hold half the room cleared (to a turn boundary) and keeps the newer ones whole. What
-//!   a start clears depends only on the log after it, fixed once written: while history stays
-//!   put the cleared part stays put and each pack extends the previous one. When the pack no
-//!   longer fits, history jumps forward by a step and the cleared part moves with it (one miss,
-//!   as for any jump); each jump frees about a step of whole history.
+//! - cache-stable history starts at the oldest turn anchor whose pack fits, where the pack of a
+//!   start clears its messages from the start on until they hold three fifths of the room
+//!   cleared (to a turn boundary) and keeps the newer ones whole. What a start clears depends
+//!   only on the log after it, fixed once written: while history stays put the cleared part
+//!   stays put and each pack extends the previous one. When the pack no longer fits, history
+//!   jumps forward by a step (the largest power of two within the other two fifths) and the
+//!   cleared part moves with it, turning about a step of whole history into cleared history:
+//!   one miss per step of growth, as without clearing.
 //!
 //! A result is clearable when it is not among the `keep_recent` newest results, its tool is not
 //! excluded, it is not pinned and not part of the current turn, and the placeholder is shorter.
@@ -136,9 +137,9 @@ impl ContextPacker {
 
     /// Cache-stable clearing: the window index where the verbatim part ends (exclusive; older
     /// messages are cleared) and where the window ends (exclusive). History starts at the
-    /// oldest anchor (of the step's level, a quarter of the room) whose pack fits, where a
-    /// start's pack clears its oldest messages up to half the room (in cleared tokens) and
-    /// keeps the rest whole; see the module documentation.
+    /// oldest anchor (of the step's level) whose pack fits, where a start's pack clears its
+    /// oldest messages up to three fifths of the room (in cleared tokens) and keeps the rest
+    /// whole; see the module documentation.
     fn stable_clearing_span(&mut self) -> (usize, usize) {
         let fixed = REPLY_PRIMING
             + self.stats.system_prompt_tokens as usize
@@ -146,8 +147,11 @@ impl ContextPacker {
             + self.stats.summary_tokens as usize
             + self.stats.working_memory_tokens as usize
             + self.budget.notice_reserve;
-        let half = self.budget.available.saturating_sub(fixed) / 2;
-        let step_level = (half / 2).max(1).ilog2() as u8;
+        let room = self.budget.available.saturating_sub(fixed);
+        // Three fifths of the room for cleared history, and a step as large as the rest
+        // allows: each jump frees about a step, as a jump without clearing does.
+        let cleared_room = room * 3 / 5;
+        let step_level = (room - cleared_room).max(1).ilog2() as u8;
         let window = &self.window;
         let n = window.messages.len();
         // Prefix sums, newest first: tokens counted (pinned ones are counted apart) and savings.
@@ -161,7 +165,7 @@ impl ContextPacker {
         let mut turns: Vec<usize> = window.optional_turns.iter().copied().filter(|&i| i < n).collect();
         turns.sort_unstable();
         // The verbatim part of a history starting at `s`: from the oldest turn start whose
-        // older messages down to `s` hold half the room cleared; all of it cleared when the
+        // older messages down to `s` hold three fifths of the room cleared; all of it cleared when the
         // log after `s` is shorter than that.
         let verbatim_from = |s: usize| {
             turns
@@ -169,13 +173,18 @@ impl ContextPacker {
                 .rev()
                 .copied()
                 .filter(|&t| t < s)
-                .find(|&t| cleared(t, s) >= half)
+                .find(|&t| cleared(t, s) >= cleared_room)
         };
         let fits = |s: usize| {
             let from = verbatim_from(s).map_or(0, |t| t + 1);
             let dropped = whole[n] - whole[s + 1];
             self.budget.fits_saving(0, dropped + saved[s + 1] - saved[from])
         };
+        // The walk reached the log's start (or the summary's watermark): all of it, if it fits
+        // so, leaving nothing out and no hole after the summary.
+        if self.walk.exhausted && n > 0 && fits(n - 1) {
+            return (verbatim_from(n - 1).map_or(0, |t| t + 1), n);
+        }
         match self.oldest_anchor(step_level, fits) {
             Some((s, level)) => {
                 self.stats.history_step_tokens = 1 << level;

@@ -29,7 +29,10 @@ impl ContextPacker {
     /// (newest history, some left out), only the parts before the notice that do not move:
     /// system prompt, summary, memory and pinned messages.
     fn repeated_parts(&self, messages: &[ContextMessage]) -> u32 {
-        let sliding = self.request.history == HistoryPolicy::Newest && self.stats.messages_dropped > 0;
+        // Newest history that left some out, or cleared results (the next pack clears one
+        // more as results age past `keep_recent`), slides.
+        let sliding = self.request.history == HistoryPolicy::Newest
+            && (self.stats.messages_dropped > 0 || self.stats.tool_results_cleared > 0);
         if !sliding {
             let pending = self.stats.pending_tokens as usize;
             return saturate(self.budget.used.saturating_sub(REPLY_PRIMING + pending));
