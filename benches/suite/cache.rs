@@ -37,6 +37,10 @@ pub(crate) async fn run(server: &Replica, scale: Scale) -> anyhow::Result<()> {
     );
     // Context editing (docs/design.md, "Context editing"): the same loop with older tool
     // results cleared, the three newest kept.
+    // Conversations of their own on every run, as the database may be reused.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let clearing = proto::ClearToolResults {
         keep_recent: 3,
         ..Default::default()
@@ -47,7 +51,7 @@ pub(crate) async fn run(server: &Replica, scale: Scale) -> anyhow::Result<()> {
             (proto::HistoryPolicy::CacheStable, Some(clearing.clone())),
             (proto::HistoryPolicy::Newest, None),
         ] {
-            let conversation = format!("cache-{}-{}-{}", format as i32, policy as i32, clear.is_some());
+            let conversation = format!("cache-{run}-{}-{}-{}", format as i32, policy as i32, clear.is_some());
             let variant = Variant {
                 format,
                 policy,

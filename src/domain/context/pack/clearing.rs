@@ -31,6 +31,16 @@ use crate::domain::{
 };
 use crate::tokenize::REPLY_PRIMING;
 
+/// What clearing a message saves, in tokens: `now`, and `aged`, once it is no longer among
+/// the `keep_recent` newest results (the same for every other message). Where a cache-stable
+/// history's cleared part ends is worked out from `aged`, which does not change as the log grows,
+/// so that it stays put while results age.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Saving {
+    pub(super) now: u32,
+    pub(super) aged: u32,
+}
+
 /// Clearing's state during the walk.
 #[derive(Debug, Default)]
 pub(super) struct Clearing {
@@ -41,14 +51,14 @@ pub(super) struct Clearing {
 impl ContextPacker {
     /// What clearing each message of `unit` (a unit the walk just completed, newest first)
     /// would save, in tokens; zeros when clearing is off or the unit is mandatory.
-    pub(super) fn unit_savings(&mut self, unit: &[ContextMessage]) -> Vec<u32> {
-        let mut savings = vec![0u32; unit.len()];
+    pub(super) fn unit_savings(&mut self, unit: &[ContextMessage]) -> Vec<Saving> {
+        let mut savings = vec![Saving::default(); unit.len()];
         let Some(clear) = self.request.clear_tool_results.clone() else {
             return savings;
         };
         let optional = self.walk.phase == Phase::Optional;
         let names = call_names(unit);
-        let mut cleared_ids = HashSet::new();
+        let (mut cleared_now, mut cleared_aged) = (HashSet::new(), HashSet::new());
         for (i, m) in unit
             .iter()
             .enumerate()
@@ -58,23 +68,30 @@ impl ContextPacker {
             let recent = self.clearing.results_seen <= clear.keep_recent;
             let id = m.message.tool_call_id.clone().unwrap_or_default();
             let tool = names.get(&id).cloned().unwrap_or_default();
-            if !optional || recent || self.is_pinned(m) || clear.exclude_tools.contains(&tool) {
+            if !optional || self.is_pinned(m) || clear.exclude_tools.contains(&tool) {
                 continue;
             }
             let saved = m
                 .tokens
                 .saturating_sub(self.cleared(m, &names, &HashSet::new()).tokens);
             if saved > 0 {
-                savings[i] = saved;
-                cleared_ids.insert(id);
+                savings[i].aged = saved;
+                cleared_aged.insert(id.clone());
+                if !recent {
+                    savings[i].now = saved;
+                    cleared_now.insert(id);
+                }
             }
         }
-        if clear.clear_arguments && !cleared_ids.is_empty() {
+        if clear.clear_arguments && !cleared_aged.is_empty() {
             for (i, m) in unit.iter().enumerate() {
                 if plain_call(m) && !self.is_pinned(m) {
-                    savings[i] = m
-                        .tokens
-                        .saturating_sub(self.cleared(m, &names, &cleared_ids).tokens);
+                    let saved =
+                        |ids: &HashSet<String>| m.tokens.saturating_sub(self.cleared(m, &names, ids).tokens);
+                    savings[i] = Saving {
+                        now: saved(&cleared_now),
+                        aged: saved(&cleared_aged),
+                    };
                 }
             }
         }
@@ -124,23 +141,31 @@ impl ContextPacker {
         if self.window.savings_total == 0 || all_fit_whole {
             return false;
         }
-        let (verbatim_end, start) = match self.request.history {
-            HistoryPolicy::Newest => (0, self.window.messages.len()),
+        let n = self.window.messages.len();
+        let stable = match self.request.history {
+            HistoryPolicy::Newest => None,
             HistoryPolicy::CacheStable => self.stable_clearing_span(),
         };
-        if start < self.window.messages.len() {
+        // Newest-that-fits (and cache-stable history with too little to clear a full part):
+        // every result clearable now, all the walk kept.
+        let (clear, start) = stable.unwrap_or_else(|| {
+            let now = (0..n).filter(|&i| self.window.savings[i].now > 0).collect();
+            (now, n)
+        });
+        if start < n {
             self.drop_window_from(start);
         }
-        self.clear_window(verbatim_end, start);
+        self.clear_window(&clear);
         true
     }
 
-    /// Cache-stable clearing: the window index where the verbatim part ends (exclusive; older
-    /// messages are cleared) and where the window ends (exclusive). History starts at the
-    /// oldest anchor (of the step's level) whose pack fits, where a start's pack clears its
-    /// oldest messages up to three fifths of the room (in cleared tokens) and keeps the rest
-    /// whole; see the module documentation.
-    fn stable_clearing_span(&mut self) -> (usize, usize) {
+    /// Cache-stable clearing: the window indices to clear and where the window ends
+    /// (exclusive), or `None` when no start has enough history after it to clear a full part
+    /// (then the pack clears as newest-that-fits does). History starts at the oldest anchor (of
+    /// the step's level) whose pack fits, where a start's pack clears its oldest messages up to
+    /// three fifths of the room (in cleared tokens; the part's `keep_recent` newest results stay
+    /// whole) and keeps the newer ones whole; see the module documentation.
+    fn stable_clearing_span(&mut self) -> Option<(Vec<usize>, usize)> {
         let fixed = REPLY_PRIMING
             + self.stats.system_prompt_tokens as usize
             + self.budget.pinned_cost
@@ -150,49 +175,38 @@ impl ContextPacker {
         let room = self.budget.available.saturating_sub(fixed);
         // Three fifths of the room for cleared history, and a step as large as the rest
         // allows: each jump frees about a step, as a jump without clearing does.
-        let cleared_room = room * 3 / 5;
+        let cleared_room = room / 2;
         let step_level = (room - cleared_room).max(1).ilog2() as u8;
-        let window = &self.window;
-        let n = window.messages.len();
-        // Prefix sums, newest first: tokens counted (pinned ones are counted apart) and savings.
-        let (mut whole, mut saved) = (vec![0usize; n + 1], vec![0usize; n + 1]);
-        for (j, m) in window.messages.iter().enumerate() {
-            let counted = if self.is_pinned(m) { 0 } else { m.tokens as usize };
-            whole[j + 1] = whole[j] + counted;
-            saved[j + 1] = saved[j] + window.savings[j] as usize;
-        }
-        let cleared = |t: usize, s: usize| (whole[s + 1] - whole[t + 1]) - (saved[s + 1] - saved[t + 1]);
-        let mut turns: Vec<usize> = window.optional_turns.iter().copied().filter(|&i| i < n).collect();
-        turns.sort_unstable();
-        // The verbatim part of a history starting at `s`: from the oldest turn start whose
-        // older messages down to `s` hold three fifths of the room cleared; all of it cleared when the
-        // log after `s` is shorter than that.
-        let verbatim_from = |s: usize| {
-            turns
-                .iter()
-                .rev()
-                .copied()
-                .filter(|&t| t < s)
-                .find(|&t| cleared(t, s) >= cleared_room)
-        };
+        let keep = self
+            .request
+            .clear_tool_results
+            .as_ref()
+            .map_or(0, |c| c.keep_recent as usize);
+        let parts = Parts::of(self, keep);
+        let n = self.window.messages.len();
+        // A start fits when its log holds enough to clear (later starts only gain that) and
+        // its pack is within the budget.
         let fits = |s: usize| {
-            let from = verbatim_from(s).map_or(0, |t| t + 1);
-            let dropped = whole[n] - whole[s + 1];
-            self.budget.fits_saving(0, dropped + saved[s + 1] - saved[from])
+            parts.verbatim_from(s, cleared_room).is_some_and(|t| {
+                let dropped = parts.whole[n] - parts.whole[s + 1];
+                self.budget.fits_saving(0, dropped + parts.saved(t, s))
+            })
+        };
+        let span = |s: usize| {
+            let t = parts.verbatim_from(s, cleared_room)?;
+            Some((parts.cleared_indices(t, s), s + 1))
         };
         // The walk reached the log's start (or the summary's watermark): all of it, if it fits
         // so, leaving nothing out and no hole after the summary.
         if self.walk.exhausted && n > 0 && fits(n - 1) {
-            return (verbatim_from(n - 1).map_or(0, |t| t + 1), n);
+            return span(n - 1);
         }
-        match self.oldest_anchor(step_level, fits) {
-            Some((s, level)) => {
-                self.stats.history_step_tokens = 1 << level;
-                (verbatim_from(s).map_or(0, |t| t + 1), s + 1)
-            }
-            // No anchor to start at: everything the walk kept, every clearable result cleared.
-            None => (0, n),
+        let (s, level) = self.oldest_anchor(step_level, fits)?;
+        if level < step_level {
+            return None;
         }
+        self.stats.history_step_tokens = 1 << level;
+        span(s)
     }
 
     /// Among the window's optional turn starts that `fits`, the oldest of the highest level
@@ -218,20 +232,20 @@ impl ContextPacker {
         Some((start, level))
     }
 
-    /// Clears the clearable messages of the window from index `from` (inclusive) to `to`
-    /// (exclusive), with their accounting.
-    fn clear_window(&mut self, from: usize, to: usize) {
+    /// Clears the window's messages at `indices`, with their accounting.
+    fn clear_window(&mut self, indices: &[usize]) {
         let names = call_names(&self.window.messages);
-        let cleared_ids: HashSet<String> = (from..to)
-            .filter(|&i| self.window.savings[i] > 0 && self.window.messages[i].message.role == Role::Tool)
-            .filter_map(|i| self.window.messages[i].message.tool_call_id.clone())
+        let cleared_ids: HashSet<String> = indices
+            .iter()
+            .filter(|&&i| self.window.messages[i].message.role == Role::Tool)
+            .filter_map(|&i| self.window.messages[i].message.tool_call_id.clone())
             .collect();
-        for i in from..to {
-            if self.window.savings[i] == 0 {
-                continue;
-            }
+        for &i in indices {
             let cleared = self.cleared(&self.window.messages[i], &names, &cleared_ids);
             let saved = self.window.messages[i].tokens.saturating_sub(cleared.tokens);
+            if saved == 0 {
+                continue;
+            }
             if cleared.message.role == Role::Tool {
                 self.stats.tool_results_cleared += 1;
                 // Its head and tail, if it was cut, are gone with the rest.
@@ -244,6 +258,97 @@ impl ContextPacker {
             self.budget.used -= saved as usize;
             self.window.messages[i] = cleared;
         }
+    }
+}
+
+/// The window's sums a cache-stable clearing is worked out from (indices newest first).
+struct Parts {
+    /// Tokens counted (pinned messages are counted apart) of the first `i` messages.
+    whole: Vec<usize>,
+    /// Their savings once aged.
+    aged: Vec<usize>,
+    /// Each message's saving once aged.
+    each: Vec<usize>,
+    /// Optional turn starts, ascending.
+    turns: Vec<usize>,
+    /// Clearable results, ascending, with the index of the message that called each.
+    results: Vec<(usize, Option<usize>)>,
+    /// Results a cleared part keeps whole: its newest `keep`.
+    keep: usize,
+}
+
+impl Parts {
+    fn of(packer: &ContextPacker, keep: usize) -> Self {
+        let window = &packer.window;
+        let n = window.messages.len();
+        let (mut whole, mut aged) = (vec![0usize; n + 1], vec![0usize; n + 1]);
+        let mut caller = HashMap::new();
+        for (j, m) in window.messages.iter().enumerate() {
+            let counted = if packer.is_pinned(m) { 0 } else { m.tokens as usize };
+            whole[j + 1] = whole[j] + counted;
+            aged[j + 1] = aged[j] + window.savings[j].aged as usize;
+            caller.extend(m.message.tool_calls.iter().map(|c| (c.id.as_str(), j)));
+        }
+        let mut turns: Vec<usize> = window.optional_turns.iter().copied().filter(|&i| i < n).collect();
+        turns.sort_unstable();
+        let results = (0..n)
+            .filter(|&j| window.savings[j].aged > 0 && window.messages[j].message.role == Role::Tool)
+            .map(|j| {
+                let id = window.messages[j]
+                    .message
+                    .tool_call_id
+                    .as_deref()
+                    .unwrap_or_default();
+                (j, caller.get(id).copied())
+            })
+            .collect();
+        Parts {
+            whole,
+            aged,
+            each: window.savings.iter().map(|s| s.aged as usize).collect(),
+            turns,
+            results,
+            keep,
+        }
+    }
+
+    /// The verbatim part of a history starting at `s`: from the oldest turn start whose older
+    /// messages down to `s` hold `room` cleared (none when the log after `s` holds less).
+    fn verbatim_from(&self, s: usize, room: usize) -> Option<usize> {
+        let cleared =
+            |t: usize| (self.whole[s + 1] - self.whole[t + 1]) - (self.aged[s + 1] - self.aged[t + 1]);
+        self.turns
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&t| t < s)
+            .find(|&t| cleared(t) >= room)
+    }
+
+    /// The cleared part `(t, s]`'s newest `keep` results and the messages that called them:
+    /// what it keeps whole.
+    fn kept(&self, t: usize, s: usize) -> HashSet<usize> {
+        let from = self.results.partition_point(|&(j, _)| j <= t);
+        self.results[from..]
+            .iter()
+            .take(self.keep)
+            .filter(|&&(j, _)| j <= s)
+            .flat_map(|&(j, caller)| std::iter::once(j).chain(caller))
+            .collect()
+    }
+
+    /// What clearing `(t, s]` saves.
+    fn saved(&self, t: usize, s: usize) -> usize {
+        let kept: usize = self.kept(t, s).iter().map(|&j| self.each[j]).sum();
+        self.aged[s + 1] - self.aged[t + 1] - kept
+    }
+
+    /// The messages of `(t, s]` to clear.
+    fn cleared_indices(&self, t: usize, s: usize) -> Vec<usize> {
+        let kept = self.kept(t, s);
+        (t + 1..=s)
+            .filter(|j| self.each[*j] > 0 && !kept.contains(j))
+            .collect()
     }
 }
 

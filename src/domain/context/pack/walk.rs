@@ -152,7 +152,7 @@ impl ContextPacker {
             .sum();
         // With clearing on, the walk reaches as far as cleared results would let it.
         let savings = self.unit_savings(&unit);
-        let cleared_cost = cost - savings.iter().map(|&s| s as usize).sum::<usize>();
+        let cleared_cost = cost - savings.iter().map(|s| s.now as usize).sum::<usize>();
         if self.walk.phase == Phase::Optional && !self.unit_fits(&unit, cleared_cost) {
             self.stats.tool_groups_dropped += groups(&unit);
             self.walk.phase = Phase::Done;

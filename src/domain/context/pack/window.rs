@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{ContextPacker, groups};
+use super::{ContextPacker, clearing::Saving, groups};
 use crate::{
     domain::{
         context::{ContextMessage, HistoryPolicy},
@@ -30,8 +30,8 @@ pub(super) struct Window {
     /// Messages in `messages`, pinned ones aside (what `max_messages` caps).
     pub(super) counted: u32,
     /// What clearing each message of `messages` would save (see [`super::clearing`]).
-    pub(super) savings: Vec<u32>,
-    /// The sum of `savings`.
+    pub(super) savings: Vec<Saving>,
+    /// The sum of `savings` now.
     pub(super) savings_total: usize,
     /// The messages of the mandatory part: the first `mandatory_len` of `messages`, costing
     /// `mandatory_cost` (pinned ones aside).
@@ -46,7 +46,7 @@ impl Window {
     pub(super) fn extend(
         &mut self,
         unit: Vec<ContextMessage>,
-        savings: Vec<u32>,
+        savings: Vec<Saving>,
         (counted, cost): (u32, usize),
         optional: bool,
     ) {
@@ -56,7 +56,7 @@ impl Window {
             self.mandatory_len += unit.len();
             self.mandatory_cost += cost;
         }
-        self.savings_total += savings.iter().map(|&s| s as usize).sum::<usize>();
+        self.savings_total += savings.iter().map(|s| s.now as usize).sum::<usize>();
         self.savings.extend(savings);
         let opens_turn = unit.last().is_some_and(|m| m.message.role == Role::User);
         self.messages.extend(unit);
@@ -152,7 +152,7 @@ impl ContextPacker {
     pub(super) fn drop_window_from(&mut self, at: usize) {
         let partial = self.window.messages.split_off(at);
         let savings = self.window.savings.split_off(at.min(self.window.savings.len()));
-        self.window.savings_total -= savings.iter().map(|&s| s as usize).sum::<usize>();
+        self.window.savings_total -= savings.iter().map(|s| s.now as usize).sum::<usize>();
         self.stats.tool_groups_dropped += groups(&partial);
         self.window.turns -= partial.iter().filter(|m| m.message.role == Role::User).count() as u32;
         let counted: Vec<u32> = partial
