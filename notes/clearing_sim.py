@@ -112,3 +112,30 @@ def grid(T, lv, xfac=1.5, keep=3):
 
 for xf in (1.0, 1.25, 1.5, 2.0):
     print("grid", xf, simulate(grid, xfac=xf))
+
+def kcells(T, lv, k=3, div=2, keep=3):
+    n = len(T)
+    if sum(whole(t) for t in T) <= ROOM: return 0, 0, sum(whole(t) for t in T)
+    L = (ROOM // div).bit_length() - 1
+    A = [j for j in range(n) if lv[j] >= L]
+    def cost(s, c):
+        reg = T[s:c]
+        extra = 0; kk = keep
+        for t in reversed(reg):
+            for cc, r in reversed(t[1]):
+                if kk > 0: extra += r - min(r, PH); kk -= 1
+        return sum(cleared(t) for t in reg) + extra + sum(whole(t) for t in T[c:])
+    for i in range(len(A)):
+        if i + k >= len(A): break
+        kc = cost(A[i], A[i+k])
+        if kc <= ROOM: return A[i], A[i+k], kc
+    return None
+
+for div in (2, 4, 8):
+    for k in (1, 2, 3, 4, 6, 8):
+        print("kcells div", div, "k", k, simulate(kcells, k=k, div=div))
+print("---")
+for ph in (28, 20):
+    PH = ph
+    for k in (4, 5):
+        print("kcells ph", ph, "k", k, simulate(kcells, k=k, div=2))
