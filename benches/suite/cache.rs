@@ -51,7 +51,12 @@ pub(crate) async fn run(server: &Replica, scale: Scale) -> anyhow::Result<()> {
             (proto::HistoryPolicy::CacheStable, Some(clearing.clone())),
             (proto::HistoryPolicy::Newest, None),
         ] {
-            let conversation = format!("cache-{run}-{}-{}-{}", format as i32, policy as i32, clear.is_some());
+            let conversation = format!(
+                "cache-{run}-{}-{}-{}",
+                format as i32,
+                policy as i32,
+                clear.is_some()
+            );
             let variant = Variant {
                 format,
                 policy,

@@ -6,14 +6,14 @@
 //! of what it costs), so that it reaches as far back as clearing could let history go. What is
 //! cleared is then decided from the window alone:
 //! - newest-that-fits history clears every clearable result it holds;
-//! - cache-stable history starts at the oldest turn anchor whose pack fits, where the pack of a
-//!   start clears its messages from the start on until they hold three fifths of the room
-//!   cleared (to a turn boundary) and keeps the newer ones whole. What a start clears depends
-//!   only on the log after it, fixed once written: while history stays put the cleared part
-//!   stays put and each pack extends the previous one. When the pack no longer fits, history
-//!   jumps forward by a step (the largest power of two within the other two fifths) and the
-//!   cleared part moves with it, turning about a step of whole history into cleared history:
-//!   one miss per step of growth, as without clearing.
+//! - cache-stable history starts at a turn anchor of the step's level (as without clearing)
+//!   and keeps its messages whole from the anchor [`CLEARED_CELLS`] steps later on: between
+//!   the two, clearable results are cleared (but for that part's `keep_recent` newest
+//!   results), so that the cleared part holds a few steps of history in little room. The
+//!   start is the oldest anchor whose pack fits; fewer cleared steps, down to none, where none
+//!   fits. Both boundaries are anchors of the log, fixed once written: while history stays put
+//!   each pack extends the previous one, and when it no longer fits both move forward one
+//!   step, which frees a step, as a jump without clearing does.
 //!
 //! A result is clearable when it is not among the `keep_recent` newest results, its tool is not
 //! excluded, it is not pinned and not part of the current turn, and the placeholder is shorter.
@@ -30,6 +30,12 @@ use crate::domain::{
     message::Role,
 };
 use crate::tokenize::REPLY_PRIMING;
+
+/// Steps of the anchor grid between where cache-stable history starts and where its verbatim
+/// part starts. Three: in the benchmark's tool loop (docs/benchmarks.md) packs then hold
+/// about twice the user turns with the same share of calls where history jumps; two hold
+/// less, four jump on half the calls.
+const CLEARED_CELLS: usize = 3;
 
 /// What clearing a message saves, in tokens: `now`, and `aged`, once it is no longer among
 /// the `keep_recent` newest results (the same for every other message). Where a cache-stable
@@ -173,10 +179,9 @@ impl ContextPacker {
             + self.stats.working_memory_tokens as usize
             + self.budget.notice_reserve;
         let room = self.budget.available.saturating_sub(fixed);
-        // Three fifths of the room for cleared history, and a step as large as the rest
-        // allows: each jump frees about a step, as a jump without clearing does.
-        let cleared_room = room / 2;
-        let step_level = (room - cleared_room).max(1).ilog2() as u8;
+        // The step of cache-stable history without clearing; history starts at an anchor of
+        // it and the verbatim part at the anchor CLEARED_CELLS later.
+        let step_level = (room / 2).max(1).ilog2() as u8;
         let keep = self
             .request
             .clear_tool_results
@@ -184,52 +189,29 @@ impl ContextPacker {
             .map_or(0, |c| c.keep_recent as usize);
         let parts = Parts::of(self, keep);
         let n = self.window.messages.len();
-        // A start fits when its log holds enough to clear (later starts only gain that) and
-        // its pack is within the budget.
-        let fits = |s: usize| {
-            parts.verbatim_from(s, cleared_room).is_some_and(|t| {
-                let dropped = parts.whole[n] - parts.whole[s + 1];
-                self.budget.fits_saving(0, dropped + parts.saved(t, s))
-            })
-        };
-        let span = |s: usize| {
-            let t = parts.verbatim_from(s, cleared_room)?;
-            Some((parts.cleared_indices(t, s), s + 1))
-        };
-        // The walk reached the log's start (or the summary's watermark): all of it, if it fits
-        // so, leaving nothing out and no hole after the summary.
-        if self.walk.exhausted && n > 0 && fits(n - 1) {
-            return span(n - 1);
-        }
-        let (s, level) = self.oldest_anchor(step_level, fits)?;
-        if level < step_level {
-            return None;
-        }
-        self.stats.history_step_tokens = 1 << level;
-        span(s)
-    }
-
-    /// Among the window's optional turn starts that `fits`, the oldest of the highest level
-    /// up to `step_level` (its index and level), as [`ContextPacker::settle_stable_start`]
-    /// chooses.
-    fn oldest_anchor(&self, step_level: u8, fits: impl Fn(usize) -> bool) -> Option<(usize, u8)> {
         let window = &self.window;
-        let candidates: Vec<(usize, u8)> = window
-            .optional_turns
+        let anchors: Vec<usize> = parts
+            .turns
             .iter()
-            .filter(|&&i| i < window.messages.len() && fits(i))
-            .filter_map(|&i| {
-                let level = window.anchors.get(&window.messages[i].sequence?)?;
-                Some((i, (*level).min(step_level)))
+            .copied()
+            .filter(|&i| {
+                let level = window.messages[i].sequence.and_then(|s| window.anchors.get(&s));
+                level.is_some_and(|&l| l >= step_level)
             })
             .collect();
-        let level = candidates.iter().map(|&(_, level)| level).max()?;
-        let start = candidates
-            .iter()
-            .filter(|&&(_, l)| l == level)
-            .map(|&(i, _)| i)
-            .max()?;
-        Some((start, level))
+        // The oldest start whose pack fits, clearing CLEARED_CELLS steps; fewer when none
+        // fits so (history whose tool results save little), down to none.
+        for cells in (0..=CLEARED_CELLS).rev() {
+            for j in (cells..anchors.len()).rev() {
+                let (s, t) = (anchors[j], anchors[j - cells]);
+                let dropped = parts.whole[n] - parts.whole[s + 1];
+                if self.budget.fits_saving(0, dropped + parts.saved(t, s)) {
+                    self.stats.history_step_tokens = 1 << step_level;
+                    return Some((parts.cleared_indices(t, s), s + 1));
+                }
+            }
+        }
+        None
     }
 
     /// Clears the window's messages at `indices`, with their accounting.
@@ -310,19 +292,6 @@ impl Parts {
             results,
             keep,
         }
-    }
-
-    /// The verbatim part of a history starting at `s`: from the oldest turn start whose older
-    /// messages down to `s` hold `room` cleared (none when the log after `s` holds less).
-    fn verbatim_from(&self, s: usize, room: usize) -> Option<usize> {
-        let cleared =
-            |t: usize| (self.whole[s + 1] - self.whole[t + 1]) - (self.aged[s + 1] - self.aged[t + 1]);
-        self.turns
-            .iter()
-            .rev()
-            .copied()
-            .filter(|&t| t < s)
-            .find(|&t| cleared(t) >= room)
     }
 
     /// The cleared part `(t, s]`'s newest `keep` results and the messages that called them:
