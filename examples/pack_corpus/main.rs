@@ -510,7 +510,7 @@ fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Fo
             FinalAssistant::Keep,
             FinalAssistant::Omit,
         ]),
-        clear_tool_results: rng.chance(30).then(|| ClearToolResults {
+        clear_tool_results: rng.chance(50).then(|| ClearToolResults {
             keep_recent: rng.below(4) as u32,
             exclude_tools: match rng.chance(30) {
                 true => vec!["search".into()],
@@ -540,6 +540,7 @@ struct Coverage {
     unsupported_images: usize,
     non_object_arguments: usize,
     cut_outputs: usize,
+    cleared_results: usize,
     no_history: usize,
     with_reasoning: usize,
     reasoning_omitted: usize,
@@ -673,6 +674,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                         .any(|c| !c.arguments.trim_start().starts_with('{'))
                 }));
                 coverage.cut_outputs += usize::from(pack.stats.truncated);
+                coverage.cleared_results += usize::from(pack.stats.tool_results_cleared > 0);
                 coverage.no_history += usize::from(pack.stats.messages_included == 0);
                 coverage.with_reasoning += usize::from(pack.stats.reasoning_tokens > 0);
                 coverage.reasoning_omitted += usize::from(pack.stats.reasoning_tokens_omitted > 0);
@@ -704,7 +706,8 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
     eprintln!(
         "seed {seed}: {written} packs per format from {n} conversations, each built twice; packs with \
          interleaved messages in the log {}, a placeholder turn {}, pending results {}, unsupported \
-         image types {}, non-object tool arguments {}, cut tool output {}, no history {}, carrying \
+         image types {}, non-object tool arguments {}, cut tool output {}, tool results cleared {}, no \
+         history {}, carrying \
          reasoning {}, leaving completed turns' reasoning out {}; {failures} failures",
         c.interleaved,
         c.placeholder,
@@ -712,6 +715,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
         c.unsupported_images,
         c.non_object_arguments,
         c.cut_outputs,
+        c.cleared_results,
         c.no_history,
         c.with_reasoning,
         c.reasoning_omitted
