@@ -166,11 +166,11 @@ impl ContextPacker {
     }
 
     /// Cache-stable clearing: the window indices to clear and where the window ends
-    /// (exclusive), or `None` when no start has enough history after it to clear a full part
-    /// (then the pack clears as newest-that-fits does). History starts at the oldest anchor (of
-    /// the step's level) whose pack fits, where a start's pack clears its oldest messages up to
-    /// three fifths of the room (in cleared tokens; the part's `keep_recent` newest results stay
-    /// whole) and keeps the newer ones whole; see the module documentation.
+    /// (exclusive), or `None` when no anchor of the step's level fits even without clearing
+    /// (then the pack clears as newest-that-fits does). History starts at the oldest anchor of
+    /// the step's level whose pack fits, where a start's pack clears up to the anchor
+    /// [`CLEARED_CELLS`] anchors later (the part's `keep_recent` newest results stay whole) and
+    /// keeps the newer messages whole; see the module documentation.
     fn stable_clearing_span(&mut self) -> Option<(Vec<usize>, usize)> {
         let fixed = REPLY_PRIMING
             + self.stats.system_prompt_tokens as usize
