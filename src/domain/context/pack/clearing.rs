@@ -29,7 +29,6 @@ use crate::domain::{
     },
     message::Role,
 };
-use crate::tokenize::REPLY_PRIMING;
 
 /// Steps of the anchor grid between where cache-stable history starts and where its verbatim
 /// part starts. Three: in the benchmark's tool loop (docs/benchmarks.md) packs then hold
@@ -172,16 +171,9 @@ impl ContextPacker {
     /// [`CLEARED_CELLS`] anchors later (the part's `keep_recent` newest results stay whole) and
     /// keeps the newer messages whole; see the module documentation.
     fn stable_clearing_span(&mut self) -> Option<(Vec<usize>, usize)> {
-        let fixed = REPLY_PRIMING
-            + self.stats.system_prompt_tokens as usize
-            + self.budget.pinned_cost
-            + self.stats.summary_tokens as usize
-            + self.stats.working_memory_tokens as usize
-            + self.budget.notice_reserve;
-        let room = self.budget.available.saturating_sub(fixed);
         // The step of cache-stable history without clearing; history starts at an anchor of
         // it and the verbatim part at the anchor CLEARED_CELLS later.
-        let step_level = (room / 2).max(1).ilog2() as u8;
+        let step_level = self.stable_step_level();
         let keep = self
             .request
             .clear_tool_results

@@ -102,13 +102,7 @@ impl ContextPacker {
         {
             return;
         }
-        let fixed = REPLY_PRIMING
-            + self.stats.system_prompt_tokens as usize
-            + self.budget.pinned_cost
-            + self.stats.summary_tokens as usize
-            + self.stats.working_memory_tokens as usize
-            + self.budget.notice_reserve;
-        let step_level = (self.budget.available.saturating_sub(fixed) / 2).max(1).ilog2() as u8;
+        let step_level = self.stable_step_level();
         let window = &self.window;
         let candidates: Vec<(usize, u8)> = window
             .optional_turns
@@ -132,6 +126,19 @@ impl ContextPacker {
         if start + 1 < self.window.messages.len() {
             self.drop_window_from(start + 1);
         }
+    }
+
+    /// The level of the anchors a cache-stable history starts at: the largest power of two at
+    /// most half the room the stable parts (system prompt, pinned messages, summary, memory,
+    /// notice) leave.
+    pub(super) fn stable_step_level(&self) -> u8 {
+        let fixed = REPLY_PRIMING
+            + self.stats.system_prompt_tokens as usize
+            + self.budget.pinned_cost
+            + self.stats.summary_tokens as usize
+            + self.stats.working_memory_tokens as usize
+            + self.budget.notice_reserve;
+        (self.budget.available.saturating_sub(fixed) / 2).max(1).ilog2() as u8
     }
 
     /// Whether every log position between the floor and the window is pinned (and so sent
