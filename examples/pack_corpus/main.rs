@@ -32,7 +32,7 @@ use ctxd::{
         append::{AppendBatch, AppendLimits, check_message},
         context::{
             ClearToolResults, ContextPack, ContextRequest, FinalAssistant, Format, HistoryPolicy,
-            PLACEHOLDER_TURN, ReasoningPolicy, Source, TokenBudget, render::anthropic_renders,
+            PLACEHOLDER_TURN, ReasoningPolicy, Recall, Source, TokenBudget, render::anthropic_renders,
         },
     },
     service::{AiSettings, Limits, Service, SummarizeMode, SummarizeRequest},
@@ -518,6 +518,15 @@ fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Fo
             },
             clear_arguments: rng.chance(50),
         }),
+        // Recall: the newest user message or a query of its own.
+        recall: rng.chance(40).then(|| Recall {
+            query: match rng.chance(50) {
+                true => String::new(),
+                false => text(rng),
+            },
+            max_tokens: 1 + rng.below(1500) as u32,
+            max_items: 1 + rng.below(8) as u32,
+        }),
     }
 }
 
@@ -541,6 +550,7 @@ struct Coverage {
     non_object_arguments: usize,
     cut_outputs: usize,
     cleared_results: usize,
+    recalled: usize,
     no_history: usize,
     with_reasoning: usize,
     reasoning_omitted: usize,
@@ -675,6 +685,16 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                 }));
                 coverage.cut_outputs += usize::from(pack.stats.truncated);
                 coverage.cleared_results += usize::from(pack.stats.tool_results_cleared > 0);
+                coverage.recalled += usize::from(pack.stats.messages_recalled > 0);
+                // The recalled turn stays within the budget: an over-budget pack only holds
+                // the mandatory parts, never recall.
+                if pack.stats.messages_recalled > 0
+                    && (pack.stats.total_tokens > pack.stats.budget_tokens
+                        || pack.messages.last().map(|m| m.source) != Some(Source::Recall))
+                {
+                    eprintln!("{case}: the recalled turn is over the budget or not last");
+                    failures += 1;
+                }
                 coverage.no_history += usize::from(pack.stats.messages_included == 0);
                 coverage.with_reasoning += usize::from(pack.stats.reasoning_tokens > 0);
                 coverage.reasoning_omitted += usize::from(pack.stats.reasoning_tokens_omitted > 0);
@@ -706,8 +726,8 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
     eprintln!(
         "seed {seed}: {written} packs per format from {n} conversations, each built twice; packs with \
          interleaved messages in the log {}, a placeholder turn {}, pending results {}, unsupported \
-         image types {}, non-object tool arguments {}, cut tool output {}, tool results cleared {}, no \
-         history {}, carrying \
+         image types {}, non-object tool arguments {}, cut tool output {}, tool results cleared {}, \
+         recalled messages {}, no history {}, carrying \
          reasoning {}, leaving completed turns' reasoning out {}; {failures} failures",
         c.interleaved,
         c.placeholder,
@@ -716,6 +736,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
         c.non_object_arguments,
         c.cut_outputs,
         c.cleared_results,
+        c.recalled,
         c.no_history,
         c.with_reasoning,
         c.reasoning_omitted

@@ -3,6 +3,7 @@
 use clap::ValueEnum;
 
 use super::problem::{ConfigProblem, Problems};
+use crate::domain::search::Language;
 
 /// Request and response size limits, and the default tokenizer.
 #[derive(Debug, Clone, clap::Args)]
@@ -98,6 +99,19 @@ pub struct LimitArgs {
         display_order = 29
     )]
     pub default_tokenizer: TokenizerName,
+
+    /// Language SearchMessages and recall stem words in (PostgreSQL's text search
+    /// configuration of that name; its stop words): simple (lower case only, for text in no
+    /// single language), danish, dutch, english, french, german, hungarian, italian,
+    /// norwegian, portuguese, russian, spanish, swedish or turkish. Applies to messages
+    /// appended after it is set and to queries: change it only with a new database.
+    #[arg(
+        long,
+        env = "CTXD_SEARCH_LANGUAGE",
+        default_value = "english",
+        display_order = 30
+    )]
+    pub search_language: String,
 }
 
 /// Tokenizer names accepted in configuration.
@@ -135,6 +149,8 @@ pub struct LimitOptions {
     pub tenant_memory_percent: usize,
     /// Tokenizer of requests that leave it unspecified.
     pub default_tokenizer: TokenizerName,
+    /// How search stems words.
+    pub search_language: Language,
 }
 
 impl LimitArgs {
@@ -160,6 +176,13 @@ impl LimitArgs {
                 problems.push(ConfigProblem::AboveRequestLimit { setting });
             }
         }
+        let search_language = match self.search_language.parse::<Language>() {
+            Ok(language) => language,
+            Err(reason) => {
+                problems.push(ConfigProblem::SearchLanguage { reason });
+                Language::default()
+            }
+        };
         problems.finish(LimitOptions {
             max_messages_per_request: self.max_messages_per_request,
             max_content_bytes: self.max_content_bytes,
@@ -170,6 +193,7 @@ impl LimitArgs {
             response_memory_bytes: self.response_memory_mib.saturating_mul(1 << 20),
             tenant_memory_percent: usize::from(self.tenant_memory_percent),
             default_tokenizer: self.default_tokenizer,
+            search_language,
         })
     }
 }

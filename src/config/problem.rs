@@ -33,6 +33,12 @@ pub enum ConfigProblem {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// CTXD_SEARCH_LANGUAGE names no language search knows.
+    #[error("CTXD_SEARCH_LANGUAGE: {reason}")]
+    SearchLanguage {
+        /// The languages there are.
+        reason: String,
+    },
     /// CTXD_DEFAULT_TENANT is not a tenant id.
     #[error("CTXD_DEFAULT_TENANT: {reason}")]
     DefaultTenant {

@@ -9,6 +9,7 @@ pub mod ids;
 pub mod message;
 pub mod native;
 pub mod reasoning;
+pub mod search;
 pub mod summary;
 pub mod tool_protocol;
 pub mod usage;

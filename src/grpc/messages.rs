@@ -1,4 +1,4 @@
-//! AppendMessage, ListMessages, DeleteConversation.
+//! AppendMessage, ListMessages, DeleteConversation, SearchMessages.
 
 use super::{ContextApi, Reply, convert};
 use crate::{
@@ -78,5 +78,15 @@ impl ContextApi {
             .delete_conversation(&tenant, &conversation, deadline.as_ref())
             .await?;
         Ok(proto::DeleteConversationResponse { messages_deleted })
+    }
+
+    pub(super) async fn search_messages(
+        &self,
+        tenant: TenantId,
+        request: proto::SearchMessagesRequest,
+    ) -> Result<proto::SearchMessagesResponse, ServiceError> {
+        let request = convert::search_request(request)?;
+        let outcome = self.service.search_messages(&tenant, request).await?;
+        Ok(convert::search_response(outcome))
     }
 }

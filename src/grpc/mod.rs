@@ -193,6 +193,7 @@ pub(crate) const METHODS: &[&str] = &[
     "ForkConversation",
     "RedactMessage",
     "RewindConversation",
+    "SearchMessages",
 ];
 
 /// Each RPC resolves the caller's tenant (every RPC but CountTokens has one), runs its handler
@@ -358,5 +359,15 @@ impl ContextService for ContextApi {
             .rewind_conversation(tenant, request.into_inner(), deadline)
             .await;
         respond("RewindConversation", started, result)
+    }
+
+    async fn search_messages(
+        &self,
+        request: Request<proto::SearchMessagesRequest>,
+    ) -> RpcResult<proto::SearchMessagesResponse> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.search_messages(tenant, request.into_inner()).await;
+        respond("SearchMessages", started, result)
     }
 }

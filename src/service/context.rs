@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
-use super::{Service, ServiceError, offload};
+use super::{
+    Service, ServiceError, offload,
+    search::{RecallCall, recall_into},
+};
 use crate::{
     domain::{
         StoredMessage, TenantId, Violations,
@@ -12,6 +15,7 @@ use crate::{
             pending::{check_pending, stored_calls_answered},
             render::render,
         },
+        search::Language,
     },
     metrics::METRICS,
     response_budget::Reservation,
@@ -48,6 +52,7 @@ impl Service {
             request,
             self.response_budget.reserve().of_tenant(tenant.as_str()),
             max_response,
+            self.limits.search_language,
         )
         .await?;
         let s = &outcome.pack.stats;
@@ -87,11 +92,17 @@ impl Service {
 async fn build_context_pack(
     store: &dyn Store,
     tenant: &TenantId,
-    request: ContextRequest,
+    mut request: ContextRequest,
     mut reservation: Reservation,
     max_response: usize,
+    language: Language,
 ) -> Result<ContextOutcome, ServiceError> {
     let conversation = request.conversation_id.clone();
+    // Recall's room is kept out before history is packed, so history does not depend on the
+    // question.
+    let (budget, tokenizer, recall) = (request.budget, request.tokenizer, request.recall.take());
+    let room = recall.as_ref().map_or(0, |r| r.room(&budget));
+    request.budget = budget.keeping(room);
     let first_page = initial_page_limit(&request);
     // The pinned messages come with the first page, outside its byte limit: they are counted
     // once they are in.
@@ -128,7 +139,21 @@ async fn build_context_pack(
         packer.feed(messages, page);
         pages += 1;
     }
-    let pack = packer.finish();
+    let mut pack = packer.finish();
+    if let Some(recall) = &recall {
+        pack.stats.budget_tokens = budget.available() as u32;
+        let call = RecallCall {
+            store,
+            tenant,
+            conversation: &conversation,
+            recall,
+            room,
+            budget: budget.available(),
+            tokenizer,
+            language,
+        };
+        recall_into(call, &mut pack, &mut reservation).await?;
+    }
     let rendered = render(&pack.messages, format);
     let packed: usize = pack.messages.iter().map(|m| m.message.loaded_bytes()).sum();
     let response = packed + rendered.len();

@@ -42,6 +42,7 @@ impl Service {
             batch.fix_payload_hash();
             self.bind_results(tenant, &mut batch).await?;
         }
+        batch.search_language = self.limits.search_language;
         let batch = offload(tenant.as_str(), batch.text_bytes(), move |cancel| {
             batch.count_tokens_until(&|| cancel.is_cancelled());
             batch

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::{
-    domain::{AppendLimits, Violations},
+    domain::{AppendLimits, Violations, search::Language},
     response_budget::{Refusal, ResponseBudget},
     store::{Store, StoreError},
     summarize::{Extractor, ModelError, Summarizer},
@@ -19,6 +19,7 @@ mod context;
 mod conversations;
 mod messages;
 pub mod retention;
+mod search;
 mod summary;
 mod tasks;
 mod tenant_slots;
@@ -27,6 +28,7 @@ mod working_memory;
 pub use auto_summary::AutoSummarize;
 pub use context::ContextOutcome;
 pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessagesOutcome};
+pub use search::{DEFAULT_SEARCH_PAGE, MAX_SEARCH_PAGE, SearchHit, SearchOutcome, SearchRequest};
 pub use summary::{PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
 pub use tasks::BackgroundTasks;
 pub use working_memory::{MemoryMode, MemoryOutcome};
@@ -58,6 +60,8 @@ pub struct Limits {
     pub tenant_memory_percent: usize,
     /// Messages one fork may copy.
     pub max_fork_messages: usize,
+    /// How search stems words (`CTXD_SEARCH_LANGUAGE`).
+    pub search_language: Language,
 }
 
 impl Default for Limits {
@@ -69,6 +73,7 @@ impl Default for Limits {
             response_budget_bytes: 256 << 20,
             tenant_memory_percent: 50,
             max_fork_messages: 10_000,
+            search_language: Language::default(),
         }
     }
 }

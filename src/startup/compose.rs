@@ -57,6 +57,7 @@ pub(super) fn limits(options: &LimitOptions) -> Limits {
         response_budget_bytes: options.response_memory_bytes,
         tenant_memory_percent: options.tenant_memory_percent,
         max_fork_messages: options.max_fork_messages,
+        search_language: options.search_language,
     }
 }
 

@@ -27,8 +27,8 @@ mod records;
 pub use in_memory::InMemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{
-    CappedPage, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext, Redaction,
-    RetentionRule, Rewind, SummaryState, Swept,
+    CappedPage, FoundMessage, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
+    Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, SummaryState, Swept,
 };
 
 /// Opens the configured store: PostgreSQL when `postgres` is set, else the in-memory store.
@@ -330,6 +330,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Deletes up to `rule.batch` conversations that `rule` says have expired, each in its own
     /// transaction and whole (as [`Store::delete_conversation`] does), across tenants.
+    /// The messages of a conversation that match `spec`, best first (NotFound without the
+    /// conversation). Messages without a search document (UI-only, redacted, no words) are
+    /// never found.
+    async fn search_messages(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        spec: &SearchSpec,
+    ) -> Result<SearchPage, StoreError>;
+
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError>;
 
     /// Tries to take the retention sweeper's lease, held by at most one process at a time.

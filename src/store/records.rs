@@ -3,8 +3,8 @@
 use std::time::{Duration, SystemTime};
 
 use crate::domain::{
-    Sequence, StoredMessage, context::ContextSnapshot, conversation::REDACTED_CONTENT, summary::Summary,
-    working_memory::WorkingMemory,
+    Role, Sequence, StoredMessage, context::ContextSnapshot, conversation::REDACTED_CONTENT,
+    search::SearchQuery, summary::Summary, working_memory::WorkingMemory,
 };
 
 /// What Summarize reads.
@@ -203,4 +203,47 @@ pub struct RetentionRule {
     pub inactive: Option<Duration>,
     /// At most this many conversations per sweep.
     pub batch: usize,
+}
+
+/// What [`Store::search_messages`](super::Store::search_messages) looks for and where.
+#[derive(Debug, Clone)]
+pub struct SearchSpec {
+    /// The terms; a message matches when it has any of them.
+    pub query: SearchQuery,
+    /// Only messages of these roles (empty = every role).
+    pub roles: Vec<Role>,
+    /// Only tool calls of these tools and their results (empty = every message).
+    pub tool_names: Vec<String>,
+    /// Sequences never returned (recall: what the pack holds verbatim).
+    pub skip: Vec<Sequence>,
+    /// Only messages up to this sequence (a page after the first: the first one's log end).
+    pub through: Option<Sequence>,
+    /// Only hits ranked below this one (score, then sequence): the last hit of the page before.
+    pub after: Option<(f32, Sequence)>,
+    /// Hits at most.
+    pub limit: usize,
+    /// Stop once the hits' messages reach this many bytes (a first hit always comes).
+    pub max_bytes: usize,
+}
+
+/// One message a search found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoundMessage {
+    /// The message.
+    pub message: StoredMessage,
+    /// Its rank (`ts_rank`, see [`crate::domain::search::rank`]).
+    pub score: f32,
+    /// For a tool call, the first tool it calls; for a tool result, the tool that returned it.
+    pub tool_name: Option<String>,
+}
+
+/// A page of hits, best first (equal scores: newest first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchPage {
+    /// The hits.
+    pub found: Vec<FoundMessage>,
+    /// The log's last sequence the search saw (the bound of the pages that follow).
+    pub through: Sequence,
+    /// More hits may follow the last one.
+    pub more: bool,
 }

@@ -8,6 +8,7 @@ use super::{
     context::TokenCounts,
     ids::{ConversationId, IdempotencyKey, Sequence},
     message::Message,
+    search::{Language, SearchDocument},
 };
 
 mod native;
@@ -80,6 +81,11 @@ pub struct AppendBatch {
     /// in it ([`AppendBatch::fix_payload_hash`]): a keyed retry replays even when the binding
     /// would now come out differently.
     pub sent_hash: Option<PayloadHash>,
+    /// How search indexes the batch's messages (the server's `CTXD_SEARCH_LANGUAGE`).
+    pub search_language: Language,
+    /// Each message's search document, in order (see [`AppendBatch::count_tokens`]); empty for
+    /// a message search never finds (excluded from context, or no words).
+    pub search: Vec<SearchDocument>,
 }
 
 impl AppendBatch {
@@ -96,11 +102,13 @@ impl AppendBatch {
             origins: Vec::new(),
             unbound: Vec::new(),
             sent_hash: None,
+            search_language: Language::default(),
+            search: Vec::new(),
         }
     }
 
-    /// Computes the token counts of every message under every tokenizer (CPU work: callers
-    /// with large batches run it off the async executor).
+    /// Computes the token counts of every message under every tokenizer, and its search
+    /// document (CPU work: callers with large batches run it off the async executor).
     pub fn count_tokens(&mut self) {
         self.count_tokens_until(&|| false);
     }
@@ -111,6 +119,7 @@ impl AppendBatch {
         self.tokens.clear();
         self.reasoning_tokens.clear();
         self.native_tokens.clear();
+        self.search.clear();
         for attachment in self.messages.iter_mut().flat_map(|m| m.attachments.iter_mut()) {
             crate::domain::attachments::measure(attachment);
         }
@@ -121,6 +130,10 @@ impl AppendBatch {
             self.tokens.push(TokenCounts::of(message));
             self.reasoning_tokens.push(TokenCounts::of_native(message));
             self.native_tokens.push(TokenCounts::of_native_json(message));
+            self.search.push(match message.exclude_from_context {
+                true => SearchDocument::default(),
+                false => SearchDocument::of(message, self.search_language),
+            });
         }
     }
 

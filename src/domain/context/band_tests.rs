@@ -58,6 +58,7 @@ fn pack(log: &[StoredMessage], summary: &SummarySection, max_tokens: u32, format
         reasoning: ReasoningPolicy::CurrentTurn,
         final_assistant: FinalAssistant::Keep,
         clear_tool_results: None,
+        recall: None,
     };
     let first = initial_page_limit(&request);
     let snapshot = ContextSnapshot {

@@ -8,6 +8,7 @@ mod band_tests;
 pub mod cost;
 mod pack;
 pub mod pending;
+pub mod recall;
 pub mod render;
 #[cfg(test)]
 mod tests;
@@ -77,6 +78,16 @@ impl TokenBudget {
     /// Tokens available to the pack.
     pub fn available(&self) -> usize {
         (self.max_tokens - self.reserve_output_tokens) as usize
+    }
+
+    /// This budget with `tokens` more kept out of the pack (less than what is available).
+    pub fn keeping(&self, tokens: usize) -> Self {
+        let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
+        Self {
+            reserve_output_tokens: (self.reserve_output_tokens.saturating_add(tokens))
+                .min(self.max_tokens - 1),
+            ..*self
+        }
     }
 }
 
@@ -199,6 +210,30 @@ pub struct ContextRequest {
     pub final_assistant: FinalAssistant,
     /// Which older tool results are cleared, if any.
     pub clear_tool_results: Option<ClearToolResults>,
+    /// What recall adds, if anything.
+    pub recall: Option<Recall>,
+}
+
+/// Recall (docs/design.md, "Recall"): the earlier messages most relevant to the current
+/// question that the pack does not hold verbatim, quoted in one user turn placed last. Its
+/// room ([`Recall::room`]) is kept out of the budget before history is packed, so the history
+/// does not depend on the question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recall {
+    /// What to look for; empty = the newest user message's text.
+    pub query: String,
+    /// Tokens the recalled turn may cost.
+    pub max_tokens: u32,
+    /// Messages it may quote.
+    pub max_items: u32,
+}
+
+impl Recall {
+    /// The room kept for the recalled turn: `max_tokens`, at most half of what the budget
+    /// makes available.
+    pub fn room(&self, budget: &TokenBudget) -> usize {
+        (self.max_tokens as usize).min(budget.available() / 2)
+    }
 }
 
 /// Context editing (docs/design.md, "Context editing"): older tool results replaced by a
@@ -283,6 +318,8 @@ pub enum Source {
     /// The user turn that opens an Anthropic or Gemini pack whose history does not start with
     /// one, or closes a pack that may not end on a (pinned) assistant message.
     Placeholder,
+    /// Earlier messages quoted for the current question ([`Recall`]).
+    Recall,
 }
 
 /// One message of a pack.
@@ -359,6 +396,10 @@ pub struct ContextStats {
     pub tool_results_cleared: u32,
     /// Tokens the clearing saved.
     pub tool_result_tokens_cleared: u32,
+    /// Tokens of the recalled turn.
+    pub recall_tokens: u32,
+    /// Messages the recalled turn quotes.
+    pub messages_recalled: u32,
 }
 
 /// What stands where a summary that did not fit the budget was cut.
@@ -369,6 +410,9 @@ pub const SUMMARY_CUT_MARKER: &str = "\n[... part of the summary was cut to fit 
 pub struct ContextPack {
     /// Messages in pack order.
     pub messages: Vec<ContextMessage>,
+    /// History messages the pack holds cut (`tool_output_max_tokens`) or cleared
+    /// (`clear_tool_results`) rather than verbatim, in pack order.
+    pub abridged: Vec<Sequence>,
     /// Accounting.
     pub stats: ContextStats,
     /// Dropped history exists that no summary covers.

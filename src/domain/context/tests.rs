@@ -380,6 +380,7 @@ fn request(case: &Case, max_tokens: u32, format: Format) -> ContextRequest {
         reasoning: ReasoningPolicy::CurrentTurn,
         final_assistant: case.final_assistant,
         clear_tool_results: case.clear.clone(),
+        recall: None,
     }
 }
 

@@ -37,6 +37,7 @@ pub(crate) fn context_request(
         final_assistant,
         omit_messages: _,
         clear_tool_results,
+        recall,
     } = request;
     let mut v = Violations::default();
     let conversation_id = conversation_id(raw_id, "conversation_id", &mut v);
@@ -58,6 +59,7 @@ pub(crate) fn context_request(
     let reasoning = reasoning_policy_of(reasoning, &mut v);
     let final_assistant = final_assistant_of(final_assistant, &mut v);
     let clear_tool_results = clear_tool_results.map(|c| clearing(c, &mut v));
+    let recall = recall.map(|r| super::search::recall(r, &mut v));
     match (conversation_id, budget, v.is_empty()) {
         (Some(conversation_id), Some(budget), true) => Ok(ContextRequest {
             conversation_id,
@@ -73,6 +75,7 @@ pub(crate) fn context_request(
             reasoning,
             final_assistant,
             clear_tool_results,
+            recall,
         }),
         _ => Err(v),
     }
@@ -195,6 +198,7 @@ pub(crate) fn context_response(
 ) -> proto::BuildContextResponse {
     let ContextPack {
         messages,
+        abridged: _,
         stats,
         needs_summary,
         previous_response_id,
@@ -250,6 +254,7 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         Source::History => proto::ContextSource::History,
         Source::Pending => proto::ContextSource::Pending,
         Source::Placeholder => proto::ContextSource::Placeholder,
+        Source::Recall => proto::ContextSource::Recall,
     };
     proto::ContextMessage {
         role,
@@ -298,6 +303,8 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         final_assistant_omitted,
         tool_results_cleared,
         tool_result_tokens_cleared,
+        recall_tokens,
+        messages_recalled,
     } = stats;
     proto::ContextStats {
         total_tokens,
@@ -326,5 +333,7 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         final_assistant_omitted,
         tool_results_cleared,
         tool_result_tokens_cleared,
+        recall_tokens,
+        messages_recalled,
     }
 }

@@ -68,6 +68,8 @@ pub(crate) fn append_batch(
             origins: parsed.origins,
             unbound: parsed.unbound,
             sent_hash: None,
+            search_language: Default::default(),
+            search: Vec::new(),
         }),
         _ => Err(v),
     }
@@ -175,7 +177,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
 }
 
 /// A message's role, which is required.
-fn role_of(role: i32, path: &str, v: &mut Violations) -> Option<Role> {
+pub(super) fn role_of(role: i32, path: &str, v: &mut Violations) -> Option<Role> {
     match proto::Role::try_from(role) {
         Ok(proto::Role::System) => Some(Role::System),
         Ok(proto::Role::User) => Some(Role::User),

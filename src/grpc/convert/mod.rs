@@ -12,6 +12,7 @@ mod context;
 mod conversations;
 mod messages;
 mod native;
+mod search;
 mod summary;
 mod working_memory;
 
@@ -21,6 +22,7 @@ pub(crate) use conversations::{
     rewind_request, update_request,
 };
 pub(crate) use messages::{append_batch, list_request, stored_message};
+pub(crate) use search::{search_request, search_response};
 pub(crate) use summary::{prepared_request, summarize_request, summary};
 pub(crate) use working_memory::{memory_from_proto, memory_to_proto};
 

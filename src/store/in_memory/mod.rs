@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::{
     CappedPage, Lease, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
-    Redaction, RetentionRule, Rewind, Store, StoreError, SummaryState, Swept,
+    Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -28,6 +28,7 @@ use crate::{
 };
 
 mod leases;
+mod search;
 mod state;
 
 use leases::{MemoryLease, SweeperLease};
@@ -449,6 +450,19 @@ impl Store for InMemoryStore {
         let rewind = c.rewind(after, expected_last)?;
         conversations.touch(&key, SystemTime::now());
         Ok(rewind)
+    }
+
+    async fn search_messages(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        spec: &SearchSpec,
+    ) -> Result<SearchPage, StoreError> {
+        let conversations = self.lock();
+        let c = conversations
+            .get(&key(tenant, conversation))
+            .ok_or(StoreError::NotFound)?;
+        Ok(search::search(c, spec))
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

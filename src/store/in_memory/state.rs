@@ -23,6 +23,8 @@ use crate::{
     store::{Redaction, RetentionRule, Rewind, StoreError},
 };
 
+use super::search::SearchIndex;
+
 #[derive(Debug, Clone)]
 pub(super) struct Conversation {
     /// Title, status, labels, times, expiry, origin (the counters are derived).
@@ -47,6 +49,8 @@ pub(super) struct Conversation {
     pub(super) rewinds: u64,
     /// The messages' usage, summed.
     pub(super) usage: Usage,
+    /// The messages' search documents and their index.
+    pub(super) search: SearchIndex,
 }
 
 /// What a conversation's resource holds beside its log.
@@ -88,6 +92,7 @@ impl Conversation {
             redactions: 0,
             rewinds: 0,
             usage: Usage::default(),
+            search: SearchIndex::default(),
         }
     }
 
@@ -212,6 +217,7 @@ impl Conversation {
                 turn_anchor: position.anchor(message),
                 message: message.clone(),
             });
+            self.search.push(batch.search.get(i).cloned().unwrap_or_default());
         }
         for (i, id) in write.effects.new_calls {
             let call = KnownCall {
@@ -352,6 +358,7 @@ impl Conversation {
         // The source's placement, as appended: the end is where message `through + 1` was
         // placed (or the source's end), the newest turn start the one before it.
         fork.positions = self.positions[..kept].to_vec();
+        fork.search = self.search.prefix(kept);
         fork.end = self.end_before(kept);
         Ok(fork)
     }
@@ -394,6 +401,7 @@ impl Conversation {
         self.redactions += 1;
         let message = conversation::redacted(&self.messages[index]);
         self.messages[index] = message.clone();
+        self.search.forget(index);
         let before = self.summaries.len();
         self.summaries
             .retain(|s| !conversation::summary_covers(s.through_sequence, sequence));
@@ -452,6 +460,7 @@ impl Conversation {
         self.recount_usage();
         self.end = self.end_before(kept);
         self.positions.truncate(kept);
+        self.search.truncate(kept);
         let before = self.summaries.len();
         self.summaries.retain(|s| s.through_sequence <= after);
         let summaries_removed = (before - self.summaries.len()) as u64;

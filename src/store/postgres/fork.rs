@@ -13,6 +13,7 @@ use crate::{
     domain::{
         ConversationId, Sequence, TenantId,
         conversation::{Conversation, ForkPlan, ForkSource},
+        search,
         working_memory::WorkingMemory,
     },
     store::StoreError,
@@ -139,12 +140,16 @@ async fn copy_log(
     n: &str,
 ) -> Result<(), StoreError> {
     let through = through.as_i64();
+    // Search documents move to the fork's scope: lexemes are quoted in a tsvector's text and
+    // hold no quote of their own, so each `'<source scope>` is a lexeme's start.
     let copy = format!(
-        "INSERT INTO messages (tenant_id, conversation_id, {MESSAGE_COPY})
-         SELECT tenant_id, $4, {MESSAGE_COPY} FROM messages
+        "INSERT INTO messages (tenant_id, conversation_id, {MESSAGE_COPY}, search)
+         SELECT tenant_id, $4, {MESSAGE_COPY}, replace(search::text, $5, $6)::tsvector FROM messages
          WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3"
     );
-    tx.execute(&copy, &[&t, &s, &through, &n]).await?;
+    let quoted = |scope: String| format!("'{scope}");
+    let (from, to) = (quoted(search::scope(t, s)), quoted(search::scope(t, n)));
+    tx.execute(&copy, &[&t, &s, &through, &n, &from, &to]).await?;
     tx.execute(
         "INSERT INTO tool_calls (tenant_id, conversation_id, call_id, call_sequence, result_sequence)
          SELECT tenant_id, $4, call_id, call_sequence, result_sequence FROM tool_calls

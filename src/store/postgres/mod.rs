@@ -15,7 +15,8 @@ use tokio_postgres::NoTls;
 
 use super::{
     CappedPage, Lease, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
-    PoolStats, Redaction, RetentionRule, Rewind, Store, StoreError, SummaryState, Swept,
+    PoolStats, Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, Store, StoreError, SummaryState,
+    Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -40,6 +41,7 @@ mod migrations;
 mod redaction;
 mod rewind;
 mod rows;
+mod search;
 mod summary;
 mod working_memory;
 
@@ -444,6 +446,15 @@ impl Store for PostgresStore {
     ) -> Result<Rewind, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
         rewind::rewind(&self.pool, tenant, conversation, after, expected_last, deadline).await
+    }
+
+    async fn search_messages(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        spec: &SearchSpec,
+    ) -> Result<SearchPage, StoreError> {
+        search::search_messages(&self.pool, tenant, conversation, spec).await
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

@@ -81,7 +81,8 @@ async fn tombstone_row(
     let count = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
     tx.execute(
         "UPDATE messages SET content = $4, tool_calls = $5, attachments = '[]', error = NULL,
-             native = $9, tokens_o200k = $6, tokens_cl100k = $7, tokens_approx = $8, loaded_bytes = $10
+             native = $9, tokens_o200k = $6, tokens_cl100k = $7, tokens_approx = $8, loaded_bytes = $10,
+             search = NULL
          WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3",
         &[
             &t,

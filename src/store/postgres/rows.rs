@@ -37,7 +37,7 @@ pub(super) const MESSAGE_COLUMNS: &str =
 /// Empty JSON lists and maps (most messages) are not serialized to be measured.
 /// Rows appended since migration 12 carry it (`loaded_bytes`, [`Message::loaded_bytes`] at
 /// append); older ones are measured.
-const MESSAGE_BYTES: &str = "coalesce(loaded_bytes, octet_length(content) + octet_length(name)
+pub(super) const MESSAGE_BYTES: &str = "coalesce(loaded_bytes, octet_length(content) + octet_length(name)
      + coalesce(octet_length(tool_call_id), 0) + octet_length(response_id)
      + CASE WHEN tool_calls = '[]' THEN 0 ELSE octet_length(tool_calls::text) END
      + CASE WHEN attachments = '[]' THEN 0 ELSE octet_length(attachments::text) END

@@ -225,6 +225,7 @@ impl ContextPacker {
                 // Its head and tail, if it was cut, are gone with the rest.
                 if let Some(sequence) = cleared.sequence {
                     self.shaping.cut.remove(&sequence);
+                    self.shaping.cleared.insert(sequence);
                 }
             }
             self.stats.tool_result_tokens_cleared += saved;

@@ -57,7 +57,13 @@ impl ContextPacker {
         }
         self.stats.total_tokens = saturate(self.budget.used);
         self.stats.over_budget |= self.budget.used > self.budget.available;
+        let abridged = messages
+            .iter()
+            .filter_map(|m| m.sequence.filter(|_| m.source == Source::History))
+            .filter(|s| self.shaping.cut.contains(s) || self.shaping.cleared.contains(s))
+            .collect();
         ContextPack {
+            abridged,
             messages,
             stats: self.stats,
             needs_summary,

@@ -5,15 +5,18 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::{Statement, types::ToSql};
 
 use super::Placement;
-use crate::store::{StoreError, postgres::rows::Columns};
+use crate::{
+    domain::{AppendBatch, search},
+    store::{StoreError, postgres::rows::Columns},
+};
 
 /// The most messages one INSERT statement carries: a batch goes in statements of this many
 /// rows and one of the rest, so a connection prepares at most this many statement shapes.
 pub(super) const ROWS_PER_INSERT: usize = 16;
 
 /// Parameters per message row of [`insert_sql`]: the sequence, the 16 [`Columns`], the
-/// sequence of the call a tool result answers and the 2 log positions.
-const PARAMS_PER_ROW: usize = 20;
+/// sequence of the call a tool result answers, the 2 log positions and the search document.
+const PARAMS_PER_ROW: usize = 21;
 
 /// A multi-row `INSERT ... VALUES` of `rows` messages: `$1` and `$2` are the tenant and
 /// conversation, then [`PARAMS_PER_ROW`] parameters per row. Plain VALUES with the
@@ -25,14 +28,19 @@ fn insert_sql(rows: usize) -> String {
         "INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
              tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
              response_id, tokens_o200k, tokens_cl100k, tokens_approx, native, loaded_bytes, call_sequence,
-             token_offset, previous_turn_offset, created_at)
+             token_offset, previous_turn_offset, search, created_at)
          VALUES ",
     );
     for row in 0..rows {
         let first = 3 + row * PARAMS_PER_ROW;
-        let params: Vec<String> = (first..first + PARAMS_PER_ROW).map(|n| format!("${n}")).collect();
+        let last = first + PARAMS_PER_ROW - 1;
+        let params: Vec<String> = (first..last).map(|n| format!("${n}")).collect();
         let separator = if row == 0 { "" } else { ", " };
-        sql.push_str(&format!("{separator}($1, $2, {}, now())", params.join(", ")));
+        // The document comes as `tsvector` text (see `SearchDocument::tsvector`).
+        sql.push_str(&format!(
+            "{separator}($1, $2, {}, ${last}::text::tsvector, now())",
+            params.join(", ")
+        ));
     }
     sql
 }
@@ -52,6 +60,20 @@ pub(super) struct MessageRows<'a> {
     pub(super) columns: Columns<'a>,
     pub(super) call_sequences: Vec<Option<i64>>,
     pub(super) placement: Placement,
+    /// Each message's search document as `tsvector` text (see [`search_column`]).
+    pub(super) search: Vec<Option<String>>,
+}
+
+/// The `search` column of a batch's rows: each document under the conversation's scope, NULL
+/// where it has no term (a UI-only message, no words).
+pub(super) fn search_column(tenant: &str, conversation: &str, batch: &AppendBatch) -> Vec<Option<String>> {
+    let scope = search::scope(tenant, conversation);
+    (0..batch.messages.len())
+        .map(|i| {
+            let document = batch.search.get(i).filter(|d| !d.is_empty());
+            document.map(|d| d.tsvector(&scope))
+        })
+        .collect()
 }
 
 impl MessageRows<'_> {
@@ -66,6 +88,7 @@ impl MessageRows<'_> {
                     params.push(&self.call_sequences[i]);
                     params.push(&self.placement.offsets[i]);
                     params.push(&self.placement.previous_turns[i]);
+                    params.push(&self.search[i]);
                 }
                 params
             })

@@ -301,6 +301,7 @@ async fn append_plain(
             columns: Columns::of(batch),
             call_sequences: vec![None; batch.messages.len()],
             placement: relative.after(base, turn_offset_before),
+            search: insert::search_column(t, c, batch),
         };
         // The rows go out with COMMIT.
         crate::store::claim_commit(deadline)?;
@@ -401,6 +402,7 @@ async fn insert_messages(
             .map(|s| s.map(Sequence::as_i64))
             .collect(),
         placement,
+        search: insert::search_column(tenant, conversation, batch),
     };
     let prepared = MessageRows::prepare(tx, rows.sequences.len()).await?;
     rows.execute(tx, &prepared).await

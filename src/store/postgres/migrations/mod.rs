@@ -85,6 +85,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "incarnation",
         sql: include_str!("0013_incarnation.sql"),
     },
+    Migration {
+        version: 14,
+        name: "search",
+        sql: include_str!("0014_search.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.

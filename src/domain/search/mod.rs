@@ -1,0 +1,373 @@
+//! Full-text search over a conversation's messages (recall, docs/design.md "Recall").
+//!
+//! One set of rules for both stores: a message's searchable text becomes a [`SearchDocument`]
+//! here (words, stop words left out, stemmed by the configured [`Language`]), and a query
+//! becomes the OR of its [`SearchQuery`] terms. PostgreSQL stores the document as a `tsvector`
+//! under a GIN index and ranks with its own `ts_rank`; the in-memory store ranks with
+//! [`rank`], a port of that function checked against PostgreSQL's result. Both stores therefore
+//! find the same messages in the same order.
+
+use std::{collections::HashSet, fmt::Write as _, str::FromStr, sync::OnceLock};
+
+use crate::domain::message::{Message, Role};
+
+pub mod page_token;
+mod rank;
+mod snippet;
+
+pub use rank::{RANK_NORMALIZATION, rank};
+pub use snippet::{excerpt, snippet};
+
+/// The most text of one message that is searched: its first 64 KiB.
+pub const MAX_SEARCHED_BYTES: usize = 64 * 1024;
+/// Words longer than this (hashes, base64, minified code) are not indexed.
+pub const MAX_WORD_BYTES: usize = 64;
+/// The most distinct terms a query looks for; the rest of a longer query is ignored.
+pub const MAX_QUERY_TERMS: usize = 64;
+/// Positions PostgreSQL keeps per lexeme (`MAXNUMPOS`).
+const MAX_POSITIONS: usize = 256;
+/// The largest word position of a `tsvector` (`MAXENTRYPOS - 1`); later words share it.
+const MAX_POSITION: u16 = 16_383;
+
+/// How words are normalized: a Snowball stemmer with the language's stop words (PostgreSQL's
+/// own lists), or `simple` (lower case only), for text that is not in one language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Language {
+    Simple,
+    Danish,
+    Dutch,
+    #[default]
+    English,
+    French,
+    German,
+    Hungarian,
+    Italian,
+    Norwegian,
+    Portuguese,
+    Russian,
+    Spanish,
+    Swedish,
+    Turkish,
+}
+
+impl Language {
+    /// Every language, in the order `--help` lists them.
+    pub const ALL: [Language; 14] = [
+        Language::Simple,
+        Language::Danish,
+        Language::Dutch,
+        Language::English,
+        Language::French,
+        Language::German,
+        Language::Hungarian,
+        Language::Italian,
+        Language::Norwegian,
+        Language::Portuguese,
+        Language::Russian,
+        Language::Spanish,
+        Language::Swedish,
+        Language::Turkish,
+    ];
+
+    /// The name configuration uses (PostgreSQL's text search configuration of that name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Simple => "simple",
+            Language::Danish => "danish",
+            Language::Dutch => "dutch",
+            Language::English => "english",
+            Language::French => "french",
+            Language::German => "german",
+            Language::Hungarian => "hungarian",
+            Language::Italian => "italian",
+            Language::Norwegian => "norwegian",
+            Language::Portuguese => "portuguese",
+            Language::Russian => "russian",
+            Language::Spanish => "spanish",
+            Language::Swedish => "swedish",
+            Language::Turkish => "turkish",
+        }
+    }
+
+    fn stemming(self) -> Option<(rust_stemmers::Algorithm, &'static str)> {
+        use rust_stemmers::Algorithm as A;
+        Some(match self {
+            Language::Simple => return None,
+            Language::Danish => (A::Danish, include_str!("stopwords/danish.stop")),
+            Language::Dutch => (A::Dutch, include_str!("stopwords/dutch.stop")),
+            Language::English => (A::English, include_str!("stopwords/english.stop")),
+            Language::French => (A::French, include_str!("stopwords/french.stop")),
+            Language::German => (A::German, include_str!("stopwords/german.stop")),
+            Language::Hungarian => (A::Hungarian, include_str!("stopwords/hungarian.stop")),
+            Language::Italian => (A::Italian, include_str!("stopwords/italian.stop")),
+            Language::Norwegian => (A::Norwegian, include_str!("stopwords/norwegian.stop")),
+            Language::Portuguese => (A::Portuguese, include_str!("stopwords/portuguese.stop")),
+            Language::Russian => (A::Russian, include_str!("stopwords/russian.stop")),
+            Language::Spanish => (A::Spanish, include_str!("stopwords/spanish.stop")),
+            Language::Swedish => (A::Swedish, include_str!("stopwords/swedish.stop")),
+            Language::Turkish => (A::Turkish, include_str!("stopwords/turkish.stop")),
+        })
+    }
+
+    /// The language's stop words, read once.
+    fn stop_words(self) -> &'static HashSet<&'static str> {
+        static SETS: [OnceLock<HashSet<&'static str>>; 14] = [const { OnceLock::new() }; 14];
+        let index = Language::ALL.iter().position(|l| *l == self).unwrap_or(0);
+        SETS[index].get_or_init(|| match self.stemming() {
+            Some((_, list)) => list.lines().map(str::trim).filter(|w| !w.is_empty()).collect(),
+            None => HashSet::new(),
+        })
+    }
+
+    /// The words of `text` as this language indexes them, with their 1-based positions
+    /// (stop words take a position but yield no term, as in PostgreSQL).
+    fn terms(self, text: &str, mut each: impl FnMut(String, usize)) {
+        let stemming = self
+            .stemming()
+            .map(|(algorithm, _)| (rust_stemmers::Stemmer::create(algorithm), self.stop_words()));
+        for (position, word) in words(text).enumerate() {
+            if word.len() > MAX_WORD_BYTES {
+                continue;
+            }
+            let word = word.to_lowercase();
+            let term = match &stemming {
+                None => word,
+                Some((_, stop)) if stop.contains(word.as_str()) => continue,
+                Some((stemmer, _)) => stemmer.stem(&word).into_owned(),
+            };
+            if !term.is_empty() {
+                each(term, position + 1);
+            }
+        }
+    }
+}
+
+impl FromStr for Language {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Language::ALL
+            .into_iter()
+            .find(|l| l.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Language::ALL.iter().map(|l| l.name()).collect();
+                format!("unknown search language {name:?}; one of {}", names.join(", "))
+            })
+    }
+}
+
+/// The words of `text`: maximal runs of letters and digits (any script). Punctuation,
+/// symbols and white space separate words, so `INV-2291` is the words `INV` and `2291`.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !is_word_char(c)).filter(|w| !w.is_empty())
+}
+
+fn is_word_char(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_alphanumeric();
+    }
+    // Letters, digits and the combining marks of scripts such as Devanagari; not white space
+    // or the punctuation blocks.
+    c.is_alphanumeric()
+        || !(c.is_whitespace()
+            || c.is_control()
+            || matches!(c, '\u{2000}'..='\u{2BFF}' | '\u{3000}'..='\u{303F}' | '\u{FE30}'..='\u{FE6F}'
+                | '\u{FF00}'..='\u{FF0F}' | '\u{FF1A}'..='\u{FF20}' | '\u{FF3B}'..='\u{FF40}'
+                | '\u{FF5B}'..='\u{FF65}' | '\u{A0}'..='\u{BF}' | '\u{D7}' | '\u{F7}'))
+}
+
+/// The text of `message` that search looks at, at most [`MAX_SEARCHED_BYTES`]: its content,
+/// then each tool call's name and arguments, then a failed call's message and partial output.
+pub fn searchable_text(message: &Message) -> String {
+    let mut text = String::new();
+    let mut add = |part: &str| {
+        if text.len() >= MAX_SEARCHED_BYTES || part.is_empty() {
+            return;
+        }
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        let room = MAX_SEARCHED_BYTES.saturating_sub(text.len());
+        text.push_str(cut_at_char(part, room));
+    };
+    add(&message.content);
+    for call in &message.tool_calls {
+        add(&call.name);
+        add(&call.arguments);
+    }
+    if let Some(error) = &message.error {
+        add(&error.message);
+        add(&error.partial_output);
+    }
+    text
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a character boundary.
+pub(crate) fn cut_at_char(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A message as search sees it: its terms (sorted as PostgreSQL sorts lexemes: bytewise,
+/// a prefix first), each with its positions (ascending, at most 256, capped at 16,383).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchDocument {
+    entries: Vec<(Box<str>, Vec<u16>)>,
+}
+
+impl SearchDocument {
+    /// The document of `message` in `language`. Redacted messages and UI-only ones are still
+    /// documents; the stores decide what to index (docs/design.md, "Recall").
+    pub fn of(message: &Message, language: Language) -> Self {
+        Self::of_text(&searchable_text(message), language)
+    }
+
+    /// The document of a text.
+    pub fn of_text(text: &str, language: Language) -> Self {
+        let mut terms: std::collections::BTreeMap<String, Vec<u16>> = Default::default();
+        language.terms(text, |term, position| {
+            let position = u16::try_from(position).unwrap_or(MAX_POSITION).min(MAX_POSITION);
+            let positions = terms.entry(term).or_default();
+            if positions.len() < MAX_POSITIONS && positions.last() != Some(&position) {
+                positions.push(position);
+            }
+        });
+        Self {
+            entries: terms.into_iter().map(|(t, p)| (t.into_boxed_str(), p)).collect(),
+        }
+    }
+
+    /// No term: nothing can find it.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Its terms, sorted.
+    pub fn terms(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(t, _)| &**t)
+    }
+
+    /// The positions of `term`, if the document has it.
+    pub fn positions(&self, term: &str) -> Option<&[u16]> {
+        self.entries
+            .binary_search_by(|(t, _)| (**t).cmp(term))
+            .ok()
+            .map(|i| self.entries[i].1.as_slice())
+    }
+
+    /// Distinct terms (`tsvector`'s `size`).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Positions over all terms (`ts_rank`'s `cnt_length`).
+    pub fn word_count(&self) -> usize {
+        self.entries.iter().map(|(_, p)| p.len().max(1)).sum()
+    }
+
+    /// The document as `tsvector` input, every term behind `scope` (see [`scope`]).
+    pub fn tsvector(&self, scope: &str) -> String {
+        let mut out = String::new();
+        for (term, positions) in &self.entries {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            push_quoted(&mut out, scope, term);
+            for (i, position) in positions.iter().enumerate() {
+                let separator = if i == 0 { ':' } else { ',' };
+                let _ = write!(out, "{separator}{position}");
+            }
+        }
+        out
+    }
+}
+
+/// What a query looks for: its distinct terms, sorted, at most [`MAX_QUERY_TERMS`] (the first
+/// ones of the text). A message matches when it has any of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct SearchQuery {
+    terms: Vec<String>,
+}
+
+impl SearchQuery {
+    /// The query of `text` in `language`.
+    pub fn parse(text: &str, language: Language) -> Self {
+        let mut terms: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        language.terms(cut_at_char(text, MAX_SEARCHED_BYTES), |term, _| {
+            if terms.len() < MAX_QUERY_TERMS && seen.insert(term.clone()) {
+                terms.push(term);
+            }
+        });
+        terms.sort();
+        Self { terms }
+    }
+
+    /// Nothing to look for (no words, or only stop words).
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// The terms, sorted.
+    pub fn terms(&self) -> &[String] {
+        &self.terms
+    }
+
+    /// The query as `tsquery` input: its terms behind `scope`, OR-ed.
+    pub fn tsquery(&self, scope: &str) -> String {
+        let mut out = String::new();
+        for term in &self.terms {
+            if !out.is_empty() {
+                out.push_str(" | ");
+            }
+            push_quoted(&mut out, scope, term);
+        }
+        out
+    }
+}
+
+/// `'scope term'` as `tsvector` and `tsquery` input quote a lexeme (a quote doubled, a
+/// backslash escaped; terms never hold either, as words are letters and digits).
+fn push_quoted(out: &mut String, scope: &str, term: &str) {
+    out.push('\'');
+    for c in scope.chars().chain(term.chars()) {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+}
+
+/// The prefix of every lexeme a conversation's messages are indexed under in PostgreSQL: eight
+/// hex digits of a hash of tenant and conversation, then `:`. One GIN index then holds each
+/// conversation's terms apart, so a search reads the postings of its own conversation only
+/// (O(matches), not the matches of every conversation); a collision costs a recheck, never a
+/// wrong hit, as queries also filter by tenant and conversation.
+pub fn scope(tenant: &str, conversation: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(tenant.as_bytes())
+        .chain_update([0u8])
+        .chain_update(conversation.as_bytes())
+        .finalize();
+    format!(
+        "{:02x}{:02x}{:02x}{:02x}:",
+        digest[0], digest[1], digest[2], digest[3]
+    )
+}
+
+/// Whether a message with `role` passes a role filter (empty = every role).
+pub fn role_passes(roles: &[Role], role: Role) -> bool {
+    roles.is_empty() || roles.contains(&role)
+}
+
+#[cfg(test)]
+mod tests;

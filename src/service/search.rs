@@ -1,0 +1,211 @@
+//! SearchMessages, and the recalled turn BuildContext adds (docs/design.md, "Recall").
+
+use super::{Service, ServiceError};
+use crate::{
+    domain::{
+        ConversationId, Role, Sequence, TenantId, Violations,
+        context::{
+            ContextPack, Recall,
+            recall::{Found, RecallShape, add_recall, held_verbatim, recall_query},
+        },
+        search::{
+            Language, SearchQuery,
+            page_token::{PageToken, PageTokenError, fingerprint},
+            snippet,
+        },
+    },
+    response_budget::Reservation,
+    store::{SearchSpec, Store},
+    tokenize::Tokenizer,
+};
+
+/// Hits per page when the request leaves it at 0.
+pub const DEFAULT_SEARCH_PAGE: usize = 10;
+/// The largest page SearchMessages serves; larger requests are capped.
+pub const MAX_SEARCH_PAGE: usize = 50;
+/// Bytes of a hit's snippet (before the ellipses).
+const SNIPPET_BYTES: usize = 200;
+
+/// A parsed SearchMessages request.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    /// The conversation searched.
+    pub conversation: ConversationId,
+    /// What to look for (1 to 4,096 bytes).
+    pub query: String,
+    /// Hits per page, 0 = [`DEFAULT_SEARCH_PAGE`].
+    pub page_size: usize,
+    /// Only these roles (empty = every role).
+    pub roles: Vec<Role>,
+    /// Only calls of these tools and their results (empty = every message).
+    pub tool_names: Vec<String>,
+    /// The previous page's token; empty for the first page.
+    pub page_token: String,
+}
+
+/// One hit of SearchMessages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// The message's sequence.
+    pub sequence: Sequence,
+    /// Its role.
+    pub role: Role,
+    /// Its text around the first match.
+    pub snippet: String,
+    /// `ts_rank` of it.
+    pub score: f32,
+    /// The tool it calls or that returned it.
+    pub tool_name: Option<String>,
+}
+
+/// A page of SearchMessages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchOutcome {
+    /// Hits, best first.
+    pub hits: Vec<SearchHit>,
+    /// Where the next page starts, if one may follow.
+    pub next_page_token: Option<String>,
+}
+
+impl Service {
+    /// A page of the conversation's messages that match `request`, best first.
+    #[tracing::instrument(name = "search_messages", skip_all, fields(%tenant, conversation_id = %request.conversation))]
+    pub async fn search_messages(
+        &self,
+        tenant: &TenantId,
+        request: SearchRequest,
+    ) -> Result<SearchOutcome, ServiceError> {
+        let language = self.limits.search_language;
+        let query = SearchQuery::parse(&request.query, language);
+        let print = fingerprint(
+            request.conversation.as_str(),
+            &query,
+            &request.roles,
+            &request.tool_names,
+        );
+        let after = match request.page_token.as_str() {
+            "" => None,
+            text => Some(PageToken::decode(text, print).map_err(|e| page_token_violation(&e))?),
+        };
+        let limit = match request.page_size {
+            0 => DEFAULT_SEARCH_PAGE,
+            n => n.min(MAX_SEARCH_PAGE),
+        };
+        let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
+        let read = reservation.begin_read()?;
+        let spec = SearchSpec {
+            query: query.clone(),
+            roles: request.roles,
+            tool_names: request.tool_names,
+            skip: Vec::new(),
+            through: after.map(|t| t.through),
+            after: after.map(|t| (t.score, t.sequence)),
+            limit,
+            max_bytes: read.limit,
+        };
+        let page = self
+            .store
+            .search_messages(tenant, &request.conversation, &spec)
+            .await?;
+        let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
+        reservation.end_read(read, loaded)?;
+        let next_page_token = match (page.more, page.found.last()) {
+            (true, Some(last)) => Some(
+                PageToken {
+                    through: page.through,
+                    score: last.score,
+                    sequence: last.message.sequence,
+                    fingerprint: print,
+                }
+                .encode(),
+            ),
+            _ => None,
+        };
+        let hits = page
+            .found
+            .into_iter()
+            .map(|f| SearchHit {
+                sequence: f.message.sequence,
+                role: f.message.message.role,
+                snippet: snippet(
+                    &crate::domain::search::searchable_text(&f.message.message),
+                    &query,
+                    language,
+                    SNIPPET_BYTES,
+                ),
+                score: f.score,
+                tool_name: f.tool_name,
+            })
+            .collect::<Vec<_>>();
+        tracing::info!(hits = hits.len(), "searched");
+        Ok(SearchOutcome {
+            hits,
+            next_page_token,
+        })
+    }
+}
+
+fn page_token_violation(error: &PageTokenError) -> ServiceError {
+    Violations::single("page_token", error.to_string()).into()
+}
+
+/// What [`recall_into`] needs beside the pack.
+#[derive(Debug)]
+pub(super) struct RecallCall<'a> {
+    pub(super) store: &'a dyn Store,
+    pub(super) tenant: &'a TenantId,
+    pub(super) conversation: &'a ConversationId,
+    pub(super) recall: &'a Recall,
+    pub(super) room: usize,
+    /// Tokens the request makes available (before the room was kept out).
+    pub(super) budget: usize,
+    pub(super) tokenizer: Tokenizer,
+    pub(super) language: Language,
+}
+
+/// Adds the recalled turn to `pack`: searches the log as the pack saw it for the query,
+/// skipping what the pack holds verbatim, and quotes the best hits that fit.
+pub(super) async fn recall_into(
+    call: RecallCall<'_>,
+    pack: &mut ContextPack,
+    reservation: &mut Reservation,
+) -> Result<(), ServiceError> {
+    let query = SearchQuery::parse(&recall_query(call.recall, pack), call.language);
+    if query.is_empty() || call.room == 0 {
+        return Ok(());
+    }
+    let read = reservation.begin_read()?;
+    let spec = SearchSpec {
+        query: query.clone(),
+        roles: Vec::new(),
+        tool_names: Vec::new(),
+        skip: held_verbatim(pack),
+        through: Some(Sequence::from_stored(pack.stats.log_last_sequence as i64)),
+        after: None,
+        limit: call.recall.max_items as usize,
+        max_bytes: read.limit,
+    };
+    let page = call
+        .store
+        .search_messages(call.tenant, call.conversation, &spec)
+        .await?;
+    let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
+    reservation.end_read(read, loaded)?;
+    let found: Vec<Found<'_>> = page
+        .found
+        .iter()
+        .map(|f| Found {
+            message: &f.message,
+            tool_name: f.tool_name.as_deref(),
+        })
+        .collect();
+    let shape = RecallShape {
+        recall: call.recall,
+        room: call.room,
+        query: &query,
+        language: call.language,
+        tokenizer: call.tokenizer,
+    };
+    add_recall(pack, &found, shape, call.budget);
+    Ok(())
+}

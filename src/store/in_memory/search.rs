@@ -1,0 +1,142 @@
+//! SearchMessages in memory: per conversation, each message's search document and an inverted
+//! index of their terms, ranked by the port of PostgreSQL's `ts_rank`
+//! ([`crate::domain::search::rank`]), so both stores find the same messages in the same order.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::state::Conversation;
+use crate::{
+    domain::{
+        Sequence, StoredMessage,
+        search::{self, SearchDocument},
+    },
+    store::{FoundMessage, SearchPage, SearchSpec},
+};
+
+/// A conversation's search documents (message with sequence `n` at index `n - 1`) and, per
+/// term, the indexes of the messages that have it, ascending.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SearchIndex {
+    documents: Vec<SearchDocument>,
+    postings: HashMap<Box<str>, Vec<u32>>,
+}
+
+impl SearchIndex {
+    /// Indexes the next message's document.
+    pub(super) fn push(&mut self, document: SearchDocument) {
+        let index = self.documents.len() as u32;
+        for term in document.terms() {
+            self.postings.entry(term.into()).or_default().push(index);
+        }
+        self.documents.push(document);
+    }
+
+    /// Forgets the document at `index` (a redaction): its postings are skipped from now on.
+    pub(super) fn forget(&mut self, index: usize) {
+        if let Some(document) = self.documents.get_mut(index) {
+            *document = SearchDocument::default();
+        }
+    }
+
+    /// Keeps the first `kept` messages' documents (a rewind).
+    pub(super) fn truncate(&mut self, kept: usize) {
+        for index in kept..self.documents.len() {
+            for term in self.documents[index].terms() {
+                if let Some(list) = self.postings.get_mut(term) {
+                    while list.last().is_some_and(|&i| i as usize >= kept) {
+                        list.pop();
+                    }
+                }
+            }
+        }
+        self.postings.retain(|_, list| !list.is_empty());
+        self.documents.truncate(kept);
+    }
+
+    /// The index of the first `kept` messages (a fork).
+    pub(super) fn prefix(&self, kept: usize) -> SearchIndex {
+        let mut index = SearchIndex::default();
+        for document in self.documents.iter().take(kept) {
+            index.push(document.clone());
+        }
+        index
+    }
+}
+
+/// The hits of `spec` in `conversation`, as the PostgreSQL store pages them.
+pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPage {
+    let log_last = conversation.last_sequence();
+    let through = spec.through.map_or(log_last, |t| t.min(log_last));
+    let index = &conversation.search;
+    let candidates: BTreeSet<u32> = spec
+        .query
+        .terms()
+        .iter()
+        .filter_map(|term| index.postings.get(term.as_str()))
+        .flatten()
+        .copied()
+        .collect();
+    let skip: std::collections::HashSet<Sequence> = spec.skip.iter().copied().collect();
+    let mut ranked: Vec<(f32, Sequence, usize)> = Vec::new();
+    for i in candidates {
+        let i = i as usize;
+        let message = &conversation.messages[i];
+        let score = search::rank(&index.documents[i], &spec.query);
+        let passes = score > 0.0
+            && message.sequence <= through
+            && search::role_passes(&spec.roles, message.message.role)
+            && !skip.contains(&message.sequence)
+            && (spec.tool_names.is_empty() || calls_tool(conversation, message, &spec.tool_names))
+            && spec
+                .after
+                .is_none_or(|(s, q)| score < s || (score == s && message.sequence < q));
+        if passes {
+            ranked.push((score, message.sequence, i));
+        }
+    }
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    let mut found = Vec::new();
+    let mut bytes = 0;
+    for &(score, _, i) in ranked.iter().take(spec.limit) {
+        let message = &conversation.messages[i];
+        found.push(FoundMessage {
+            message: message.clone(),
+            score,
+            tool_name: tool_name(conversation, message),
+        });
+        bytes += message.message.loaded_bytes();
+        if bytes >= spec.max_bytes {
+            break;
+        }
+    }
+    SearchPage {
+        more: ranked.len() > found.len(),
+        found,
+        through,
+    }
+}
+
+/// The call message a tool result answers, and the call.
+fn answered_call<'a>(
+    conversation: &'a Conversation,
+    result: &StoredMessage,
+) -> Option<&'a crate::domain::ToolCall> {
+    let call = conversation.at(result.call_sequence?)?;
+    let id = result.message.tool_call_id.as_deref()?;
+    call.message.tool_calls.iter().find(|c| c.id == id)
+}
+
+/// What [`FoundMessage::tool_name`] says of `message`.
+fn tool_name(conversation: &Conversation, message: &StoredMessage) -> Option<String> {
+    match message.call_sequence {
+        None => message.message.tool_calls.first().map(|c| c.name.clone()),
+        Some(_) => answered_call(conversation, message).map(|c| c.name.clone()),
+    }
+}
+
+/// Whether `message` calls one of `tools`, or answers a call of one.
+fn calls_tool(conversation: &Conversation, message: &StoredMessage, tools: &[String]) -> bool {
+    let named = |name: &str| tools.iter().any(|t| t == name);
+    message.message.tool_calls.iter().any(|c| named(&c.name))
+        || answered_call(conversation, message).is_some_and(|c| named(&c.name))
+}

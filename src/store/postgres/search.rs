@@ -1,0 +1,143 @@
+//! SearchMessages on PostgreSQL: the GIN index on `messages.search` finds the conversation's
+//! matches (their lexemes carry its scope, see [`search::scope`]), `ts_rank` ranks them, and
+//! only the page's rows are read whole.
+
+use deadpool_postgres::Pool;
+use tokio_postgres::Row;
+
+use super::rows::{MESSAGE_BYTES, MESSAGE_COLUMNS, byte_limit, column, stored_messages};
+use crate::{
+    domain::{ConversationId, Sequence, TenantId, search},
+    store::{FoundMessage, SearchPage, SearchSpec, StoreError},
+};
+
+/// The tool a message calls (its first call) or, for a tool result, the tool that returned it,
+/// from the call's message. `m` is the message row.
+const TOOL_NAME: &str = "CASE WHEN m.call_sequence IS NULL THEN m.tool_calls->0->>'name'
+     ELSE (SELECT e->>'name' FROM messages call, jsonb_array_elements(call.tool_calls) e
+           WHERE call.tenant_id = $1 AND call.conversation_id = $2
+             AND call.sequence = m.call_sequence AND e->>'id' = m.tool_call_id LIMIT 1) END";
+
+/// Whether the message `s` calls one of the tools `$6` or answers a call of one.
+const TOOL_FILTER: &str = "(EXISTS (SELECT 1 FROM jsonb_array_elements(s.tool_calls) e
+                 WHERE e->>'name' = ANY($6::text[]))
+         OR EXISTS (SELECT 1 FROM messages call, jsonb_array_elements(call.tool_calls) e
+                 WHERE call.tenant_id = $1 AND call.conversation_id = $2
+                   AND call.sequence = s.call_sequence AND e->>'id' = s.tool_call_id
+                   AND e->>'name' = ANY($6::text[])))";
+
+/// `$1` tenant, `$2` conversation, `$3` the query as `tsquery` text, `$4` the highest sequence,
+/// `$5` roles, `$6` tools, `$7` sequences skipped, `$8`/`$9` the last hit of the page before
+/// (score, sequence), `$10` how many, `$11` the byte limit. The ranking runs over every match
+/// (O(matches)); the rows are read for the page only, cut at the byte limit as
+/// [`super::rows::capped_page`] cuts.
+fn search_sql() -> String {
+    let rank = format!(
+        "ts_rank(s.search, $3::text::tsquery, {})",
+        search::RANK_NORMALIZATION
+    );
+    format!(
+        "SELECT {MESSAGE_COLUMNS}, score, tool_name, log_last, hit_count FROM (
+             SELECT m.*, hit.score, hit.log_last, {TOOL_NAME} AS tool_name, {MESSAGE_BYTES} AS own,
+                    count(*) OVER () AS hit_count,
+                    sum({MESSAGE_BYTES}) OVER (ORDER BY hit.score DESC, m.sequence DESC
+                                               ROWS UNBOUNDED PRECEDING) AS upto
+             FROM (SELECT s.sequence AS hit_sequence, {rank} AS score, bound.log_last
+                   FROM (SELECT last_sequence AS log_last FROM conversations
+                         WHERE tenant_id = $1 AND conversation_id = $2) bound,
+                        messages s
+                   WHERE s.tenant_id = $1 AND s.conversation_id = $2
+                     AND s.search @@ $3::text::tsquery
+                     AND s.sequence <= least($4::bigint, bound.log_last)
+                     AND (cardinality($5::text[]) = 0 OR s.role = ANY($5::text[]))
+                     AND (cardinality($6::text[]) = 0 OR {TOOL_FILTER})
+                     AND NOT (s.sequence = ANY($7::bigint[]))
+                     AND ($8::real IS NULL OR {rank} < $8::real
+                          OR ({rank} = $8::real AND s.sequence < $9::bigint))
+                   ORDER BY score DESC, s.sequence DESC
+                   LIMIT $10::bigint) hit
+             JOIN messages m ON m.tenant_id = $1 AND m.conversation_id = $2
+                            AND m.sequence = hit.hit_sequence) page
+         WHERE upto - own < $11::bigint
+         ORDER BY score DESC, sequence DESC"
+    )
+}
+
+#[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
+pub(super) async fn search_messages(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    spec: &SearchSpec,
+) -> Result<SearchPage, StoreError> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let client = pool.get().await?;
+    let statement = client.prepare_cached(&search_sql()).await?;
+    let query = spec.query.tsquery(&search::scope(t, c));
+    let through = spec.through.map_or(i64::MAX, Sequence::as_i64);
+    let roles: Vec<&str> = spec.roles.iter().map(|r| r.as_str()).collect();
+    let skip: Vec<i64> = spec.skip.iter().map(|s| s.as_i64()).collect();
+    let after_score = spec.after.map(|(score, _)| score);
+    let after_sequence = spec.after.map_or(0, |(_, s)| s.as_i64());
+    // One more than asked for says whether more follow.
+    let fetch = spec.limit as i64 + 1;
+    let max_bytes = byte_limit(spec.max_bytes);
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &t,
+                &c,
+                &query,
+                &through,
+                &roles,
+                &spec.tool_names,
+                &skip,
+                &after_score,
+                &after_sequence,
+                &fetch,
+                &max_bytes,
+            ],
+        )
+        .await?;
+    if rows.is_empty() {
+        let exists = client
+            .query_opt(
+                "SELECT last_sequence FROM conversations WHERE tenant_id = $1 AND conversation_id = $2",
+                &[&t, &c],
+            )
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let through = Sequence::from_stored(column(&exists, "last_sequence")?);
+        return Ok(SearchPage {
+            found: Vec::new(),
+            through: through.min(spec.through.unwrap_or(through)),
+            more: false,
+        });
+    }
+    found_page(&rows, spec)
+}
+
+/// The page the rows of [`search_sql`] make.
+fn found_page(rows: &[Row], spec: &SearchSpec) -> Result<SearchPage, StoreError> {
+    let log_last: i64 = column(&rows[0], "log_last")?;
+    let hit_count: i64 = column(&rows[0], "hit_count")?;
+    let messages = stored_messages(rows)?;
+    let mut found = Vec::with_capacity(messages.len());
+    for (row, message) in rows.iter().zip(messages) {
+        found.push(FoundMessage {
+            message,
+            score: column(row, "score")?,
+            tool_name: column(row, "tool_name")?,
+        });
+    }
+    found.truncate(spec.limit);
+    // The hits ranked (at most one more than asked for) against those that came.
+    let more = hit_count as usize > found.len();
+    let log_last = Sequence::from_stored(log_last);
+    Ok(SearchPage {
+        found,
+        through: spec.through.map_or(log_last, |t| t.min(log_last)),
+        more,
+    })
+}
