@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::{
     Service, ServiceError, offload,
-    search::{RecallCall, recall_into},
+    search::{RecallPlan, recall_into},
 };
 use crate::{
     domain::{
@@ -98,11 +98,7 @@ async fn build_context_pack(
     language: Language,
 ) -> Result<ContextOutcome, ServiceError> {
     let conversation = request.conversation_id.clone();
-    // Recall's room is kept out before history is packed, so history does not depend on the
-    // question.
-    let (budget, tokenizer, recall) = (request.budget, request.tokenizer, request.recall.take());
-    let room = recall.as_ref().map_or(0, |r| r.room(&budget));
-    request.budget = budget.keeping(room);
+    let recall = RecallPlan::take(&mut request, language);
     let first_page = initial_page_limit(&request);
     // The pinned messages come with the first page, outside its byte limit: they are counted
     // once they are in.
@@ -140,19 +136,14 @@ async fn build_context_pack(
         pages += 1;
     }
     let mut pack = packer.finish();
-    if let Some(recall) = &recall {
-        pack.stats.budget_tokens = budget.available() as u32;
-        let call = RecallCall {
-            store,
-            tenant,
-            conversation: &conversation,
-            recall,
-            room,
-            budget: budget.available(),
-            tokenizer,
-            language,
-        };
-        recall_into(call, &mut pack, &mut reservation).await?;
+    if let Some(plan) = &recall {
+        pack.stats.budget_tokens = plan.budget as u32;
+        recall_into(
+            plan.call(store, tenant, &conversation),
+            &mut pack,
+            &mut reservation,
+        )
+        .await?;
     }
     let rendered = render(&pack.messages, format);
     let packed: usize = pack.messages.iter().map(|m| m.message.loaded_bytes()).sum();

@@ -5,7 +5,7 @@ use crate::{
     domain::{
         ConversationId, Role, Sequence, TenantId, Violations,
         context::{
-            ContextPack, Recall,
+            ContextPack, ContextRequest, Recall,
             recall::{Found, RecallShape, add_recall, held_verbatim, recall_query},
         },
         search::{
@@ -147,6 +147,54 @@ impl Service {
 
 fn page_token_violation(error: &PageTokenError) -> ServiceError {
     Violations::single("page_token", error.to_string()).into()
+}
+
+/// A request's recall, taken out of it before the pack is built: its room is kept out of the
+/// budget first, so history does not depend on the question.
+#[derive(Debug)]
+pub(super) struct RecallPlan {
+    recall: Recall,
+    room: usize,
+    /// Tokens the request makes available (before the room was kept out).
+    pub(super) budget: usize,
+    tokenizer: Tokenizer,
+    language: Language,
+}
+
+impl RecallPlan {
+    /// Takes `request`'s recall, keeping its room out of the budget.
+    pub(super) fn take(request: &mut ContextRequest, language: Language) -> Option<Self> {
+        let recall = request.recall.take()?;
+        let room = recall.room(&request.budget);
+        let budget = request.budget.available();
+        request.budget = request.budget.keeping(room);
+        Some(Self {
+            recall,
+            room,
+            budget,
+            tokenizer: request.tokenizer,
+            language,
+        })
+    }
+
+    /// The call that adds the recalled turn to the pack of `conversation`.
+    pub(super) fn call<'a>(
+        &'a self,
+        store: &'a dyn Store,
+        tenant: &'a TenantId,
+        conversation: &'a ConversationId,
+    ) -> RecallCall<'a> {
+        RecallCall {
+            store,
+            tenant,
+            conversation,
+            recall: &self.recall,
+            room: self.room,
+            budget: self.budget,
+            tokenizer: self.tokenizer,
+            language: self.language,
+        }
+    }
 }
 
 /// What [`recall_into`] needs beside the pack.

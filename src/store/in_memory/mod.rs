@@ -17,8 +17,7 @@ use super::{
 use crate::{
     deadline::Deadline,
     domain::{
-        AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, ConversationId, Sequence,
-        StoredMessage, TenantId,
+        AppendBatch, AppendOutcome, AppendPlan, AppendState, ConversationId, Sequence, TenantId,
         append::plan,
         context::{ContextSnapshot, PageRequest, SummarySection},
         conversation::{self, ConversationPage, ConversationPatch, IfMissing, ListQuery},
@@ -28,10 +27,12 @@ use crate::{
 };
 
 mod leases;
+mod pages;
 mod search;
 mod state;
 
 use leases::{MemoryLease, SweeperLease};
+use pages::capped;
 use state::State;
 
 type Key = (TenantId, ConversationId);
@@ -199,23 +200,7 @@ impl Store for InMemoryStore {
         let Some(c) = conversations.get(&key(tenant, conversation)) else {
             return Ok(HashMap::new());
         };
-        let is_open = |id: &str| matches!(c.calls.get(id), Some(k) if k.state == CallState::Open);
-        let mut open = HashMap::new();
-        for id in ids.iter().filter(|id| is_open(id)) {
-            let sequence = c.calls[id].sequence;
-            let Some(call_message) = c.at(sequence) else {
-                continue;
-            };
-            for call in call_message
-                .message
-                .tool_calls
-                .iter()
-                .filter(|call| is_open(&call.id))
-            {
-                open.insert(call.id.clone(), sequence);
-            }
-        }
-        Ok(open)
+        Ok(pages::open_calls(c, ids))
     }
 
     async fn summary_state(
@@ -492,22 +477,5 @@ impl Store for InMemoryStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
-    }
-}
-
-/// Clones `messages` until their size reaches `max_bytes` (the message that reaches it is the
-/// last; a first one always comes), as PostgreSQL's capped pages do.
-fn capped<'a>(messages: impl Iterator<Item = &'a StoredMessage>, max_bytes: usize) -> CappedPage {
-    let (mut out, mut bytes) = (Vec::new(), 0usize);
-    for message in messages {
-        if bytes >= max_bytes {
-            break;
-        }
-        bytes += message.message.loaded_bytes();
-        out.push(message.clone());
-    }
-    CappedPage {
-        messages: out,
-        cut_by_size: bytes >= max_bytes,
     }
 }

@@ -1,0 +1,48 @@
+//! Page helpers of the in-memory store: capped pages, the open calls pending results answer.
+
+use std::collections::HashMap;
+
+use super::state::Conversation;
+use crate::{
+    domain::{CallState, Sequence, StoredMessage},
+    store::CappedPage,
+};
+
+/// The calls among `ids` that are open in `c`, with the sequence of the message that made
+/// them (and its other open calls).
+pub(super) fn open_calls(c: &Conversation, ids: &[String]) -> HashMap<String, Sequence> {
+    let is_open = |id: &str| matches!(c.calls.get(id), Some(k) if k.state == CallState::Open);
+    let mut open = HashMap::new();
+    for id in ids.iter().filter(|id| is_open(id)) {
+        let sequence = c.calls[id].sequence;
+        let Some(call_message) = c.at(sequence) else {
+            continue;
+        };
+        for call in call_message
+            .message
+            .tool_calls
+            .iter()
+            .filter(|call| is_open(&call.id))
+        {
+            open.insert(call.id.clone(), sequence);
+        }
+    }
+    open
+}
+
+/// Clones `messages` until their size reaches `max_bytes` (the message that reaches it is the
+/// last; a first one always comes), as PostgreSQL's capped pages do.
+pub(super) fn capped<'a>(messages: impl Iterator<Item = &'a StoredMessage>, max_bytes: usize) -> CappedPage {
+    let (mut out, mut bytes) = (Vec::new(), 0usize);
+    for message in messages {
+        if bytes >= max_bytes {
+            break;
+        }
+        bytes += message.message.loaded_bytes();
+        out.push(message.clone());
+    }
+    CappedPage {
+        messages: out,
+        cut_by_size: bytes >= max_bytes,
+    }
+}
