@@ -21,6 +21,7 @@ mod real_model;
 mod reasoning;
 mod redaction_storm;
 mod response_limits;
+mod search;
 mod server;
 mod store_contract;
 mod summary;

@@ -1,0 +1,546 @@
+//! Recall (docs/design.md, "Recall"): SearchMessages over a long conversation with facts
+//! planted early and asked about much later in other words, on both stores; the in-memory
+//! ranking against PostgreSQL's own `ts_rank`; tenants, redaction, rewind and fork; and
+//! BuildContext's recalled turn in every format.
+
+use ctxd::proto;
+use tonic::{Code, transport::Channel};
+
+use crate::{
+    contract_tests,
+    helpers::{
+        StoreKind, append, as_tenant, assert_field_violation, fresh_database, spawn_app, spawn_on,
+        tool_result, user,
+    },
+};
+
+type Client = proto::context_service_client::ContextServiceClient<Channel>;
+
+contract_tests!(
+    planted_facts_are_found_in_the_top_five_by_questions_in_other_words,
+    search_pages_filters_and_bad_requests,
+    redacted_rewound_and_other_tenants_messages_are_never_found,
+    recall_quotes_the_fact_the_pack_left_out_in_every_format,
+);
+
+/// A fact stated early, and a later question about it in other words that shares its key
+/// terms (after stemming).
+const FACTS: [(&str, &str); 20] = [
+    (
+        "The invoice number for the March order is INV-4471.",
+        "which invoice did we get for the march order?",
+    ),
+    (
+        "My passport expires on 2031-08-14, renewal is due early.",
+        "when does my passport expire again?",
+    ),
+    (
+        "The staging database password rotates every Tuesday at 09:00.",
+        "how often does the staging password rotate?",
+    ),
+    (
+        "Our dog is called Biscuit and she is allergic to chicken.",
+        "what is the dog allergic to?",
+    ),
+    (
+        "The flight to Lisbon is TP1352, departing gate B12.",
+        "what gate does the lisbon flight leave from?",
+    ),
+    (
+        "Priya owns the billing microservice and its on-call rota.",
+        "who owns billing?",
+    ),
+    (
+        "The lease on the Berlin office ends in November 2027.",
+        "when does the berlin office lease end?",
+    ),
+    (
+        "Use port 5433 for the analytics replica, not 5432.",
+        "which port does the analytics replica listen on?",
+    ),
+    (
+        "The customer prefers invoices in Swiss francs, CHF.",
+        "which currency does the customer want invoices in?",
+    ),
+    (
+        "Kubernetes namespace for the pilot is pilot-eu-west.",
+        "what namespace is the pilot deployed in?",
+    ),
+    (
+        "My sister's wedding is on the 3rd of June in Porto.",
+        "where is my sister's wedding?",
+    ),
+    (
+        "The API rate limit for the partner tier is 1200 requests per minute.",
+        "what rate limit applies to partners?",
+    ),
+    (
+        "The warranty on the laptop covers accidental damage until 2026.",
+        "does the laptop warranty cover accidental damage?",
+    ),
+    (
+        "Grafana dashboards live in the observability folder of the infra repo.",
+        "where are the grafana dashboards kept?",
+    ),
+    (
+        "The contractor's hourly rate is 95 euros, billed monthly.",
+        "how much does the contractor charge per hour?",
+    ),
+    (
+        "The backup bucket is s3://acme-nightly-backups in eu-central-1.",
+        "which bucket holds the nightly backups?",
+    ),
+    (
+        "Our wifi password at the cabin is mountain-echo-42.",
+        "what's the cabin wifi password?",
+    ),
+    (
+        "The quarterly board meeting moved to Thursday afternoons.",
+        "when is the board meeting now?",
+    ),
+    (
+        "The allergy clinic appointment is with Dr. Okafor.",
+        "who is the doctor at the allergy clinic?",
+    ),
+    (
+        "Feature flag checkout-v2 is enabled for ten percent of users.",
+        "what percentage of users have the checkout flag?",
+    ),
+];
+
+/// Filler a long agent conversation is made of, with distractors that share one key term
+/// with a question (an invoice to send, a March deadline, a gate in the pipeline, ...).
+const FILLER_USER: [&str; 12] = [
+    "Can you refactor the parser module so the tests pass?",
+    "Please send the invoice reminder to the new client next week.",
+    "Let's plan the sprint; the march deadline is tight.",
+    "Run the linter again and fix the warnings.",
+    "Check the deployment gate in the pipeline, it failed.",
+    "What does the error in the logs mean?",
+    "The dashboard is slow to load this morning.",
+    "Summarize the pull request comments for me.",
+    "Add a retry with backoff to the HTTP client.",
+    "Why is the flight recorder test flaky?",
+    "Update the changelog for the release.",
+    "Rename the config option and keep the old one working.",
+];
+const FILLER_ASSISTANT: [&str; 8] = [
+    "I updated the module and the tests pass now.",
+    "The warnings came from unused imports; I removed them.",
+    "The pipeline failed on a timeout; I re-ran it and it is green.",
+    "The error means the connection pool was exhausted under load.",
+    "I added exponential backoff with jitter, capped at 30 seconds.",
+    "The release notes are in the changelog under 1.4.0.",
+    "Here is a summary of the review: naming, error handling, and tests.",
+    "The owner of that service is on leave; I left a note in the ticket.",
+];
+
+/// The conversation: 2,400 messages; fact `f` stated at turn `3 + 2f` (within the first 50
+/// turns), everything after that filler, with a tool call and result every fourth turn.
+/// Returns the messages and each fact's sequence.
+fn long_conversation() -> (Vec<proto::Message>, Vec<u64>) {
+    let mut messages = Vec::new();
+    let mut facts = vec![0; FACTS.len()];
+    let mut turn = 0usize;
+    while messages.len() < 2400 {
+        let fact = (turn >= 3 && (turn - 3) % 2 == 0)
+            .then(|| (turn - 3) / 2)
+            .filter(|f| *f < FACTS.len());
+        match fact {
+            Some(f) => {
+                messages.push(user(FACTS[f].0));
+                facts[f] = messages.len() as u64;
+                messages.push(assistant_text("Noted, I will remember that."));
+            }
+            None if turn % 4 == 1 => {
+                let id = format!("call-{turn}");
+                messages.push(user(FILLER_USER[turn % FILLER_USER.len()]));
+                messages.push(calling(&id, "run_tests"));
+                messages.push(tool_result(&id, "42 passed, 0 failed in 3.1s"));
+                messages.push(assistant_text(FILLER_ASSISTANT[turn % FILLER_ASSISTANT.len()]));
+            }
+            None => {
+                messages.push(user(FILLER_USER[(turn * 7) % FILLER_USER.len()]));
+                messages.push(assistant_text(
+                    FILLER_ASSISTANT[(turn * 3) % FILLER_ASSISTANT.len()],
+                ));
+            }
+        }
+        turn += 1;
+    }
+    (messages, facts)
+}
+
+fn assistant_text(text: &str) -> proto::Message {
+    proto::Message {
+        role: proto::Role::Assistant as i32,
+        content: text.into(),
+        ..Default::default()
+    }
+}
+
+fn calling(id: &str, tool: &str) -> proto::Message {
+    proto::Message {
+        role: proto::Role::Assistant as i32,
+        tool_calls: vec![proto::ToolCall {
+            id: id.into(),
+            name: tool.into(),
+            arguments: r#"{"suite":"all"}"#.into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+async fn load(client: &mut Client, conversation: &str, messages: &[proto::Message]) {
+    for chunk in messages.chunks(100) {
+        client
+            .append_message(append(conversation, chunk.to_vec()))
+            .await
+            .unwrap();
+    }
+}
+
+async fn search(
+    client: &mut Client,
+    conversation: &str,
+    query: &str,
+    page_size: u32,
+) -> Vec<proto::SearchHit> {
+    let request = proto::SearchMessagesRequest {
+        conversation_id: conversation.into(),
+        query: query.into(),
+        page_size,
+        ..Default::default()
+    };
+    client.search_messages(request).await.unwrap().into_inner().hits
+}
+
+/// recall@5 of the planted facts: the share of questions whose fact is among the first five
+/// hits. The floor, 0.9: every question shares at least two key terms with its fact (after
+/// stemming and stop words) and at most one with any distractor, and ts_rank ranks a message
+/// matching more of the query's terms above one matching fewer; the 10% slack is for a
+/// distractor that happens to share two.
+async fn planted_facts_are_found_in_the_top_five_by_questions_in_other_words(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    let (messages, facts) = long_conversation();
+    load(&mut client, "long", &messages).await;
+    let mut found = 0;
+    for (f, (_, question)) in FACTS.iter().enumerate() {
+        let hits = search(&mut client, "long", question, 5).await;
+        let rank = hits.iter().position(|h| h.sequence == facts[f]);
+        found += usize::from(rank.is_some());
+        if rank.is_none() {
+            eprintln!("missed fact {f}: {question:?}");
+        }
+        let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
+    }
+    let recall = found as f64 / FACTS.len() as f64;
+    println!(
+        "recall@5 over {} messages, {} planted facts: {recall:.2} ({kind:?})",
+        messages.len(),
+        FACTS.len()
+    );
+    assert!(recall >= 0.9, "recall@5 {recall:.2} is below the floor of 0.9");
+    let hit = &search(&mut client, "long", FACTS[0].1, 1).await[0];
+    assert_eq!(hit.role, proto::Role::User as i32);
+    assert!(hit.snippet.contains("INV-4471"), "{}", hit.snippet);
+}
+
+async fn search_pages_filters_and_bad_requests(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    let (messages, _) = long_conversation();
+    load(&mut client, "paged", &messages[..400]).await;
+    // Pages of 7 add up to the one page of 50, in order.
+    let whole = search(&mut client, "paged", "tests pass pipeline", 50).await;
+    assert!(whole.len() > 20, "{}", whole.len());
+    let mut paged = Vec::new();
+    let mut token = String::new();
+    loop {
+        let request = proto::SearchMessagesRequest {
+            conversation_id: "paged".into(),
+            query: "tests pass pipeline".into(),
+            page_size: 7,
+            page_token: token.clone(),
+            ..Default::default()
+        };
+        let page = client.search_messages(request).await.unwrap().into_inner();
+        paged.extend(page.hits);
+        if page.next_page_token.is_empty() || paged.len() >= whole.len() {
+            token = page.next_page_token;
+            break;
+        }
+        token = page.next_page_token;
+        // Messages appended between pages are not found by later pages.
+        client
+            .append_message(append("paged", vec![user("tests pass pipeline again")]))
+            .await
+            .unwrap();
+    }
+    let sequences = |hits: &[proto::SearchHit]| hits.iter().map(|h| h.sequence).collect::<Vec<_>>();
+    assert_eq!(sequences(&paged[..whole.len()]), sequences(&whole));
+    // A token goes with its query.
+    let other = proto::SearchMessagesRequest {
+        conversation_id: "paged".into(),
+        query: "something else".into(),
+        page_token: if token.is_empty() { "AQ".into() } else { token },
+        ..Default::default()
+    };
+    let status = client.search_messages(other).await.unwrap_err();
+    assert_field_violation(&status, "page_token");
+    // Filters: tool results of run_tests only; roles.
+    let request = proto::SearchMessagesRequest {
+        conversation_id: "paged".into(),
+        query: "passed failed".into(),
+        tool_names: vec!["run_tests".into()],
+        page_size: 50,
+        ..Default::default()
+    };
+    let hits = client.search_messages(request).await.unwrap().into_inner().hits;
+    assert!(!hits.is_empty());
+    assert!(
+        hits.iter()
+            .all(|h| h.role == proto::Role::Tool as i32 && h.tool_name == "run_tests")
+    );
+    let request = proto::SearchMessagesRequest {
+        conversation_id: "paged".into(),
+        query: "tests".into(),
+        roles: vec![proto::Role::Assistant as i32],
+        page_size: 50,
+        ..Default::default()
+    };
+    let hits = client.search_messages(request).await.unwrap().into_inner().hits;
+    assert!(!hits.is_empty() && hits.iter().all(|h| h.role == proto::Role::Assistant as i32));
+    // Bad requests.
+    let empty = proto::SearchMessagesRequest {
+        conversation_id: "paged".into(),
+        ..Default::default()
+    };
+    assert_field_violation(&client.search_messages(empty).await.unwrap_err(), "query");
+    let missing = proto::SearchMessagesRequest {
+        conversation_id: "nope".into(),
+        query: "x".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        client.search_messages(missing).await.unwrap_err().code(),
+        Code::NotFound
+    );
+    assert!(
+        search(&mut client, "paged", "what was it again", 5)
+            .await
+            .is_empty()
+    );
+}
+
+async fn redacted_rewound_and_other_tenants_messages_are_never_found(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    let said = [
+        user("The vault code is zebra-7781."),
+        assistant_text("Noted."),
+        user("The spare key is under the blue flowerpot."),
+        assistant_text("Noted too."),
+    ];
+    for tenant in ["alpha", "beta"] {
+        client
+            .append_message(as_tenant(tenant, append("c", said.to_vec())))
+            .await
+            .unwrap();
+    }
+    let reader = client.clone();
+    let find = |tenant: &'static str, query: &'static str| {
+        let mut client = reader.clone();
+        async move {
+            let request = proto::SearchMessagesRequest {
+                conversation_id: "c".into(),
+                query: query.into(),
+                ..Default::default()
+            };
+            client
+                .search_messages(as_tenant(tenant, request))
+                .await
+                .map(|r| r.into_inner().hits)
+        }
+    };
+    // Fork before the changes: the fork keeps what it copied.
+    let fork = proto::ForkConversationRequest {
+        conversation_id: "c".into(),
+        new_conversation_id: "c-fork".into(),
+        through_sequence: 4,
+        ..Default::default()
+    };
+    client.fork_conversation(as_tenant("alpha", fork)).await.unwrap();
+    let redact = proto::RedactMessageRequest {
+        conversation_id: "c".into(),
+        sequence: 1,
+        ..Default::default()
+    };
+    client.redact_message(as_tenant("alpha", redact)).await.unwrap();
+    assert!(
+        find("alpha", "zebra vault").await.unwrap().is_empty(),
+        "redacted text found"
+    );
+    assert_eq!(
+        find("beta", "zebra vault").await.unwrap().len(),
+        1,
+        "the other tenant's own"
+    );
+    let rewind = proto::RewindConversationRequest {
+        conversation_id: "c".into(),
+        after_sequence: 2,
+        ..Default::default()
+    };
+    client
+        .rewind_conversation(as_tenant("alpha", rewind))
+        .await
+        .unwrap();
+    assert!(
+        find("alpha", "flowerpot").await.unwrap().is_empty(),
+        "rewound text found"
+    );
+    let request = proto::SearchMessagesRequest {
+        conversation_id: "c-fork".into(),
+        query: "zebra flowerpot".into(),
+        ..Default::default()
+    };
+    let hits = client
+        .search_messages(as_tenant("alpha", request.clone()))
+        .await
+        .unwrap()
+        .into_inner()
+        .hits;
+    let mut sequences: Vec<u64> = hits.iter().map(|h| h.sequence).collect();
+    sequences.sort();
+    assert_eq!(sequences, [1, 3], "the fork finds what it copied");
+    // Another tenant never sees the fork.
+    let status = client
+        .search_messages(as_tenant("beta", request))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    client
+        .delete_conversation(as_tenant(
+            "beta",
+            proto::DeleteConversationRequest {
+                conversation_id: "c".into(),
+            },
+        ))
+        .await
+        .unwrap();
+    assert_eq!(find("beta", "zebra").await.unwrap_err().code(), Code::NotFound);
+}
+
+/// The fact at sequence 9 is far outside a small budget; asked about in a pending message,
+/// recall quotes it, in every format, in a user turn at the end, within the budget, and the
+/// pack before it is the pack of another question.
+async fn recall_quotes_the_fact_the_pack_left_out_in_every_format(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    let (messages, facts) = long_conversation();
+    load(&mut client, "recall", &messages[..600]).await;
+    for format in [
+        proto::Format::OpenaiChat,
+        proto::Format::AnthropicMessages,
+        proto::Format::OpenaiResponses,
+        proto::Format::Gemini,
+    ] {
+        let build = |question: &str| proto::BuildContextRequest {
+            conversation_id: "recall".into(),
+            budget: Some(proto::Budget {
+                max_tokens: 3000,
+                ..Default::default()
+            }),
+            pending_messages: vec![user(question)],
+            format: format as i32,
+            recall: Some(proto::Recall {
+                max_tokens: 400,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let pack = client
+            .build_context(build(FACTS[0].1))
+            .await
+            .unwrap()
+            .into_inner();
+        let stats = pack.stats.unwrap();
+        assert!(
+            stats.oldest_included_sequence > facts[0],
+            "the fact is out of the window"
+        );
+        assert!(
+            stats.messages_recalled >= 1 && stats.recall_tokens <= 400,
+            "{stats:?}"
+        );
+        assert!(stats.total_tokens <= stats.budget_tokens, "{stats:?}");
+        let last = pack.messages.last().unwrap();
+        assert_eq!(last.source, proto::ContextSource::Recall as i32);
+        assert!(last.content.contains("INV-4471"), "{}", last.content);
+        assert!(
+            last.content.contains(&format!("[message {}, user]", facts[0])),
+            "{}",
+            last.content
+        );
+        assert!(pack.rendered.contains("INV-4471"), "{format:?}");
+        // Another question: everything before the recalled turn is the same.
+        let other = client
+            .build_context(build(FACTS[4].1))
+            .await
+            .unwrap()
+            .into_inner();
+        let before = |p: &proto::BuildContextResponse| {
+            let n = p.messages.len()
+                - usize::from(
+                    p.messages
+                        .last()
+                        .is_some_and(|m| m.source == proto::ContextSource::Recall as i32),
+                )
+                - 1;
+            p.messages[..n].to_vec()
+        };
+        assert_eq!(before(&pack), before(&other), "{format:?}");
+        assert!(other.messages.last().unwrap().content.contains("TP1352"));
+    }
+}
+
+/// The in-memory store ranks as PostgreSQL's `ts_rank` does: the same conversation on both,
+/// every question and a few more queries, the same hits with bit-identical scores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_memory_ranking_is_postgres_ts_rank() {
+    let postgres = spawn_on(Some(fresh_database().await), &[]).await;
+    let memory = spawn_on(None, &[]).await;
+    let (messages, _) = long_conversation();
+    let (mut pg, mut mem) = (postgres.client.clone(), memory.client.clone());
+    load(&mut pg, "same", &messages[..1200]).await;
+    load(&mut mem, "same", &messages[..1200]).await;
+    let extra = [
+        "tests",
+        "passed failed pipeline",
+        "invoice reminder client",
+        "noted remember",
+        "lisbon",
+    ];
+    for query in FACTS.iter().map(|(_, q)| *q).chain(extra) {
+        let (a, b) = (
+            search(&mut pg, "same", query, 50).await,
+            search(&mut mem, "same", query, 50).await,
+        );
+        let key = |hits: &[proto::SearchHit]| {
+            hits.iter()
+                .map(|h| {
+                    (
+                        h.sequence,
+                        h.score.to_bits(),
+                        h.snippet.clone(),
+                        h.tool_name.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(key(&a), key(&b), "{query:?}");
+    }
+}
