@@ -27,6 +27,7 @@ class ContextSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONTEXT_SOURCE_HISTORY: _ClassVar[ContextSource]
     CONTEXT_SOURCE_PENDING: _ClassVar[ContextSource]
     CONTEXT_SOURCE_PLACEHOLDER: _ClassVar[ContextSource]
+    CONTEXT_SOURCE_RECALL: _ClassVar[ContextSource]
 
 class HistoryPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -57,6 +58,7 @@ CONTEXT_SOURCE_TRUNCATION_NOTICE: ContextSource
 CONTEXT_SOURCE_HISTORY: ContextSource
 CONTEXT_SOURCE_PENDING: ContextSource
 CONTEXT_SOURCE_PLACEHOLDER: ContextSource
+CONTEXT_SOURCE_RECALL: ContextSource
 HISTORY_POLICY_UNSPECIFIED: HistoryPolicy
 HISTORY_POLICY_CACHE_STABLE: HistoryPolicy
 HISTORY_POLICY_NEWEST: HistoryPolicy
@@ -81,7 +83,7 @@ class Budget(_message.Message):
     def __init__(self, max_tokens: _Optional[int] = ..., reserve_output_tokens: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_turns: _Optional[int] = ...) -> None: ...
 
 class BuildContextRequest(_message.Message):
-    __slots__ = ("conversation_id", "budget", "tokenizer", "system_prompt", "pending_messages", "omit_summary", "omit_working_memory", "tool_output_max_tokens", "format", "history_policy", "reasoning", "final_assistant", "omit_messages", "clear_tool_results")
+    __slots__ = ("conversation_id", "budget", "tokenizer", "system_prompt", "pending_messages", "omit_summary", "omit_working_memory", "tool_output_max_tokens", "format", "history_policy", "reasoning", "final_assistant", "omit_messages", "clear_tool_results", "recall")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +98,7 @@ class BuildContextRequest(_message.Message):
     FINAL_ASSISTANT_FIELD_NUMBER: _ClassVar[int]
     OMIT_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     CLEAR_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     budget: Budget
     tokenizer: _messages_pb2.Tokenizer
@@ -110,7 +113,18 @@ class BuildContextRequest(_message.Message):
     final_assistant: FinalAssistant
     omit_messages: bool
     clear_tool_results: ClearToolResults
-    def __init__(self, conversation_id: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., tokenizer: _Optional[_Union[_messages_pb2.Tokenizer, str]] = ..., system_prompt: _Optional[str] = ..., pending_messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., omit_summary: _Optional[bool] = ..., omit_working_memory: _Optional[bool] = ..., tool_output_max_tokens: _Optional[int] = ..., format: _Optional[_Union[_messages_pb2.Format, str]] = ..., history_policy: _Optional[_Union[HistoryPolicy, str]] = ..., reasoning: _Optional[_Union[ReasoningPolicy, str]] = ..., final_assistant: _Optional[_Union[FinalAssistant, str]] = ..., omit_messages: _Optional[bool] = ..., clear_tool_results: _Optional[_Union[ClearToolResults, _Mapping]] = ...) -> None: ...
+    recall: Recall
+    def __init__(self, conversation_id: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., tokenizer: _Optional[_Union[_messages_pb2.Tokenizer, str]] = ..., system_prompt: _Optional[str] = ..., pending_messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., omit_summary: _Optional[bool] = ..., omit_working_memory: _Optional[bool] = ..., tool_output_max_tokens: _Optional[int] = ..., format: _Optional[_Union[_messages_pb2.Format, str]] = ..., history_policy: _Optional[_Union[HistoryPolicy, str]] = ..., reasoning: _Optional[_Union[ReasoningPolicy, str]] = ..., final_assistant: _Optional[_Union[FinalAssistant, str]] = ..., omit_messages: _Optional[bool] = ..., clear_tool_results: _Optional[_Union[ClearToolResults, _Mapping]] = ..., recall: _Optional[_Union[Recall, _Mapping]] = ...) -> None: ...
+
+class Recall(_message.Message):
+    __slots__ = ("query", "max_tokens", "max_items")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    max_tokens: int
+    max_items: int
+    def __init__(self, query: _Optional[str] = ..., max_tokens: _Optional[int] = ..., max_items: _Optional[int] = ...) -> None: ...
 
 class ClearToolResults(_message.Message):
     __slots__ = ("keep_recent", "exclude_tools", "clear_arguments")
@@ -157,7 +171,7 @@ class ContextMessage(_message.Message):
     def __init__(self, role: _Optional[_Union[_messages_pb2.Role, str]] = ..., content: _Optional[str] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[_messages_pb2.ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[_messages_pb2.Attachment, _Mapping]]] = ..., error: _Optional[_Union[_messages_pb2.LlmError, _Mapping]] = ..., response_id: _Optional[str] = ..., source: _Optional[_Union[ContextSource, str]] = ..., sequence: _Optional[int] = ..., tokens: _Optional[int] = ..., reasoning: _Optional[_Iterable[_Union[_messages_pb2.Reasoning, _Mapping]]] = ..., content_item_id: _Optional[str] = ..., content_signature: _Optional[str] = ..., content_phase: _Optional[str] = ...) -> None: ...
 
 class ContextStats(_message.Message):
-    __slots__ = ("total_tokens", "system_prompt_tokens", "summary_tokens", "working_memory_tokens", "truncation_notice_tokens", "history_tokens", "pending_tokens", "budget_tokens", "messages_considered", "messages_included", "messages_dropped", "tool_groups_dropped", "incomplete_tool_groups", "oldest_included_sequence", "summary_through_sequence", "log_last_sequence", "truncated", "over_budget", "stable_prefix_tokens", "history_step_tokens", "reasoning_tokens", "reasoning_tokens_omitted", "summary_cut", "final_assistant_omitted", "tool_results_cleared", "tool_result_tokens_cleared")
+    __slots__ = ("total_tokens", "system_prompt_tokens", "summary_tokens", "working_memory_tokens", "truncation_notice_tokens", "history_tokens", "pending_tokens", "budget_tokens", "messages_considered", "messages_included", "messages_dropped", "tool_groups_dropped", "incomplete_tool_groups", "oldest_included_sequence", "summary_through_sequence", "log_last_sequence", "truncated", "over_budget", "stable_prefix_tokens", "history_step_tokens", "reasoning_tokens", "reasoning_tokens_omitted", "summary_cut", "final_assistant_omitted", "tool_results_cleared", "tool_result_tokens_cleared", "recall_tokens", "messages_recalled")
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -184,6 +198,8 @@ class ContextStats(_message.Message):
     FINAL_ASSISTANT_OMITTED_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULTS_CLEARED_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_TOKENS_CLEARED_FIELD_NUMBER: _ClassVar[int]
+    RECALL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_RECALLED_FIELD_NUMBER: _ClassVar[int]
     total_tokens: int
     system_prompt_tokens: int
     summary_tokens: int
@@ -210,7 +226,9 @@ class ContextStats(_message.Message):
     final_assistant_omitted: int
     tool_results_cleared: int
     tool_result_tokens_cleared: int
-    def __init__(self, total_tokens: _Optional[int] = ..., system_prompt_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., working_memory_tokens: _Optional[int] = ..., truncation_notice_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., pending_tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., messages_considered: _Optional[int] = ..., messages_included: _Optional[int] = ..., messages_dropped: _Optional[int] = ..., tool_groups_dropped: _Optional[int] = ..., incomplete_tool_groups: _Optional[int] = ..., oldest_included_sequence: _Optional[int] = ..., summary_through_sequence: _Optional[int] = ..., log_last_sequence: _Optional[int] = ..., truncated: _Optional[bool] = ..., over_budget: _Optional[bool] = ..., stable_prefix_tokens: _Optional[int] = ..., history_step_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., reasoning_tokens_omitted: _Optional[int] = ..., summary_cut: _Optional[bool] = ..., final_assistant_omitted: _Optional[int] = ..., tool_results_cleared: _Optional[int] = ..., tool_result_tokens_cleared: _Optional[int] = ...) -> None: ...
+    recall_tokens: int
+    messages_recalled: int
+    def __init__(self, total_tokens: _Optional[int] = ..., system_prompt_tokens: _Optional[int] = ..., summary_tokens: _Optional[int] = ..., working_memory_tokens: _Optional[int] = ..., truncation_notice_tokens: _Optional[int] = ..., history_tokens: _Optional[int] = ..., pending_tokens: _Optional[int] = ..., budget_tokens: _Optional[int] = ..., messages_considered: _Optional[int] = ..., messages_included: _Optional[int] = ..., messages_dropped: _Optional[int] = ..., tool_groups_dropped: _Optional[int] = ..., incomplete_tool_groups: _Optional[int] = ..., oldest_included_sequence: _Optional[int] = ..., summary_through_sequence: _Optional[int] = ..., log_last_sequence: _Optional[int] = ..., truncated: _Optional[bool] = ..., over_budget: _Optional[bool] = ..., stable_prefix_tokens: _Optional[int] = ..., history_step_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., reasoning_tokens_omitted: _Optional[int] = ..., summary_cut: _Optional[bool] = ..., final_assistant_omitted: _Optional[int] = ..., tool_results_cleared: _Optional[int] = ..., tool_result_tokens_cleared: _Optional[int] = ..., recall_tokens: _Optional[int] = ..., messages_recalled: _Optional[int] = ...) -> None: ...
 
 class BuildContextResponse(_message.Message):
     __slots__ = ("messages", "rendered", "stats", "needs_summary", "previous_response_id")

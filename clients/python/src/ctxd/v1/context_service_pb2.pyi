@@ -85,3 +85,41 @@ class CountTokensResponse(_message.Message):
     tokens: int
     tokenizer: _messages_pb2.Tokenizer
     def __init__(self, tokens: _Optional[int] = ..., tokenizer: _Optional[_Union[_messages_pb2.Tokenizer, str]] = ...) -> None: ...
+
+class SearchMessagesRequest(_message.Message):
+    __slots__ = ("conversation_id", "query", "page_size", "roles", "tool_names", "page_token")
+    CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    conversation_id: str
+    query: str
+    page_size: int
+    roles: _containers.RepeatedScalarFieldContainer[_messages_pb2.Role]
+    tool_names: _containers.RepeatedScalarFieldContainer[str]
+    page_token: str
+    def __init__(self, conversation_id: _Optional[str] = ..., query: _Optional[str] = ..., page_size: _Optional[int] = ..., roles: _Optional[_Iterable[_Union[_messages_pb2.Role, str]]] = ..., tool_names: _Optional[_Iterable[str]] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class SearchHit(_message.Message):
+    __slots__ = ("sequence", "role", "snippet", "score", "tool_name")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    role: _messages_pb2.Role
+    snippet: str
+    score: float
+    tool_name: str
+    def __init__(self, sequence: _Optional[int] = ..., role: _Optional[_Union[_messages_pb2.Role, str]] = ..., snippet: _Optional[str] = ..., score: _Optional[float] = ..., tool_name: _Optional[str] = ...) -> None: ...
+
+class SearchMessagesResponse(_message.Message):
+    __slots__ = ("hits", "next_page_token")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
+    next_page_token: str
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -112,6 +112,11 @@ class ContextServiceStub:
                 request_serializer=ctxd_dot_v1_dot_conversations__pb2.RewindConversationRequest.SerializeToString,
                 response_deserializer=ctxd_dot_v1_dot_conversations__pb2.RewindConversationResponse.FromString,
                 _registered_method=True)
+        self.SearchMessages = channel.unary_unary(
+                '/ctxd.v1.ContextService/SearchMessages',
+                request_serializer=ctxd_dot_v1_dot_context__service__pb2.SearchMessagesRequest.SerializeToString,
+                response_deserializer=ctxd_dot_v1_dot_context__service__pb2.SearchMessagesResponse.FromString,
+                _registered_method=True)
 
 
 class ContextServiceServicer:
@@ -241,6 +246,15 @@ class ContextServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchMessages(self, request, context):
+        """Finds a conversation's messages by full-text relevance, best first: PostgreSQL text search
+        (`ts_rank` over the OR of the query's words, stemmed in `CTXD_SEARCH_LANGUAGE`), the same
+        ranking on the in-memory store. Redacted and rewound messages are never found.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ContextServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -313,6 +327,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.RewindConversation,
                     request_deserializer=ctxd_dot_v1_dot_conversations__pb2.RewindConversationRequest.FromString,
                     response_serializer=ctxd_dot_v1_dot_conversations__pb2.RewindConversationResponse.SerializeToString,
+            ),
+            'SearchMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchMessages,
+                    request_deserializer=ctxd_dot_v1_dot_context__service__pb2.SearchMessagesRequest.FromString,
+                    response_serializer=ctxd_dot_v1_dot_context__service__pb2.SearchMessagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -698,6 +717,33 @@ class ContextService:
             '/ctxd.v1.ContextService/RewindConversation',
             ctxd_dot_v1_dot_conversations__pb2.RewindConversationRequest.SerializeToString,
             ctxd_dot_v1_dot_conversations__pb2.RewindConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ctxd.v1.ContextService/SearchMessages',
+            ctxd_dot_v1_dot_context__service__pb2.SearchMessagesRequest.SerializeToString,
+            ctxd_dot_v1_dot_context__service__pb2.SearchMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -145,12 +145,53 @@ export type BuildContextRequest = Message<"ctxd.v1.BuildContextRequest"> & {
      * @generated from field: ctxd.v1.ClearToolResults clear_tool_results = 14;
      */
     clearToolResults?: ClearToolResults | undefined;
+    /**
+     * Recall (docs/design.md, "Recall"): the earlier messages most relevant to the current
+     * question that the pack does not hold verbatim, quoted with their sequences in one user
+     * turn placed last, so the pack's cache-stable beginning does not move. Off when unset.
+     *
+     * @generated from field: ctxd.v1.Recall recall = 15;
+     */
+    recall?: Recall | undefined;
 };
 /**
  * Describes the message ctxd.v1.BuildContextRequest.
  * Use `create(BuildContextRequestSchema)` to create a new message.
  */
 export declare const BuildContextRequestSchema: GenMessage<BuildContextRequest>;
+/**
+ * What `BuildContextRequest.recall` adds to a pack. Its room is kept out of the budget before
+ * history is packed (so history does not depend on the question), and what it leaves unused
+ * stays unused.
+ *
+ * @generated from message ctxd.v1.Recall
+ */
+export type Recall = Message<"ctxd.v1.Recall"> & {
+    /**
+     * What to look for, as SearchMessages takes it (empty = the text of the newest user
+     * message, pending or stored; at most 4,096 bytes).
+     *
+     * @generated from field: string query = 1;
+     */
+    query: string;
+    /**
+     * Tokens the recalled turn may cost (0 = 1,000; at most half the budget).
+     *
+     * @generated from field: uint32 max_tokens = 2;
+     */
+    maxTokens: number;
+    /**
+     * Messages it may quote (0 = 5; at most 20).
+     *
+     * @generated from field: uint32 max_items = 3;
+     */
+    maxItems: number;
+};
+/**
+ * Describes the message ctxd.v1.Recall.
+ * Use `create(RecallSchema)` to create a new message.
+ */
+export declare const RecallSchema: GenMessage<Recall>;
 /**
  * Which tool results a pack clears (docs/design.md, "Context editing"). Groups stay whole:
  * a cleared result still answers its call. Results are cleared only when not all history
@@ -465,6 +506,18 @@ export type ContextStats = Message<"ctxd.v1.ContextStats"> & {
      * @generated from field: uint32 tool_result_tokens_cleared = 26;
      */
     toolResultTokensCleared: number;
+    /**
+     * Tokens of the recalled turn (`recall`).
+     *
+     * @generated from field: uint32 recall_tokens = 27;
+     */
+    recallTokens: number;
+    /**
+     * Messages the recalled turn quotes.
+     *
+     * @generated from field: uint32 messages_recalled = 28;
+     */
+    messagesRecalled: number;
 };
 /**
  * Describes the message ctxd.v1.ContextStats.
@@ -796,7 +849,14 @@ export declare enum ContextSource {
      *
      * @generated from enum value: CONTEXT_SOURCE_PLACEHOLDER = 7;
      */
-    PLACEHOLDER = 7
+    PLACEHOLDER = 7,
+    /**
+     * Earlier messages that `BuildContextRequest.recall` found for the current question, quoted
+     * in one user turn at the end of the pack.
+     *
+     * @generated from enum value: CONTEXT_SOURCE_RECALL = 8;
+     */
+    RECALL = 8
 }
 /**
  * Describes the enum ctxd.v1.ContextSource.

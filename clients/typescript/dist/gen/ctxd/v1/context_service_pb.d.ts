@@ -2,7 +2,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import type { BuildContextRequestSchema, BuildContextResponseSchema, SummarizeRequestSchema, SummarizeResponseSchema } from "./context_pb.js";
 import type { ForkConversationRequestSchema, ForkConversationResponseSchema, GetConversationRequestSchema, GetConversationResponseSchema, ListConversationsRequestSchema, ListConversationsResponseSchema, RedactMessageRequestSchema, RedactMessageResponseSchema, RewindConversationRequestSchema, RewindConversationResponseSchema, UpdateConversationRequestSchema, UpdateConversationResponseSchema } from "./conversations_pb.js";
 import type { GetWorkingMemoryRequestSchema, GetWorkingMemoryResponseSchema, UpdateWorkingMemoryRequestSchema, UpdateWorkingMemoryResponseSchema } from "./memory_pb.js";
-import type { Format, Message as Message$1, NativeItems, Tokenizer } from "./messages_pb.js";
+import type { Format, Message as Message$1, NativeItems, Role, Tokenizer } from "./messages_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 /**
  * Describes the file ctxd/v1/context_service.proto.
@@ -253,6 +253,131 @@ export type CountTokensResponse = Message<"ctxd.v1.CountTokensResponse"> & {
  */
 export declare const CountTokensResponseSchema: GenMessage<CountTokensResponse>;
 /**
+ * Request of SearchMessages.
+ *
+ * @generated from message ctxd.v1.SearchMessagesRequest
+ */
+export type SearchMessagesRequest = Message<"ctxd.v1.SearchMessagesRequest"> & {
+    /**
+     * Conversation to search. An unknown conversation is NOT_FOUND.
+     *
+     * @generated from field: string conversation_id = 1;
+     */
+    conversationId: string;
+    /**
+     * What to look for, in words (1 to 4,096 bytes): a message matches when it holds any of
+     * the query's words after stemming (e.g. "invoice" finds "invoices"); stop words ("the",
+     * "what") are ignored, and a query of stop words only finds nothing. Words are runs of
+     * letters and digits: `INV-2291` is the words `inv` and `2291`. At most 64 distinct words
+     * count.
+     *
+     * @generated from field: string query = 2;
+     */
+    query: string;
+    /**
+     * Hits per page (0 = 10; capped at 50). A page also stops once its messages reach 4 MiB.
+     *
+     * @generated from field: uint32 page_size = 3;
+     */
+    pageSize: number;
+    /**
+     * Only messages of these roles (empty = every role).
+     *
+     * @generated from field: repeated ctxd.v1.Role roles = 4;
+     */
+    roles: Role[];
+    /**
+     * Only tool calls of these tools and their results (empty = every message; at most 64
+     * names).
+     *
+     * @generated from field: repeated string tool_names = 5;
+     */
+    toolNames: string[];
+    /**
+     * `next_page_token` of the previous page, with the same conversation, query and filters
+     * (empty = the first page). Pages follow the ranking of the first page's log: messages
+     * appended since are not found by later pages.
+     *
+     * @generated from field: string page_token = 6;
+     */
+    pageToken: string;
+};
+/**
+ * Describes the message ctxd.v1.SearchMessagesRequest.
+ * Use `create(SearchMessagesRequestSchema)` to create a new message.
+ */
+export declare const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest>;
+/**
+ * One message SearchMessages found.
+ *
+ * @generated from message ctxd.v1.SearchHit
+ */
+export type SearchHit = Message<"ctxd.v1.SearchHit"> & {
+    /**
+     * Its sequence (ListMessages returns it whole).
+     *
+     * @generated from field: uint64 sequence = 1;
+     */
+    sequence: bigint;
+    /**
+     * Its role.
+     *
+     * @generated from field: ctxd.v1.Role role = 2;
+     */
+    role: Role;
+    /**
+     * About 200 bytes of its text around the first matching word, white space collapsed, with
+     * `…` where text was left out. The text searched is the content, then each tool call's name
+     * and arguments, then a failed call's message and partial output, up to the first 64 KiB.
+     *
+     * @generated from field: string snippet = 3;
+     */
+    snippet: string;
+    /**
+     * PostgreSQL's `ts_rank(document, query, 1)`: higher is more relevant; comparable within
+     * one query only.
+     *
+     * @generated from field: float score = 4;
+     */
+    score: number;
+    /**
+     * For a tool call, the (first) tool it calls; for a tool result, the tool that returned
+     * it; empty otherwise.
+     *
+     * @generated from field: string tool_name = 5;
+     */
+    toolName: string;
+};
+/**
+ * Describes the message ctxd.v1.SearchHit.
+ * Use `create(SearchHitSchema)` to create a new message.
+ */
+export declare const SearchHitSchema: GenMessage<SearchHit>;
+/**
+ * Response of SearchMessages.
+ *
+ * @generated from message ctxd.v1.SearchMessagesResponse
+ */
+export type SearchMessagesResponse = Message<"ctxd.v1.SearchMessagesResponse"> & {
+    /**
+     * Hits, best first (equal scores: newest first).
+     *
+     * @generated from field: repeated ctxd.v1.SearchHit hits = 1;
+     */
+    hits: SearchHit[];
+    /**
+     * Pass as `page_token` for the next page; empty when there is none.
+     *
+     * @generated from field: string next_page_token = 2;
+     */
+    nextPageToken: string;
+};
+/**
+ * Describes the message ctxd.v1.SearchMessagesResponse.
+ * Use `create(SearchMessagesResponseSchema)` to create a new message.
+ */
+export declare const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse>;
+/**
  * ContextService keeps LLM conversations and assembles the context for the next LLM call.
  *
  * Every call is scoped to a tenant (from the credential, or the `x-tenant-id` metadata header
@@ -422,5 +547,17 @@ export declare const ContextService: GenService<{
         methodKind: "unary";
         input: typeof RewindConversationRequestSchema;
         output: typeof RewindConversationResponseSchema;
+    };
+    /**
+     * Finds a conversation's messages by full-text relevance, best first: PostgreSQL text search
+     * (`ts_rank` over the OR of the query's words, stemmed in `CTXD_SEARCH_LANGUAGE`), the same
+     * ranking on the in-memory store. Redacted and rewound messages are never found.
+     *
+     * @generated from rpc ctxd.v1.ContextService.SearchMessages
+     */
+    searchMessages: {
+        methodKind: "unary";
+        input: typeof SearchMessagesRequestSchema;
+        output: typeof SearchMessagesResponseSchema;
     };
 }>;

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ctxd/v1/context.proto.
  */
 export const file_ctxd_v1_context: GenFile = /*@__PURE__*/
-  fileDesc("ChVjdHhkL3YxL2NvbnRleHQucHJvdG8SB2N0eGQudjEiZAoGQnVkZ2V0EhIKCm1heF90b2tlbnMYASABKA0SHQoVcmVzZXJ2ZV9vdXRwdXRfdG9rZW5zGAIgASgNEhQKDG1heF9tZXNzYWdlcxgDIAEoDRIRCgltYXhfdHVybnMYBCABKA0iigQKE0J1aWxkQ29udGV4dFJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEh8KBmJ1ZGdldBgCIAEoCzIPLmN0eGQudjEuQnVkZ2V0EiUKCXRva2VuaXplchgDIAEoDjISLmN0eGQudjEuVG9rZW5pemVyEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkSKgoQcGVuZGluZ19tZXNzYWdlcxgFIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIUCgxvbWl0X3N1bW1hcnkYBiABKAgSGwoTb21pdF93b3JraW5nX21lbW9yeRgHIAEoCBIeChZ0b29sX291dHB1dF9tYXhfdG9rZW5zGAggASgNEh8KBmZvcm1hdBgJIAEoDjIPLmN0eGQudjEuRm9ybWF0Ei4KDmhpc3RvcnlfcG9saWN5GAogASgOMhYuY3R4ZC52MS5IaXN0b3J5UG9saWN5EisKCXJlYXNvbmluZxgLIAEoDjIYLmN0eGQudjEuUmVhc29uaW5nUG9saWN5EjAKD2ZpbmFsX2Fzc2lzdGFudBgMIAEoDjIXLmN0eGQudjEuRmluYWxBc3Npc3RhbnQSFQoNb21pdF9tZXNzYWdlcxgNIAEoCBI1ChJjbGVhcl90b29sX3Jlc3VsdHMYDiABKAsyGS5jdHhkLnYxLkNsZWFyVG9vbFJlc3VsdHMiVwoQQ2xlYXJUb29sUmVzdWx0cxITCgtrZWVwX3JlY2VudBgBIAEoDRIVCg1leGNsdWRlX3Rvb2xzGAIgAygJEhcKD2NsZWFyX2FyZ3VtZW50cxgDIAEoCCKmAwoOQ29udGV4dE1lc3NhZ2USGwoEcm9sZRgBIAEoDjINLmN0eGQudjEuUm9sZRIPCgdjb250ZW50GAIgASgJEgwKBG5hbWUYAyABKAkSJQoKdG9vbF9jYWxscxgEIAMoCzIRLmN0eGQudjEuVG9vbENhbGwSFAoMdG9vbF9jYWxsX2lkGAUgASgJEigKC2F0dGFjaG1lbnRzGAYgAygLMhMuY3R4ZC52MS5BdHRhY2htZW50EiAKBWVycm9yGAcgASgLMhEuY3R4ZC52MS5MbG1FcnJvchITCgtyZXNwb25zZV9pZBgIIAEoCRImCgZzb3VyY2UYCSABKA4yFi5jdHhkLnYxLkNvbnRleHRTb3VyY2USEAoIc2VxdWVuY2UYCiABKAQSDgoGdG9rZW5zGAsgASgNEiUKCXJlYXNvbmluZxgMIAMoCzISLmN0eGQudjEuUmVhc29uaW5nEhcKD2NvbnRlbnRfaXRlbV9pZBgNIAEoCRIZChFjb250ZW50X3NpZ25hdHVyZRgOIAEoCRIVCg1jb250ZW50X3BoYXNlGA8gASgJIucFCgxDb250ZXh0U3RhdHMSFAoMdG90YWxfdG9rZW5zGAEgASgNEhwKFHN5c3RlbV9wcm9tcHRfdG9rZW5zGAIgASgNEhYKDnN1bW1hcnlfdG9rZW5zGAMgASgNEh0KFXdvcmtpbmdfbWVtb3J5X3Rva2VucxgEIAEoDRIgChh0cnVuY2F0aW9uX25vdGljZV90b2tlbnMYBSABKA0SFgoOaGlzdG9yeV90b2tlbnMYBiABKA0SFgoOcGVuZGluZ190b2tlbnMYByABKA0SFQoNYnVkZ2V0X3Rva2VucxgIIAEoDRIbChNtZXNzYWdlc19jb25zaWRlcmVkGAkgASgNEhkKEW1lc3NhZ2VzX2luY2x1ZGVkGAogASgNEhgKEG1lc3NhZ2VzX2Ryb3BwZWQYCyABKA0SGwoTdG9vbF9ncm91cHNfZHJvcHBlZBgMIAEoDRIeChZpbmNvbXBsZXRlX3Rvb2xfZ3JvdXBzGA0gASgNEiAKGG9sZGVzdF9pbmNsdWRlZF9zZXF1ZW5jZRgOIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYDyABKAQSGQoRbG9nX2xhc3Rfc2VxdWVuY2UYECABKAQSEQoJdHJ1bmNhdGVkGBEgASgIEhMKC292ZXJfYnVkZ2V0GBIgASgIEhwKFHN0YWJsZV9wcmVmaXhfdG9rZW5zGBMgASgNEhsKE2hpc3Rvcnlfc3RlcF90b2tlbnMYFCABKA0SGAoQcmVhc29uaW5nX3Rva2VucxgVIAEoDRIgChhyZWFzb25pbmdfdG9rZW5zX29taXR0ZWQYFiABKA0SEwoLc3VtbWFyeV9jdXQYFyABKAgSHwoXZmluYWxfYXNzaXN0YW50X29taXR0ZWQYGCABKA0SHAoUdG9vbF9yZXN1bHRzX2NsZWFyZWQYGSABKA0SIgoadG9vbF9yZXN1bHRfdG9rZW5zX2NsZWFyZWQYGiABKA0irgEKFEJ1aWxkQ29udGV4dFJlc3BvbnNlEikKCG1lc3NhZ2VzGAEgAygLMhcuY3R4ZC52MS5Db250ZXh0TWVzc2FnZRIQCghyZW5kZXJlZBgCIAEoCRIkCgVzdGF0cxgDIAEoCzIVLmN0eGQudjEuQ29udGV4dFN0YXRzEhUKDW5lZWRzX3N1bW1hcnkYBCABKAgSHAoUcHJldmlvdXNfcmVzcG9uc2VfaWQYBSABKAkilgEKB1N1bW1hcnkSDAoEdGV4dBgBIAEoCRIYChB0aHJvdWdoX3NlcXVlbmNlGAIgASgEEg4KBnRva2VucxgDIAEoDRISCgpzdW1tYXJpemVyGAQgASgJEg8KB3ZlcnNpb24YBSABKAQSLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitAEKD1ByZXBhcmVkUmVxdWVzdBIQCghyZW5kZXJlZBgBIAEoCRIiCghtZXNzYWdlcxgCIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIdChViYXNlX3Rocm91Z2hfc2VxdWVuY2UYAyABKAQSGAoQdGhyb3VnaF9zZXF1ZW5jZRgEIAEoBBIXCg9yZXNwb25zZV9mb3JtYXQYBSABKAkSGQoRbWF4X291dHB1dF90b2tlbnMYBiABKA0ipgIKEFN1bW1hcml6ZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmtlZXBfcmVjZW50X3Rva2VucxgCIAEoDRIlCgl0b2tlbml6ZXIYAyABKA4yEi5jdHhkLnYxLlRva2VuaXplchIkCgRtb2RlGAQgASgOMhYuY3R4ZC52MS5TdW1tYXJpemVNb2RlEhQKDHN1bW1hcnlfdGV4dBgFIAEoCRIYChB0aHJvdWdoX3NlcXVlbmNlGAYgASgEEiYKGWV4cGVjdGVkX3Rocm91Z2hfc2VxdWVuY2UYByABKARIAIgBARIaChJtYXhfc3VtbWFyeV90b2tlbnMYCCABKA1CHAoaX2V4cGVjdGVkX3Rocm91Z2hfc2VxdWVuY2UicwoRU3VtbWFyaXplUmVzcG9uc2USIQoHc3VtbWFyeRgBIAEoCzIQLmN0eGQudjEuU3VtbWFyeRIPCgdjaGFuZ2VkGAIgASgIEioKCHByZXBhcmVkGAMgASgLMhguY3R4ZC52MS5QcmVwYXJlZFJlcXVlc3QqcAoPUmVhc29uaW5nUG9saWN5EiAKHFJFQVNPTklOR19QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1SRUFTT05JTkdfUE9MSUNZX0NVUlJFTlRfVFVSThABEhgKFFJFQVNPTklOR19QT0xJQ1lfQUxMEAIqjgIKDUNvbnRleHRTb3VyY2USHgoaQ09OVEVYVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIgChxDT05URVhUX1NPVVJDRV9TWVNURU1fUFJPTVBUEAESGgoWQ09OVEVYVF9TT1VSQ0VfU1VNTUFSWRACEiEKHUNPTlRFWFRfU09VUkNFX1dPUktJTkdfTUVNT1JZEAMSJAogQ09OVEVYVF9TT1VSQ0VfVFJVTkNBVElPTl9OT1RJQ0UQBBIaChZDT05URVhUX1NPVVJDRV9ISVNUT1JZEAUSGgoWQ09OVEVYVF9TT1VSQ0VfUEVORElORxAGEh4KGkNPTlRFWFRfU09VUkNFX1BMQUNFSE9MREVSEAcqawoNSGlzdG9yeVBvbGljeRIeChpISVNUT1JZX1BPTElDWV9VTlNQRUNJRklFRBAAEh8KG0hJU1RPUllfUE9MSUNZX0NBQ0hFX1NUQUJMRRABEhkKFUhJU1RPUllfUE9MSUNZX05FV0VTVBACKmUKDkZpbmFsQXNzaXN0YW50Eh8KG0ZJTkFMX0FTU0lTVEFOVF9VTlNQRUNJRklFRBAAEhgKFEZJTkFMX0FTU0lTVEFOVF9LRUVQEAESGAoURklOQUxfQVNTSVNUQU5UX09NSVQQAiqDAQoNU3VtbWFyaXplTW9kZRIeChpTVU1NQVJJWkVfTU9ERV9VTlNQRUNJRklFRBAAEhkKFVNVTU1BUklaRV9NT0RFX1NFUlZFUhABEhoKFlNVTU1BUklaRV9NT0RFX1BSRVBBUkUQAhIbChdTVU1NQVJJWkVfTU9ERV9QUk9WSURFRBADYgZwcm90bzM", [file_ctxd_v1_messages, file_google_protobuf_timestamp]);
+  fileDesc("ChVjdHhkL3YxL2NvbnRleHQucHJvdG8SB2N0eGQudjEiZAoGQnVkZ2V0EhIKCm1heF90b2tlbnMYASABKA0SHQoVcmVzZXJ2ZV9vdXRwdXRfdG9rZW5zGAIgASgNEhQKDG1heF9tZXNzYWdlcxgDIAEoDRIRCgltYXhfdHVybnMYBCABKA0iqwQKE0J1aWxkQ29udGV4dFJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEh8KBmJ1ZGdldBgCIAEoCzIPLmN0eGQudjEuQnVkZ2V0EiUKCXRva2VuaXplchgDIAEoDjISLmN0eGQudjEuVG9rZW5pemVyEhUKDXN5c3RlbV9wcm9tcHQYBCABKAkSKgoQcGVuZGluZ19tZXNzYWdlcxgFIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIUCgxvbWl0X3N1bW1hcnkYBiABKAgSGwoTb21pdF93b3JraW5nX21lbW9yeRgHIAEoCBIeChZ0b29sX291dHB1dF9tYXhfdG9rZW5zGAggASgNEh8KBmZvcm1hdBgJIAEoDjIPLmN0eGQudjEuRm9ybWF0Ei4KDmhpc3RvcnlfcG9saWN5GAogASgOMhYuY3R4ZC52MS5IaXN0b3J5UG9saWN5EisKCXJlYXNvbmluZxgLIAEoDjIYLmN0eGQudjEuUmVhc29uaW5nUG9saWN5EjAKD2ZpbmFsX2Fzc2lzdGFudBgMIAEoDjIXLmN0eGQudjEuRmluYWxBc3Npc3RhbnQSFQoNb21pdF9tZXNzYWdlcxgNIAEoCBI1ChJjbGVhcl90b29sX3Jlc3VsdHMYDiABKAsyGS5jdHhkLnYxLkNsZWFyVG9vbFJlc3VsdHMSHwoGcmVjYWxsGA8gASgLMg8uY3R4ZC52MS5SZWNhbGwiPgoGUmVjYWxsEg0KBXF1ZXJ5GAEgASgJEhIKCm1heF90b2tlbnMYAiABKA0SEQoJbWF4X2l0ZW1zGAMgASgNIlcKEENsZWFyVG9vbFJlc3VsdHMSEwoLa2VlcF9yZWNlbnQYASABKA0SFQoNZXhjbHVkZV90b29scxgCIAMoCRIXCg9jbGVhcl9hcmd1bWVudHMYAyABKAgipgMKDkNvbnRleHRNZXNzYWdlEhsKBHJvbGUYASABKA4yDS5jdHhkLnYxLlJvbGUSDwoHY29udGVudBgCIAEoCRIMCgRuYW1lGAMgASgJEiUKCnRvb2xfY2FsbHMYBCADKAsyES5jdHhkLnYxLlRvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIoCgthdHRhY2htZW50cxgGIAMoCzITLmN0eGQudjEuQXR0YWNobWVudBIgCgVlcnJvchgHIAEoCzIRLmN0eGQudjEuTGxtRXJyb3ISEwoLcmVzcG9uc2VfaWQYCCABKAkSJgoGc291cmNlGAkgASgOMhYuY3R4ZC52MS5Db250ZXh0U291cmNlEhAKCHNlcXVlbmNlGAogASgEEg4KBnRva2VucxgLIAEoDRIlCglyZWFzb25pbmcYDCADKAsyEi5jdHhkLnYxLlJlYXNvbmluZxIXCg9jb250ZW50X2l0ZW1faWQYDSABKAkSGQoRY29udGVudF9zaWduYXR1cmUYDiABKAkSFQoNY29udGVudF9waGFzZRgPIAEoCSKZBgoMQ29udGV4dFN0YXRzEhQKDHRvdGFsX3Rva2VucxgBIAEoDRIcChRzeXN0ZW1fcHJvbXB0X3Rva2VucxgCIAEoDRIWCg5zdW1tYXJ5X3Rva2VucxgDIAEoDRIdChV3b3JraW5nX21lbW9yeV90b2tlbnMYBCABKA0SIAoYdHJ1bmNhdGlvbl9ub3RpY2VfdG9rZW5zGAUgASgNEhYKDmhpc3RvcnlfdG9rZW5zGAYgASgNEhYKDnBlbmRpbmdfdG9rZW5zGAcgASgNEhUKDWJ1ZGdldF90b2tlbnMYCCABKA0SGwoTbWVzc2FnZXNfY29uc2lkZXJlZBgJIAEoDRIZChFtZXNzYWdlc19pbmNsdWRlZBgKIAEoDRIYChBtZXNzYWdlc19kcm9wcGVkGAsgASgNEhsKE3Rvb2xfZ3JvdXBzX2Ryb3BwZWQYDCABKA0SHgoWaW5jb21wbGV0ZV90b29sX2dyb3VwcxgNIAEoDRIgChhvbGRlc3RfaW5jbHVkZWRfc2VxdWVuY2UYDiABKAQSIAoYc3VtbWFyeV90aHJvdWdoX3NlcXVlbmNlGA8gASgEEhkKEWxvZ19sYXN0X3NlcXVlbmNlGBAgASgEEhEKCXRydW5jYXRlZBgRIAEoCBITCgtvdmVyX2J1ZGdldBgSIAEoCBIcChRzdGFibGVfcHJlZml4X3Rva2VucxgTIAEoDRIbChNoaXN0b3J5X3N0ZXBfdG9rZW5zGBQgASgNEhgKEHJlYXNvbmluZ190b2tlbnMYFSABKA0SIAoYcmVhc29uaW5nX3Rva2Vuc19vbWl0dGVkGBYgASgNEhMKC3N1bW1hcnlfY3V0GBcgASgIEh8KF2ZpbmFsX2Fzc2lzdGFudF9vbWl0dGVkGBggASgNEhwKFHRvb2xfcmVzdWx0c19jbGVhcmVkGBkgASgNEiIKGnRvb2xfcmVzdWx0X3Rva2Vuc19jbGVhcmVkGBogASgNEhUKDXJlY2FsbF90b2tlbnMYGyABKA0SGQoRbWVzc2FnZXNfcmVjYWxsZWQYHCABKA0irgEKFEJ1aWxkQ29udGV4dFJlc3BvbnNlEikKCG1lc3NhZ2VzGAEgAygLMhcuY3R4ZC52MS5Db250ZXh0TWVzc2FnZRIQCghyZW5kZXJlZBgCIAEoCRIkCgVzdGF0cxgDIAEoCzIVLmN0eGQudjEuQ29udGV4dFN0YXRzEhUKDW5lZWRzX3N1bW1hcnkYBCABKAgSHAoUcHJldmlvdXNfcmVzcG9uc2VfaWQYBSABKAkilgEKB1N1bW1hcnkSDAoEdGV4dBgBIAEoCRIYChB0aHJvdWdoX3NlcXVlbmNlGAIgASgEEg4KBnRva2VucxgDIAEoDRISCgpzdW1tYXJpemVyGAQgASgJEg8KB3ZlcnNpb24YBSABKAQSLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitAEKD1ByZXBhcmVkUmVxdWVzdBIQCghyZW5kZXJlZBgBIAEoCRIiCghtZXNzYWdlcxgCIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIdChViYXNlX3Rocm91Z2hfc2VxdWVuY2UYAyABKAQSGAoQdGhyb3VnaF9zZXF1ZW5jZRgEIAEoBBIXCg9yZXNwb25zZV9mb3JtYXQYBSABKAkSGQoRbWF4X291dHB1dF90b2tlbnMYBiABKA0ipgIKEFN1bW1hcml6ZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmtlZXBfcmVjZW50X3Rva2VucxgCIAEoDRIlCgl0b2tlbml6ZXIYAyABKA4yEi5jdHhkLnYxLlRva2VuaXplchIkCgRtb2RlGAQgASgOMhYuY3R4ZC52MS5TdW1tYXJpemVNb2RlEhQKDHN1bW1hcnlfdGV4dBgFIAEoCRIYChB0aHJvdWdoX3NlcXVlbmNlGAYgASgEEiYKGWV4cGVjdGVkX3Rocm91Z2hfc2VxdWVuY2UYByABKARIAIgBARIaChJtYXhfc3VtbWFyeV90b2tlbnMYCCABKA1CHAoaX2V4cGVjdGVkX3Rocm91Z2hfc2VxdWVuY2UicwoRU3VtbWFyaXplUmVzcG9uc2USIQoHc3VtbWFyeRgBIAEoCzIQLmN0eGQudjEuU3VtbWFyeRIPCgdjaGFuZ2VkGAIgASgIEioKCHByZXBhcmVkGAMgASgLMhguY3R4ZC52MS5QcmVwYXJlZFJlcXVlc3QqcAoPUmVhc29uaW5nUG9saWN5EiAKHFJFQVNPTklOR19QT0xJQ1lfVU5TUEVDSUZJRUQQABIhCh1SRUFTT05JTkdfUE9MSUNZX0NVUlJFTlRfVFVSThABEhgKFFJFQVNPTklOR19QT0xJQ1lfQUxMEAIqqQIKDUNvbnRleHRTb3VyY2USHgoaQ09OVEVYVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIgChxDT05URVhUX1NPVVJDRV9TWVNURU1fUFJPTVBUEAESGgoWQ09OVEVYVF9TT1VSQ0VfU1VNTUFSWRACEiEKHUNPTlRFWFRfU09VUkNFX1dPUktJTkdfTUVNT1JZEAMSJAogQ09OVEVYVF9TT1VSQ0VfVFJVTkNBVElPTl9OT1RJQ0UQBBIaChZDT05URVhUX1NPVVJDRV9ISVNUT1JZEAUSGgoWQ09OVEVYVF9TT1VSQ0VfUEVORElORxAGEh4KGkNPTlRFWFRfU09VUkNFX1BMQUNFSE9MREVSEAcSGQoVQ09OVEVYVF9TT1VSQ0VfUkVDQUxMEAgqawoNSGlzdG9yeVBvbGljeRIeChpISVNUT1JZX1BPTElDWV9VTlNQRUNJRklFRBAAEh8KG0hJU1RPUllfUE9MSUNZX0NBQ0hFX1NUQUJMRRABEhkKFUhJU1RPUllfUE9MSUNZX05FV0VTVBACKmUKDkZpbmFsQXNzaXN0YW50Eh8KG0ZJTkFMX0FTU0lTVEFOVF9VTlNQRUNJRklFRBAAEhgKFEZJTkFMX0FTU0lTVEFOVF9LRUVQEAESGAoURklOQUxfQVNTSVNUQU5UX09NSVQQAiqDAQoNU3VtbWFyaXplTW9kZRIeChpTVU1NQVJJWkVfTU9ERV9VTlNQRUNJRklFRBAAEhkKFVNVTU1BUklaRV9NT0RFX1NFUlZFUhABEhoKFlNVTU1BUklaRV9NT0RFX1BSRVBBUkUQAhIbChdTVU1NQVJJWkVfTU9ERV9QUk9WSURFRBADYgZwcm90bzM", [file_ctxd_v1_messages, file_google_protobuf_timestamp]);
 
 /**
  * Token budget of a context pack.
@@ -174,6 +174,15 @@ export type BuildContextRequest = Message<"ctxd.v1.BuildContextRequest"> & {
    * @generated from field: ctxd.v1.ClearToolResults clear_tool_results = 14;
    */
   clearToolResults?: ClearToolResults | undefined;
+
+  /**
+   * Recall (docs/design.md, "Recall"): the earlier messages most relevant to the current
+   * question that the pack does not hold verbatim, quoted with their sequences in one user
+   * turn placed last, so the pack's cache-stable beginning does not move. Off when unset.
+   *
+   * @generated from field: ctxd.v1.Recall recall = 15;
+   */
+  recall?: Recall | undefined;
 };
 
 /**
@@ -182,6 +191,44 @@ export type BuildContextRequest = Message<"ctxd.v1.BuildContextRequest"> & {
  */
 export const BuildContextRequestSchema: GenMessage<BuildContextRequest> = /*@__PURE__*/
   messageDesc(file_ctxd_v1_context, 1);
+
+/**
+ * What `BuildContextRequest.recall` adds to a pack. Its room is kept out of the budget before
+ * history is packed (so history does not depend on the question), and what it leaves unused
+ * stays unused.
+ *
+ * @generated from message ctxd.v1.Recall
+ */
+export type Recall = Message<"ctxd.v1.Recall"> & {
+  /**
+   * What to look for, as SearchMessages takes it (empty = the text of the newest user
+   * message, pending or stored; at most 4,096 bytes).
+   *
+   * @generated from field: string query = 1;
+   */
+  query: string;
+
+  /**
+   * Tokens the recalled turn may cost (0 = 1,000; at most half the budget).
+   *
+   * @generated from field: uint32 max_tokens = 2;
+   */
+  maxTokens: number;
+
+  /**
+   * Messages it may quote (0 = 5; at most 20).
+   *
+   * @generated from field: uint32 max_items = 3;
+   */
+  maxItems: number;
+};
+
+/**
+ * Describes the message ctxd.v1.Recall.
+ * Use `create(RecallSchema)` to create a new message.
+ */
+export const RecallSchema: GenMessage<Recall> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_context, 2);
 
 /**
  * Which tool results a pack clears (docs/design.md, "Context editing"). Groups stay whole:
@@ -221,7 +268,7 @@ export type ClearToolResults = Message<"ctxd.v1.ClearToolResults"> & {
  * Use `create(ClearToolResultsSchema)` to create a new message.
  */
 export const ClearToolResultsSchema: GenMessage<ClearToolResults> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 2);
+  messageDesc(file_ctxd_v1_context, 3);
 
 /**
  * One message of a context pack.
@@ -342,7 +389,7 @@ export type ContextMessage = Message<"ctxd.v1.ContextMessage"> & {
  * Use `create(ContextMessageSchema)` to create a new message.
  */
 export const ContextMessageSchema: GenMessage<ContextMessage> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 3);
+  messageDesc(file_ctxd_v1_context, 4);
 
 /**
  * Accounting of a context pack.
@@ -544,6 +591,20 @@ export type ContextStats = Message<"ctxd.v1.ContextStats"> & {
    * @generated from field: uint32 tool_result_tokens_cleared = 26;
    */
   toolResultTokensCleared: number;
+
+  /**
+   * Tokens of the recalled turn (`recall`).
+   *
+   * @generated from field: uint32 recall_tokens = 27;
+   */
+  recallTokens: number;
+
+  /**
+   * Messages the recalled turn quotes.
+   *
+   * @generated from field: uint32 messages_recalled = 28;
+   */
+  messagesRecalled: number;
 };
 
 /**
@@ -551,7 +612,7 @@ export type ContextStats = Message<"ctxd.v1.ContextStats"> & {
  * Use `create(ContextStatsSchema)` to create a new message.
  */
 export const ContextStatsSchema: GenMessage<ContextStats> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 4);
+  messageDesc(file_ctxd_v1_context, 5);
 
 /**
  * Response of BuildContext.
@@ -600,7 +661,7 @@ export type BuildContextResponse = Message<"ctxd.v1.BuildContextResponse"> & {
  * Use `create(BuildContextResponseSchema)` to create a new message.
  */
 export const BuildContextResponseSchema: GenMessage<BuildContextResponse> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 5);
+  messageDesc(file_ctxd_v1_context, 6);
 
 /**
  * A conversation's rolling summary.
@@ -656,7 +717,7 @@ export type Summary = Message<"ctxd.v1.Summary"> & {
  * Use `create(SummarySchema)` to create a new message.
  */
 export const SummarySchema: GenMessage<Summary> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 6);
+  messageDesc(file_ctxd_v1_context, 7);
 
 /**
  * An LLM request prepared for the caller's own model (bring your own LLM).
@@ -716,7 +777,7 @@ export type PreparedRequest = Message<"ctxd.v1.PreparedRequest"> & {
  * Use `create(PreparedRequestSchema)` to create a new message.
  */
 export const PreparedRequestSchema: GenMessage<PreparedRequest> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 7);
+  messageDesc(file_ctxd_v1_context, 8);
 
 /**
  * Request of Summarize.
@@ -787,7 +848,7 @@ export type SummarizeRequest = Message<"ctxd.v1.SummarizeRequest"> & {
  * Use `create(SummarizeRequestSchema)` to create a new message.
  */
 export const SummarizeRequestSchema: GenMessage<SummarizeRequest> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 8);
+  messageDesc(file_ctxd_v1_context, 9);
 
 /**
  * Response of Summarize.
@@ -822,7 +883,7 @@ export type SummarizeResponse = Message<"ctxd.v1.SummarizeResponse"> & {
  * Use `create(SummarizeResponseSchema)` to create a new message.
  */
 export const SummarizeResponseSchema: GenMessage<SummarizeResponse> = /*@__PURE__*/
-  messageDesc(file_ctxd_v1_context, 9);
+  messageDesc(file_ctxd_v1_context, 10);
 
 /**
  * Which stored reasoning goes into a pack. Reasoning (and signatures and item ids) only ever
@@ -929,6 +990,14 @@ export enum ContextSource {
    * @generated from enum value: CONTEXT_SOURCE_PLACEHOLDER = 7;
    */
   PLACEHOLDER = 7,
+
+  /**
+   * Earlier messages that `BuildContextRequest.recall` found for the current question, quoted
+   * in one user turn at the end of the pack.
+   *
+   * @generated from enum value: CONTEXT_SOURCE_RECALL = 8;
+   */
+  RECALL = 8,
 }
 
 /**

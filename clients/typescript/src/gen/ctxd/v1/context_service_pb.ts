@@ -10,7 +10,7 @@ import type { ForkConversationRequestSchema, ForkConversationResponseSchema, Get
 import { file_ctxd_v1_conversations } from "./conversations_pb.js";
 import type { GetWorkingMemoryRequestSchema, GetWorkingMemoryResponseSchema, UpdateWorkingMemoryRequestSchema, UpdateWorkingMemoryResponseSchema } from "./memory_pb.js";
 import { file_ctxd_v1_memory } from "./memory_pb.js";
-import type { Format, Message as Message$1, NativeItems, Tokenizer } from "./messages_pb.js";
+import type { Format, Message as Message$1, NativeItems, Role, Tokenizer } from "./messages_pb.js";
 import { file_ctxd_v1_messages } from "./messages_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ctxd/v1/context_service.proto.
  */
 export const file_ctxd_v1_context_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1jdHhkL3YxL2NvbnRleHRfc2VydmljZS5wcm90bxIHY3R4ZC52MSLSAQoUQXBwZW5kTWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEiIKCG1lc3NhZ2VzGAIgAygLMhAuY3R4ZC52MS5NZXNzYWdlEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCRIjChZleHBlY3RlZF9sYXN0X3NlcXVlbmNlGAQgASgESACIAQESJAoGbmF0aXZlGAUgASgLMhQuY3R4ZC52MS5OYXRpdmVJdGVtc0IZChdfZXhwZWN0ZWRfbGFzdF9zZXF1ZW5jZSJ8ChVBcHBlbmRNZXNzYWdlUmVzcG9uc2USFgoOZmlyc3Rfc2VxdWVuY2UYASABKAQSFQoNbGFzdF9zZXF1ZW5jZRgCIAEoBBIiChpjb252ZXJzYXRpb25fbGFzdF9zZXF1ZW5jZRgDIAEoBBIQCghyZXBsYXllZBgEIAEoCCKKAQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoOYWZ0ZXJfc2VxdWVuY2UYAiABKAQSEQoJcGFnZV9zaXplGAMgASgNEiQKBmZvcm1hdBgEIAEoDjIPLmN0eGQudjEuRm9ybWF0SACIAQFCCQoHX2Zvcm1hdCJpChRMaXN0TWVzc2FnZXNSZXNwb25zZRIiCghtZXNzYWdlcxgBIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIbChNuZXh0X2FmdGVyX3NlcXVlbmNlGAIgASgEEhAKCHJlbmRlcmVkGAMgASgJIjQKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIjYKGkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEhgKEG1lc3NhZ2VzX2RlbGV0ZWQYASABKAQiSQoSQ291bnRUb2tlbnNSZXF1ZXN0EgwKBHRleHQYASABKAkSJQoJdG9rZW5pemVyGAIgASgOMhIuY3R4ZC52MS5Ub2tlbml6ZXIiTAoTQ291bnRUb2tlbnNSZXNwb25zZRIOCgZ0b2tlbnMYASABKA0SJQoJdG9rZW5pemVyGAIgASgOMhIuY3R4ZC52MS5Ub2tlbml6ZXIyuwkKDkNvbnRleHRTZXJ2aWNlEk4KDUFwcGVuZE1lc3NhZ2USHS5jdHhkLnYxLkFwcGVuZE1lc3NhZ2VSZXF1ZXN0Gh4uY3R4ZC52MS5BcHBlbmRNZXNzYWdlUmVzcG9uc2USSwoMQnVpbGRDb250ZXh0EhwuY3R4ZC52MS5CdWlsZENvbnRleHRSZXF1ZXN0Gh0uY3R4ZC52MS5CdWlsZENvbnRleHRSZXNwb25zZRJCCglTdW1tYXJpemUSGS5jdHhkLnYxLlN1bW1hcml6ZVJlcXVlc3QaGi5jdHhkLnYxLlN1bW1hcml6ZVJlc3BvbnNlElcKEEdldFdvcmtpbmdNZW1vcnkSIC5jdHhkLnYxLkdldFdvcmtpbmdNZW1vcnlSZXF1ZXN0GiEuY3R4ZC52MS5HZXRXb3JraW5nTWVtb3J5UmVzcG9uc2USYAoTVXBkYXRlV29ya2luZ01lbW9yeRIjLmN0eGQudjEuVXBkYXRlV29ya2luZ01lbW9yeVJlcXVlc3QaJC5jdHhkLnYxLlVwZGF0ZVdvcmtpbmdNZW1vcnlSZXNwb25zZRJLCgxMaXN0TWVzc2FnZXMSHC5jdHhkLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHS5jdHhkLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEl0KEkRlbGV0ZUNvbnZlcnNhdGlvbhIiLmN0eGQudjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBojLmN0eGQudjEuRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2USSAoLQ291bnRUb2tlbnMSGy5jdHhkLnYxLkNvdW50VG9rZW5zUmVxdWVzdBocLmN0eGQudjEuQ291bnRUb2tlbnNSZXNwb25zZRJaChFMaXN0Q29udmVyc2F0aW9ucxIhLmN0eGQudjEuTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0GiIuY3R4ZC52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlElQKD0dldENvbnZlcnNhdGlvbhIfLmN0eGQudjEuR2V0Q29udmVyc2F0aW9uUmVxdWVzdBogLmN0eGQudjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXQoSVXBkYXRlQ29udmVyc2F0aW9uEiIuY3R4ZC52MS5VcGRhdGVDb252ZXJzYXRpb25SZXF1ZXN0GiMuY3R4ZC52MS5VcGRhdGVDb252ZXJzYXRpb25SZXNwb25zZRJXChBGb3JrQ29udmVyc2F0aW9uEiAuY3R4ZC52MS5Gb3JrQ29udmVyc2F0aW9uUmVxdWVzdBohLmN0eGQudjEuRm9ya0NvbnZlcnNhdGlvblJlc3BvbnNlEk4KDVJlZGFjdE1lc3NhZ2USHS5jdHhkLnYxLlJlZGFjdE1lc3NhZ2VSZXF1ZXN0Gh4uY3R4ZC52MS5SZWRhY3RNZXNzYWdlUmVzcG9uc2USXQoSUmV3aW5kQ29udmVyc2F0aW9uEiIuY3R4ZC52MS5SZXdpbmRDb252ZXJzYXRpb25SZXF1ZXN0GiMuY3R4ZC52MS5SZXdpbmRDb252ZXJzYXRpb25SZXNwb25zZWIGcHJvdG8z", [file_ctxd_v1_context, file_ctxd_v1_conversations, file_ctxd_v1_memory, file_ctxd_v1_messages]);
+  fileDesc("Ch1jdHhkL3YxL2NvbnRleHRfc2VydmljZS5wcm90bxIHY3R4ZC52MSLSAQoUQXBwZW5kTWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEiIKCG1lc3NhZ2VzGAIgAygLMhAuY3R4ZC52MS5NZXNzYWdlEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCRIjChZleHBlY3RlZF9sYXN0X3NlcXVlbmNlGAQgASgESACIAQESJAoGbmF0aXZlGAUgASgLMhQuY3R4ZC52MS5OYXRpdmVJdGVtc0IZChdfZXhwZWN0ZWRfbGFzdF9zZXF1ZW5jZSJ8ChVBcHBlbmRNZXNzYWdlUmVzcG9uc2USFgoOZmlyc3Rfc2VxdWVuY2UYASABKAQSFQoNbGFzdF9zZXF1ZW5jZRgCIAEoBBIiChpjb252ZXJzYXRpb25fbGFzdF9zZXF1ZW5jZRgDIAEoBBIQCghyZXBsYXllZBgEIAEoCCKKAQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoOYWZ0ZXJfc2VxdWVuY2UYAiABKAQSEQoJcGFnZV9zaXplGAMgASgNEiQKBmZvcm1hdBgEIAEoDjIPLmN0eGQudjEuRm9ybWF0SACIAQFCCQoHX2Zvcm1hdCJpChRMaXN0TWVzc2FnZXNSZXNwb25zZRIiCghtZXNzYWdlcxgBIAMoCzIQLmN0eGQudjEuTWVzc2FnZRIbChNuZXh0X2FmdGVyX3NlcXVlbmNlGAIgASgEEhAKCHJlbmRlcmVkGAMgASgJIjQKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIjYKGkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEhgKEG1lc3NhZ2VzX2RlbGV0ZWQYASABKAQiSQoSQ291bnRUb2tlbnNSZXF1ZXN0EgwKBHRleHQYASABKAkSJQoJdG9rZW5pemVyGAIgASgOMhIuY3R4ZC52MS5Ub2tlbml6ZXIiTAoTQ291bnRUb2tlbnNSZXNwb25zZRIOCgZ0b2tlbnMYASABKA0SJQoJdG9rZW5pemVyGAIgASgOMhIuY3R4ZC52MS5Ub2tlbml6ZXIimAEKFVNlYXJjaE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFcXVlcnkYAiABKAkSEQoJcGFnZV9zaXplGAMgASgNEhwKBXJvbGVzGAQgAygOMg0uY3R4ZC52MS5Sb2xlEhIKCnRvb2xfbmFtZXMYBSADKAkSEgoKcGFnZV90b2tlbhgGIAEoCSJtCglTZWFyY2hIaXQSEAoIc2VxdWVuY2UYASABKAQSGwoEcm9sZRgCIAEoDjINLmN0eGQudjEuUm9sZRIPCgdzbmlwcGV0GAMgASgJEg0KBXNjb3JlGAQgASgCEhEKCXRvb2xfbmFtZRgFIAEoCSJTChZTZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEiAKBGhpdHMYASADKAsyEi5jdHhkLnYxLlNlYXJjaEhpdBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkyjgoKDkNvbnRleHRTZXJ2aWNlEk4KDUFwcGVuZE1lc3NhZ2USHS5jdHhkLnYxLkFwcGVuZE1lc3NhZ2VSZXF1ZXN0Gh4uY3R4ZC52MS5BcHBlbmRNZXNzYWdlUmVzcG9uc2USSwoMQnVpbGRDb250ZXh0EhwuY3R4ZC52MS5CdWlsZENvbnRleHRSZXF1ZXN0Gh0uY3R4ZC52MS5CdWlsZENvbnRleHRSZXNwb25zZRJCCglTdW1tYXJpemUSGS5jdHhkLnYxLlN1bW1hcml6ZVJlcXVlc3QaGi5jdHhkLnYxLlN1bW1hcml6ZVJlc3BvbnNlElcKEEdldFdvcmtpbmdNZW1vcnkSIC5jdHhkLnYxLkdldFdvcmtpbmdNZW1vcnlSZXF1ZXN0GiEuY3R4ZC52MS5HZXRXb3JraW5nTWVtb3J5UmVzcG9uc2USYAoTVXBkYXRlV29ya2luZ01lbW9yeRIjLmN0eGQudjEuVXBkYXRlV29ya2luZ01lbW9yeVJlcXVlc3QaJC5jdHhkLnYxLlVwZGF0ZVdvcmtpbmdNZW1vcnlSZXNwb25zZRJLCgxMaXN0TWVzc2FnZXMSHC5jdHhkLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHS5jdHhkLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEl0KEkRlbGV0ZUNvbnZlcnNhdGlvbhIiLmN0eGQudjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBojLmN0eGQudjEuRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2USSAoLQ291bnRUb2tlbnMSGy5jdHhkLnYxLkNvdW50VG9rZW5zUmVxdWVzdBocLmN0eGQudjEuQ291bnRUb2tlbnNSZXNwb25zZRJaChFMaXN0Q29udmVyc2F0aW9ucxIhLmN0eGQudjEuTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0GiIuY3R4ZC52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlElQKD0dldENvbnZlcnNhdGlvbhIfLmN0eGQudjEuR2V0Q29udmVyc2F0aW9uUmVxdWVzdBogLmN0eGQudjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXQoSVXBkYXRlQ29udmVyc2F0aW9uEiIuY3R4ZC52MS5VcGRhdGVDb252ZXJzYXRpb25SZXF1ZXN0GiMuY3R4ZC52MS5VcGRhdGVDb252ZXJzYXRpb25SZXNwb25zZRJXChBGb3JrQ29udmVyc2F0aW9uEiAuY3R4ZC52MS5Gb3JrQ29udmVyc2F0aW9uUmVxdWVzdBohLmN0eGQudjEuRm9ya0NvbnZlcnNhdGlvblJlc3BvbnNlEk4KDVJlZGFjdE1lc3NhZ2USHS5jdHhkLnYxLlJlZGFjdE1lc3NhZ2VSZXF1ZXN0Gh4uY3R4ZC52MS5SZWRhY3RNZXNzYWdlUmVzcG9uc2USXQoSUmV3aW5kQ29udmVyc2F0aW9uEiIuY3R4ZC52MS5SZXdpbmRDb252ZXJzYXRpb25SZXF1ZXN0GiMuY3R4ZC52MS5SZXdpbmRDb252ZXJzYXRpb25SZXNwb25zZRJRCg5TZWFyY2hNZXNzYWdlcxIeLmN0eGQudjEuU2VhcmNoTWVzc2FnZXNSZXF1ZXN0Gh8uY3R4ZC52MS5TZWFyY2hNZXNzYWdlc1Jlc3BvbnNlYgZwcm90bzM", [file_ctxd_v1_context, file_ctxd_v1_conversations, file_ctxd_v1_memory, file_ctxd_v1_messages]);
 
 /**
  * Request of AppendMessage.
@@ -303,6 +303,150 @@ export const CountTokensResponseSchema: GenMessage<CountTokensResponse> = /*@__P
   messageDesc(file_ctxd_v1_context_service, 7);
 
 /**
+ * Request of SearchMessages.
+ *
+ * @generated from message ctxd.v1.SearchMessagesRequest
+ */
+export type SearchMessagesRequest = Message<"ctxd.v1.SearchMessagesRequest"> & {
+  /**
+   * Conversation to search. An unknown conversation is NOT_FOUND.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * What to look for, in words (1 to 4,096 bytes): a message matches when it holds any of
+   * the query's words after stemming (e.g. "invoice" finds "invoices"); stop words ("the",
+   * "what") are ignored, and a query of stop words only finds nothing. Words are runs of
+   * letters and digits: `INV-2291` is the words `inv` and `2291`. At most 64 distinct words
+   * count.
+   *
+   * @generated from field: string query = 2;
+   */
+  query: string;
+
+  /**
+   * Hits per page (0 = 10; capped at 50). A page also stops once its messages reach 4 MiB.
+   *
+   * @generated from field: uint32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Only messages of these roles (empty = every role).
+   *
+   * @generated from field: repeated ctxd.v1.Role roles = 4;
+   */
+  roles: Role[];
+
+  /**
+   * Only tool calls of these tools and their results (empty = every message; at most 64
+   * names).
+   *
+   * @generated from field: repeated string tool_names = 5;
+   */
+  toolNames: string[];
+
+  /**
+   * `next_page_token` of the previous page, with the same conversation, query and filters
+   * (empty = the first page). Pages follow the ranking of the first page's log: messages
+   * appended since are not found by later pages.
+   *
+   * @generated from field: string page_token = 6;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message ctxd.v1.SearchMessagesRequest.
+ * Use `create(SearchMessagesRequestSchema)` to create a new message.
+ */
+export const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_context_service, 8);
+
+/**
+ * One message SearchMessages found.
+ *
+ * @generated from message ctxd.v1.SearchHit
+ */
+export type SearchHit = Message<"ctxd.v1.SearchHit"> & {
+  /**
+   * Its sequence (ListMessages returns it whole).
+   *
+   * @generated from field: uint64 sequence = 1;
+   */
+  sequence: bigint;
+
+  /**
+   * Its role.
+   *
+   * @generated from field: ctxd.v1.Role role = 2;
+   */
+  role: Role;
+
+  /**
+   * About 200 bytes of its text around the first matching word, white space collapsed, with
+   * `…` where text was left out. The text searched is the content, then each tool call's name
+   * and arguments, then a failed call's message and partial output, up to the first 64 KiB.
+   *
+   * @generated from field: string snippet = 3;
+   */
+  snippet: string;
+
+  /**
+   * PostgreSQL's `ts_rank(document, query, 1)`: higher is more relevant; comparable within
+   * one query only.
+   *
+   * @generated from field: float score = 4;
+   */
+  score: number;
+
+  /**
+   * For a tool call, the (first) tool it calls; for a tool result, the tool that returned
+   * it; empty otherwise.
+   *
+   * @generated from field: string tool_name = 5;
+   */
+  toolName: string;
+};
+
+/**
+ * Describes the message ctxd.v1.SearchHit.
+ * Use `create(SearchHitSchema)` to create a new message.
+ */
+export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_context_service, 9);
+
+/**
+ * Response of SearchMessages.
+ *
+ * @generated from message ctxd.v1.SearchMessagesResponse
+ */
+export type SearchMessagesResponse = Message<"ctxd.v1.SearchMessagesResponse"> & {
+  /**
+   * Hits, best first (equal scores: newest first).
+   *
+   * @generated from field: repeated ctxd.v1.SearchHit hits = 1;
+   */
+  hits: SearchHit[];
+
+  /**
+   * Pass as `page_token` for the next page; empty when there is none.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message ctxd.v1.SearchMessagesResponse.
+ * Use `create(SearchMessagesResponseSchema)` to create a new message.
+ */
+export const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_context_service, 10);
+
+/**
  * ContextService keeps LLM conversations and assembles the context for the next LLM call.
  *
  * Every call is scoped to a tenant (from the credential, or the `x-tenant-id` metadata header
@@ -472,6 +616,18 @@ export const ContextService: GenService<{
     methodKind: "unary";
     input: typeof RewindConversationRequestSchema;
     output: typeof RewindConversationResponseSchema;
+  },
+  /**
+   * Finds a conversation's messages by full-text relevance, best first: PostgreSQL text search
+   * (`ts_rank` over the OR of the query's words, stemmed in `CTXD_SEARCH_LANGUAGE`), the same
+   * ranking on the in-memory store. Redacted and rewound messages are never found.
+   *
+   * @generated from rpc ctxd.v1.ContextService.SearchMessages
+   */
+  searchMessages: {
+    methodKind: "unary";
+    input: typeof SearchMessagesRequestSchema;
+    output: typeof SearchMessagesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ctxd_v1_context_service, 0);
