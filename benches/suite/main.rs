@@ -5,7 +5,7 @@
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and
 //! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run); `BENCH_ONLY=`
-//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations`, `dbcost`, `protocols`, `scale` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
+//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations`, `dbcost`, `protocols`, `scale`, `search` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
 //! sets the BuildContext samples per size (for profiling).
 
 mod append;
@@ -19,6 +19,7 @@ mod protocols;
 #[allow(dead_code, unreachable_pub)]
 mod replica;
 mod scale;
+mod search;
 mod tokens;
 
 use std::path::{Path, PathBuf};
@@ -108,6 +109,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("protocols") {
         protocols::run(&server, std::env::var_os("BENCH_QUICK").is_some()).await?;
+    }
+    if wanted("search") {
+        search::run(&server, std::env::var_os("BENCH_QUICK").is_some()).await?;
     }
     if wanted("scale") {
         let secs = if std::env::var_os("BENCH_QUICK").is_some() {
