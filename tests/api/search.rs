@@ -21,6 +21,7 @@ contract_tests!(
     search_pages_filters_and_bad_requests,
     redacted_rewound_and_other_tenants_messages_are_never_found,
     recall_quotes_the_fact_the_pack_left_out_in_every_format,
+    common_terms_do_not_hide_rare_ones_and_bound_the_ranking,
 );
 
 /// A fact stated early, and a later question about it in other words that shares its key
@@ -507,6 +508,45 @@ async fn recall_quotes_the_fact_the_pack_left_out_in_every_format(kind: StoreKin
     }
 }
 
+/// 1,200 messages that all say "deploy" (a common term: more than
+/// `COMMON_TERM_MESSAGES` = 1,000 hold it), one of them early with a rare word too.
+fn deploy_log() -> Vec<proto::Message> {
+    (0..1200)
+        .map(|n| match n {
+            7 => user("The zebra deploy key is K-77, keep it safe."),
+            n if n % 2 == 0 => user(&format!("deploy build {n} to staging please")),
+            n => assistant_text(&format!("deploy {n} finished, status green")),
+        })
+        .collect()
+}
+
+async fn common_terms_do_not_hide_rare_ones_and_bound_the_ranking(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    load(&mut client, "deploys", &deploy_log()).await;
+    // "deploy" is common: the early message with the rare "zebra" is still the best hit.
+    let hits = search(&mut client, "deploys", "zebra deploy", 5).await;
+    assert_eq!(hits[0].sequence, 8, "{hits:?}");
+    assert_eq!(
+        hits.len(),
+        1,
+        "only messages with a term that is not common are candidates"
+    );
+    // Every term common: the newest 1,000 matches are ranked, older ones never come.
+    let hits = search(&mut client, "deploys", "deploy status", 50).await;
+    assert_eq!(hits.len(), 50);
+    assert!(
+        hits.iter().all(|h| h.sequence > 200),
+        "{:?}",
+        hits.iter().map(|h| h.sequence).collect::<Vec<_>>()
+    );
+    assert!(
+        hits[0].snippet.contains("status"),
+        "both terms rank first: {}",
+        hits[0].snippet
+    );
+}
+
 /// The in-memory store ranks as PostgreSQL's `ts_rank` does: the same conversation on both,
 /// every question and a few more queries, the same hits with bit-identical scores.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -517,6 +557,8 @@ async fn the_in_memory_ranking_is_postgres_ts_rank() {
     let (mut pg, mut mem) = (postgres.client.clone(), memory.client.clone());
     load(&mut pg, "same", &messages[..1200]).await;
     load(&mut mem, "same", &messages[..1200]).await;
+    load(&mut pg, "deploys", &deploy_log()).await;
+    load(&mut mem, "deploys", &deploy_log()).await;
     let extra = [
         "tests",
         "passed failed pipeline",
@@ -539,6 +581,23 @@ async fn the_in_memory_ranking_is_postgres_ts_rank() {
                         h.tool_name.clone(),
                     )
                 })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(key(&a), key(&b), "{query:?}");
+    }
+    for query in [
+        "zebra deploy",
+        "deploy status",
+        "deploy build staging",
+        "finished green",
+    ] {
+        let (a, b) = (
+            search(&mut pg, "deploys", query, 50).await,
+            search(&mut mem, "deploys", query, 50).await,
+        );
+        let key = |hits: &[proto::SearchHit]| {
+            hits.iter()
+                .map(|h| (h.sequence, h.score.to_bits()))
                 .collect::<Vec<_>>()
         };
         assert_eq!(key(&a), key(&b), "{query:?}");

@@ -23,7 +23,13 @@ pub const MAX_SEARCHED_BYTES: usize = 64 * 1024;
 /// Words longer than this (hashes, base64, minified code) are not indexed.
 pub const MAX_WORD_BYTES: usize = 64;
 /// The most distinct terms a query looks for; the rest of a longer query is ignored.
-pub const MAX_QUERY_TERMS: usize = 64;
+pub const MAX_QUERY_TERMS: usize = 32;
+/// A term more messages of the conversation hold than this is *common* there, as a stop word
+/// is: it still adds to a hit's score, but does not make a message a candidate while the query
+/// has a term that is not common. When every term is common, the candidates are the newest
+/// this many matches. Either way a search ranks a bounded number of messages, whatever the
+/// conversation's length (docs/design.md, "Recall").
+pub const COMMON_TERM_MESSAGES: usize = 1000;
 /// Positions PostgreSQL keeps per lexeme (`MAXNUMPOS`).
 const MAX_POSITIONS: usize = 256;
 /// The largest word position of a `tsvector` (`MAXENTRYPOS - 1`); later words share it.
@@ -317,6 +323,26 @@ impl SearchQuery {
     /// The terms, sorted.
     pub fn terms(&self) -> &[String] {
         &self.terms
+    }
+
+    /// The query of the terms `keep` says yes to (the candidates' query, see
+    /// [`COMMON_TERM_MESSAGES`]).
+    pub fn only(&self, mut keep: impl FnMut(&str) -> bool) -> SearchQuery {
+        SearchQuery {
+            terms: self.terms.iter().filter(|t| keep(t)).cloned().collect(),
+        }
+    }
+
+    /// Each term as `tsquery` input behind `scope`, in order.
+    pub fn tsquery_terms(&self, scope: &str) -> Vec<String> {
+        self.terms
+            .iter()
+            .map(|term| {
+                let mut out = String::new();
+                push_quoted(&mut out, scope, term);
+                out
+            })
+            .collect()
     }
 
     /// The query as `tsquery` input: its terms behind `scope`, OR-ed.

@@ -63,34 +63,55 @@ impl SearchIndex {
     }
 }
 
-/// The hits of `spec` in `conversation`, as the PostgreSQL store pages them.
+/// The hits of `spec` in `conversation`, as the PostgreSQL store pages them: the candidates
+/// are the messages with a term that is not common (or, when every term is, the newest
+/// [`search::COMMON_TERM_MESSAGES`] matches), ranked with every term.
 pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPage {
     let log_last = conversation.last_sequence();
     let through = spec.through.map_or(log_last, |t| t.min(log_last));
     let index = &conversation.search;
-    let candidates: BTreeSet<u32> = spec
-        .query
-        .terms()
-        .iter()
-        .filter_map(|term| index.postings.get(term.as_str()))
-        .flatten()
-        .copied()
-        .collect();
+    // Message `i` has sequence `i + 1`.
+    let within = |i: u32| Sequence::from_stored(i64::from(i) + 1) <= through;
+    let holders = |term: &str| -> Vec<u32> {
+        let postings = index.postings.get(term).map_or(&[][..], Vec::as_slice);
+        postings
+            .iter()
+            .copied()
+            .filter(|&i| within(i) && index.documents[i as usize].positions(term).is_some())
+            .collect()
+    };
+    let common = |term: &str| {
+        let postings = index.postings.get(term).map_or(&[][..], Vec::as_slice);
+        let holding = postings
+            .iter()
+            .filter(|&&i| within(i) && index.documents[i as usize].positions(term).is_some());
+        holding.take(search::COMMON_TERM_MESSAGES + 1).count() > search::COMMON_TERM_MESSAGES
+    };
+    let rare = spec.query.only(|term| !common(term));
+    let every_term_common = rare.is_empty();
+    let candidate_terms = if every_term_common { &spec.query } else { &rare };
+    let matches: BTreeSet<u32> = candidate_terms.terms().iter().flat_map(|t| holders(t)).collect();
     let skip: std::collections::HashSet<Sequence> = spec.skip.iter().copied().collect();
+    let passing = matches.into_iter().rev().filter(|&i| {
+        let message = &conversation.messages[i as usize];
+        search::role_passes(&spec.roles, message.message.role)
+            && !skip.contains(&message.sequence)
+            && (spec.tool_names.is_empty() || calls_tool(conversation, message, &spec.tool_names))
+    });
+    let cap = if every_term_common {
+        search::COMMON_TERM_MESSAGES
+    } else {
+        usize::MAX
+    };
     let mut ranked: Vec<(f32, Sequence, usize)> = Vec::new();
-    for i in candidates {
+    for i in passing.take(cap) {
         let i = i as usize;
         let message = &conversation.messages[i];
         let score = search::rank(&index.documents[i], &spec.query);
-        let passes = score > 0.0
-            && message.sequence <= through
-            && search::role_passes(&spec.roles, message.message.role)
-            && !skip.contains(&message.sequence)
-            && (spec.tool_names.is_empty() || calls_tool(conversation, message, &spec.tool_names))
-            && spec
-                .after
-                .is_none_or(|(s, q)| score < s || (score == s && message.sequence < q));
-        if passes {
+        if spec
+            .after
+            .is_none_or(|(s, q)| score < s || (score == s && message.sequence < q))
+        {
             ranked.push((score, message.sequence, i));
         }
     }

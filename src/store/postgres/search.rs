@@ -1,6 +1,7 @@
 //! SearchMessages on PostgreSQL: the GIN index on `messages.search` finds the conversation's
-//! matches (their lexemes carry its scope, see [`search::scope`]), `ts_rank` ranks them, and
-//! only the page's rows are read whole.
+//! matches (their lexemes carry its scope, see [`search::scope`]), first to tell its common
+//! terms ([`search::COMMON_TERM_MESSAGES`]), then the candidates, which `ts_rank` ranks; only
+//! the page's rows are read whole.
 
 use deadpool_postgres::Pool;
 use tokio_postgres::Row;
@@ -26,11 +27,13 @@ const TOOL_FILTER: &str = "(EXISTS (SELECT 1 FROM jsonb_array_elements(s.tool_ca
                    AND call.sequence = s.call_sequence AND e->>'id' = s.tool_call_id
                    AND e->>'name' = ANY($6::text[])))";
 
-/// `$1` tenant, `$2` conversation, `$3` the query as `tsquery` text, `$4` the highest sequence,
-/// `$5` roles, `$6` tools, `$7` sequences skipped, `$8`/`$9` the last hit of the page before
-/// (score, sequence), `$10` how many, `$11` the byte limit. The ranking runs over every match
-/// (O(matches)); the rows are read for the page only, cut at the byte limit as
-/// [`super::rows::capped_page`] cuts.
+/// `$1` tenant, `$2` conversation, `$3` the query as `tsquery` text (what scores), `$4` the
+/// highest sequence, `$5` roles, `$6` tools, `$7` sequences skipped, `$8`/`$9` the last hit of
+/// the page before (score, sequence), `$10` how many, `$11` the byte limit, `$12` the
+/// candidates' query (the terms that are not common), `$13` how many of the newest candidates
+/// are ranked (all of them, or [`search::COMMON_TERM_MESSAGES`] when every term is common).
+/// The ranking runs over the candidates only; the rows are read for the page only, cut at the
+/// byte limit as [`super::rows::capped_page`] cuts.
 fn search_sql() -> String {
     let rank = format!(
         "ts_rank(s.search, $3::text::tsquery, {})",
@@ -42,18 +45,21 @@ fn search_sql() -> String {
                     count(*) OVER () AS hit_count,
                     sum({MESSAGE_BYTES}) OVER (ORDER BY hit.score DESC, m.sequence DESC
                                                ROWS UNBOUNDED PRECEDING) AS upto
-             FROM (SELECT s.sequence AS hit_sequence, {rank} AS score, bound.log_last
-                   FROM (SELECT last_sequence AS log_last FROM conversations
-                         WHERE tenant_id = $1 AND conversation_id = $2) bound,
-                        messages s
-                   WHERE s.tenant_id = $1 AND s.conversation_id = $2
-                     AND s.search @@ $3::text::tsquery
-                     AND s.sequence <= least($4::bigint, bound.log_last)
-                     AND (cardinality($5::text[]) = 0 OR s.role = ANY($5::text[]))
-                     AND (cardinality($6::text[]) = 0 OR {TOOL_FILTER})
-                     AND NOT (s.sequence = ANY($7::bigint[]))
-                     AND ($8::real IS NULL OR {rank} < $8::real
-                          OR ({rank} = $8::real AND s.sequence < $9::bigint))
+             FROM (SELECT s.sequence AS hit_sequence, {rank} AS score, s.log_last
+                   FROM (SELECT s.sequence, s.search, bound.log_last
+                         FROM (SELECT last_sequence AS log_last FROM conversations
+                               WHERE tenant_id = $1 AND conversation_id = $2) bound,
+                              messages s
+                         WHERE s.tenant_id = $1 AND s.conversation_id = $2
+                           AND s.search @@ $12::text::tsquery
+                           AND s.sequence <= least($4::bigint, bound.log_last)
+                           AND (cardinality($5::text[]) = 0 OR s.role = ANY($5::text[]))
+                           AND (cardinality($6::text[]) = 0 OR {TOOL_FILTER})
+                           AND NOT (s.sequence = ANY($7::bigint[]))
+                         ORDER BY s.sequence DESC
+                         LIMIT $13::bigint) s
+                   WHERE $8::real IS NULL OR {rank} < $8::real
+                         OR ({rank} = $8::real AND s.sequence < $9::bigint)
                    ORDER BY score DESC, s.sequence DESC
                    LIMIT $10::bigint) hit
              JOIN messages m ON m.tenant_id = $1 AND m.conversation_id = $2
@@ -62,6 +68,16 @@ fn search_sql() -> String {
          ORDER BY score DESC, sequence DESC"
     )
 }
+
+/// How many messages up to `$3` hold each of the terms `$4` (`tsquery` text each), counted up
+/// to `$5` (one more than [`search::COMMON_TERM_MESSAGES`]): the index finds them, and a
+/// common term stops the count early.
+const TERM_COUNTS: &str = "SELECT (SELECT count(*) FROM (
+             SELECT 1 FROM messages s
+             WHERE s.tenant_id = $1 AND s.conversation_id = $2 AND s.search @@ term::tsquery
+               AND s.sequence <= $3::bigint
+             LIMIT $5::bigint) matches) AS messages
+         FROM unnest($4::text[]) WITH ORDINALITY AS terms(term, n) ORDER BY n";
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
 pub(super) async fn search_messages(
@@ -72,9 +88,11 @@ pub(super) async fn search_messages(
 ) -> Result<SearchPage, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let client = pool.get().await?;
-    let statement = client.prepare_cached(&search_sql()).await?;
-    let query = spec.query.tsquery(&search::scope(t, c));
+    let scope = search::scope(t, c);
     let through = spec.through.map_or(i64::MAX, Sequence::as_i64);
+    let (candidates, newest) = candidates(&client, t, c, spec, &scope, through).await?;
+    let statement = client.prepare_cached(&search_sql()).await?;
+    let query = spec.query.tsquery(&scope);
     let roles: Vec<&str> = spec.roles.iter().map(|r| r.as_str()).collect();
     let skip: Vec<i64> = spec.skip.iter().map(|s| s.as_i64()).collect();
     let after_score = spec.after.map(|(score, _)| score);
@@ -97,6 +115,8 @@ pub(super) async fn search_messages(
                 &after_sequence,
                 &fetch,
                 &max_bytes,
+                &candidates,
+                &newest,
             ],
         )
         .await?;
@@ -116,6 +136,35 @@ pub(super) async fn search_messages(
         });
     }
     found_page(&rows, spec)
+}
+
+/// The candidates' query (the terms of `spec` that are not common among the messages up to
+/// `through`, or all of them when every one is) and how many of its newest matches are ranked.
+async fn candidates(
+    client: &deadpool_postgres::Object,
+    t: &str,
+    c: &str,
+    spec: &SearchSpec,
+    scope: &str,
+    through: i64,
+) -> Result<(String, i64), StoreError> {
+    let statement = client.prepare_cached(TERM_COUNTS).await?;
+    let cap = search::COMMON_TERM_MESSAGES as i64;
+    let terms = spec.query.tsquery_terms(scope);
+    let rows = client
+        .query(&statement, &[&t, &c, &through, &terms, &(cap + 1)])
+        .await?;
+    let mut common = std::collections::HashSet::new();
+    for (term, row) in spec.query.terms().iter().zip(&rows) {
+        if column::<i64>(row, "messages")? > cap {
+            common.insert(term.as_str());
+        }
+    }
+    let rare = spec.query.only(|term| !common.contains(term));
+    Ok(match rare.is_empty() {
+        true => (spec.query.tsquery(scope), cap),
+        false => (rare.tsquery(scope), i64::MAX),
+    })
 }
 
 /// The page the rows of [`search_sql`] make.
