@@ -7,7 +7,8 @@
 //!   between calls, then growing by one message before each call (the appends not measured),
 //!   with the read growing alike;
 //! - AppendMessage of one message against a gapless append by hand (bump a counter row and
-//!   insert the row, one transaction);
+//!   insert the row, one transaction), and against the same made searchable (the row's
+//!   `to_tsvector` into the GIN-indexed `search` column, as ctxd's messages are);
 //! - ListConversations' first page against one read of the page from the activity index.
 //!
 //! Latencies are printed beside the costs (one client, one call at a time).
@@ -265,6 +266,37 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
         (ours, ours_p50),
         "counter bump + INSERT",
         (theirs, theirs_p50),
+    );
+    // The same by hand, searchable as ctxd's messages are: PostgreSQL's own `to_tsvector`
+    // into the same GIN-indexed column.
+    let indexed = db
+        .prepare(
+            "INSERT INTO bench_dbcost_messages (tenant_id, conversation_id, sequence, role, content, name,
+                 tool_calls, attachments, metadata, exclude_from_context, pinned, response_id, created_at,
+                 search)
+             VALUES ('default', $1, $2, 'user', $3, '', '[]', '[]', '{}', false, false, '', now(),
+                 to_tsvector('english', $3))",
+        )
+        .await?;
+    let by_hand = format!("dbcost-hand-indexed-{run}");
+    let (indexed_cost, indexed_p50) = cluster
+        .per_call(calls, nothing, |n| {
+            let (db, bump, indexed, by_hand) = (&db, &bump, &indexed, &by_hand);
+            async move {
+                db.batch_execute("BEGIN").await?;
+                let last: i64 = db.query_one(bump, &[by_hand]).await?.get(0);
+                let content = format!("message {n}: a few words of ordinary prose");
+                db.execute(indexed, &[by_hand, &last, &content]).await?;
+                db.batch_execute("COMMIT").await?;
+                Ok(())
+            }
+        })
+        .await?;
+    report(
+        "AppendMessage, 1 message",
+        (ours, ours_p50),
+        "the same, searchable",
+        (indexed_cost, indexed_p50),
     );
 
     // ListConversations' first page against one read of the page.

@@ -144,7 +144,7 @@ fn long_conversation() -> (Vec<proto::Message>, Vec<u64>) {
     let mut facts = vec![0; FACTS.len()];
     let mut turn = 0usize;
     while messages.len() < 2400 {
-        let fact = (turn >= 3 && (turn - 3) % 2 == 0)
+        let fact = (turn >= 3 && (turn - 3).is_multiple_of(2))
             .then(|| (turn - 3) / 2)
             .filter(|f| *f < FACTS.len());
         match fact {
@@ -372,13 +372,11 @@ async fn redacted_rewound_and_other_tenants_messages_are_never_found(kind: Store
         conversation_id: "c".into(),
         new_conversation_id: "c-fork".into(),
         through_sequence: 4,
-        ..Default::default()
     };
     client.fork_conversation(as_tenant("alpha", fork)).await.unwrap();
     let redact = proto::RedactMessageRequest {
         conversation_id: "c".into(),
         sequence: 1,
-        ..Default::default()
     };
     client.redact_message(as_tenant("alpha", redact)).await.unwrap();
     assert!(

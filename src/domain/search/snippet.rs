@@ -42,18 +42,15 @@ pub fn excerpt(text: &str, query: &SearchQuery, language: Language, max_bytes: u
     }
     let window = cut_at_char(&text[start..], max_bytes);
     let mut end = start + window.len();
-    if end < text.len() {
-        // End after a whole word when one ends near.
-        if let Some((i, _)) = window
-            .char_indices()
-            .rev()
-            .take(24)
-            .find(|(_, c)| !is_word_char(*c))
-        {
-            if start + i > at {
-                end = start + i;
-            }
-        }
+    // End after a whole word when one ends near.
+    let word_end = window
+        .char_indices()
+        .rev()
+        .take(24)
+        .find(|(_, c)| !is_word_char(*c))
+        .map(|(i, _)| start + i);
+    if let Some(word_end) = word_end.filter(|&e| end < text.len() && e > at) {
+        end = word_end;
     }
     let mut out = String::with_capacity(end - start + 2 * ELLIPSIS.len());
     if start > 0 {
