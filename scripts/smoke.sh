@@ -53,7 +53,7 @@ grep -qx 'ctxd.v1.ContextService' <<<"$services" || fail "ContextService not lis
 grep -qx 'grpc.health.v1.Health' <<<"$services" || fail "Health not listed"
 
 rpcs=$(g "$addr_a" describe ctxd.v1.ContextService | grep -c '^  rpc ')
-[ "$rpcs" = 14 ] || fail "expected 14 RPCs, described $rpcs"
+[ "$rpcs" = 15 ] || fail "expected 15 RPCs, described $rpcs"
 
 out=$(g -d "{\"conversation_id\":\"$conv\",\"messages\":[
   {\"role\":\"ROLE_USER\",\"content\":\"What is the weather in Paris?\"},
@@ -106,6 +106,8 @@ out=$(g -d "{\"conversation_id\":\"$conv/fork\"}" "$reader" ctxd.v1.ContextServi
 grep -q "\"conversationId\": \"$conv\"" <<<"$out" || fail "GetConversation has no fork origin: $out"
 out=$(g -d "{\"conversation_id\":\"$conv/fork\",\"after_sequence\":2}" "$addr_a" ctxd.v1.ContextService/RewindConversation)
 grep -q '"lastSequence": "2"' <<<"$out" || fail "RewindConversation: $out"
+out=$(g -d "{\"conversation_id\":\"$conv\",\"query\":\"weather in paris\"}" "$reader" ctxd.v1.ContextService/SearchMessages)
+grep -q '"sequence": "1"' <<<"$out" || fail "SearchMessages: $out"
 
 # The same port over HTTP/1.1 with curl: Connect JSON (append, BuildContext with `rendered`, a
 # refusal with its field violation), the Connect error codes, gRPC-Web's content type refused

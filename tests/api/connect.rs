@@ -165,6 +165,11 @@ async fn every_rpc_over_connect_answers_as_over_grpc(kind: StoreKind) {
             "lastSequence",
         ),
         (
+            "SearchMessages",
+            json!({"conversationId": "c", "query": "weather paris", "roles": ["ROLE_USER"]}),
+            "hits",
+        ),
+        (
             "DeleteConversation",
             json!({"conversationId": "f"}),
             "messagesDeleted",

@@ -335,6 +335,51 @@ async fn search_pages_filters_and_bad_requests(kind: StoreKind) {
             .await
             .is_empty()
     );
+    let bad = |change: fn(&mut proto::SearchMessagesRequest)| {
+        let mut request = proto::SearchMessagesRequest {
+            conversation_id: "paged".into(),
+            query: "tests".into(),
+            ..Default::default()
+        };
+        change(&mut request);
+        request
+    };
+    for (request, field) in [
+        (bad(|r| r.query = "x".repeat(4097)), "query"),
+        (bad(|r| r.roles = vec![99]), "roles[0]"),
+        (bad(|r| r.tool_names = vec!["t".into(); 65]), "tool_names"),
+        (bad(|r| r.tool_names = vec!["t".repeat(257)]), "tool_names[0]"),
+        (bad(|r| r.page_token = "not a token".into()), "page_token"),
+    ] {
+        assert_field_violation(&client.search_messages(request).await.unwrap_err(), field);
+    }
+    for (recall, field) in [
+        (
+            proto::Recall {
+                max_items: 21,
+                ..Default::default()
+            },
+            "recall.max_items",
+        ),
+        (
+            proto::Recall {
+                query: "x".repeat(4097),
+                ..Default::default()
+            },
+            "recall.query",
+        ),
+    ] {
+        let request = proto::BuildContextRequest {
+            conversation_id: "paged".into(),
+            budget: Some(proto::Budget {
+                max_tokens: 1000,
+                ..Default::default()
+            }),
+            recall: Some(recall),
+            ..Default::default()
+        };
+        assert_field_violation(&client.build_context(request).await.unwrap_err(), field);
+    }
 }
 
 async fn redacted_rewound_and_other_tenants_messages_are_never_found(kind: StoreKind) {

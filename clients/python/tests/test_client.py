@@ -254,3 +254,37 @@ def test_native_detection_and_pack_errors():
         packs.anthropic_kwargs('[{"role": "user", "content": "x"}]')  # a chat pack
     assert packs.anthropic_kwargs('{"messages": []}') == {"messages": []}
     assert packs.gemini_kwargs('{"contents": []}') == {"contents": []}
+
+
+def _recall_log(n):
+    log = [{"role": "user", "content": "The invoice number for the March order is INV-4471."},
+           {"role": "assistant", "content": "Noted."}]
+    for i in range(n):
+        log += [{"role": "user", "content": f"Refactor parser module {i} so the tests pass."},
+                {"role": "assistant", "content": f"Done with module {i}; the tests pass."}]
+    return log
+
+
+def test_search_messages_and_recall(client, conv_id):
+    for start in range(0, 202, 100):
+        client.append_message(conv_id, _recall_log(100)[start:start + 100])
+    page = client.search_messages(conv_id, "which invoice did we get for the march order?", page_size=3)
+    assert page.hits[0].sequence == 1 and "INV-4471" in page.hits[0].snippet
+    users = client.search_messages(conv_id, "tests pass", roles=["assistant"], page_size=50)
+    assert users.hits and all(h.role == ctxd.Role.Value("ROLE_ASSISTANT") for h in users.hits)
+    first = client.search_messages(conv_id, "tests pass", page_size=5)
+    second = client.search_messages(conv_id, "tests pass", page_size=5, page_token=first.next_page_token)
+    assert {h.sequence for h in first.hits}.isdisjoint(h.sequence for h in second.hits)
+    pack = client.build_context(conv_id, max_tokens=600, recall={"max_tokens": 150},
+                                pending_messages=[{"role": "user", "content": "Which invoice was the March order?"}])
+    assert pack.messages[-1].source == ctxd.context_pb2.CONTEXT_SOURCE_RECALL
+    assert "INV-4471" in pack.messages[-1].content and pack.stats.messages_recalled == 1
+    cleared = client.build_context(conv_id, max_tokens=600, recall=True, clear_tool_results={"keep_recent": 1})
+    assert cleared.stats.budget_tokens == 600
+
+
+async def test_async_search_messages(target, conv_id):
+    async with ctxd.AsyncClient(target, tenant="pytest") as c:
+        await c.append_message(conv_id, _recall_log(3))
+        page = await c.search_messages(conv_id, "invoice march")
+        assert page.hits[0].sequence == 1

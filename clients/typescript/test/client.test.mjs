@@ -117,3 +117,25 @@ test("native helpers: provider objects in, provider SDK params out (every format
   assert.equal(refused.code, Code.InvalidArgument);
   assert.ok(fieldViolations(refused).some((v) => v.field.startsWith("native.json[0]")), JSON.stringify(fieldViolations(refused)));
 });
+
+test("searchMessages and recall over Connect JSON", async () => {
+  const client = universal.createCtxdClient({ baseUrl, transport: "connect", timeoutMs: 10_000 });
+  const conversationId = uniqueId("search");
+  const messages = [{ role: Role.USER, content: "The invoice number for the March order is INV-4471." }];
+  for (let i = 0; i < 60; i++) {
+    messages.push({ role: Role.ASSISTANT, content: `Module ${i} refactored; the tests pass.` });
+    messages.push({ role: Role.USER, content: `Now module ${i + 1}, please.` });
+  }
+  await client.appendMessage({ conversationId, messages });
+  const page = await client.searchMessages({ conversationId, query: "which invoice did we get for the march order?", pageSize: 3 });
+  assert.equal(page.hits[0].sequence, 1n);
+  assert.match(page.hits[0].snippet, /INV-4471/);
+  const pack = await client.buildContext({
+    conversationId,
+    budget: { maxTokens: 400 },
+    pendingMessages: [{ role: Role.USER, content: "Which invoice was the March order?" }],
+    recall: { maxTokens: 120 },
+  });
+  assert.equal(pack.stats.messagesRecalled, 1);
+  assert.match(pack.messages.at(-1).content, /INV-4471/);
+});

@@ -177,18 +177,23 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
 }
 
 /// A message's role, which is required.
-pub(super) fn role_of(role: i32, path: &str, v: &mut Violations) -> Option<Role> {
+fn role_of(role: i32, path: &str, v: &mut Violations) -> Option<Role> {
+    role_at(role, &format!("{path}.role"), v)
+}
+
+/// A role at `field`, which is required.
+pub(super) fn role_at(role: i32, field: &str, v: &mut Violations) -> Option<Role> {
     match proto::Role::try_from(role) {
         Ok(proto::Role::System) => Some(Role::System),
         Ok(proto::Role::User) => Some(Role::User),
         Ok(proto::Role::Assistant) => Some(Role::Assistant),
         Ok(proto::Role::Tool) => Some(Role::Tool),
         Ok(proto::Role::Unspecified) => {
-            v.add(format!("{path}.role"), "role is required");
+            v.add(field, "role is required");
             None
         }
         Err(_) => {
-            v.add(format!("{path}.role"), format!("unknown role value {role}"));
+            v.add(field, format!("unknown role value {role}"));
             None
         }
     }

@@ -1,6 +1,6 @@
 //! SearchMessages and BuildContext's recall on the wire.
 
-use super::{conversation_id, messages::role_of, role_to_proto};
+use super::{conversation_id, messages::role_at, role_to_proto};
 use crate::{
     domain::{Violations, context::Recall},
     proto,
@@ -39,7 +39,7 @@ pub(crate) fn search_request(request: proto::SearchMessagesRequest) -> Result<Se
     let roles: Vec<_> = roles
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| role_of(*r, &format!("roles[{i}]"), &mut v))
+        .filter_map(|(i, r)| role_at(*r, &format!("roles[{i}]"), &mut v))
         .collect();
     if tool_names.len() > MAX_TOOL_NAMES {
         let n = tool_names.len();

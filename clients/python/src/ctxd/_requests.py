@@ -103,6 +103,8 @@ def build_context(
     reasoning: Any,
     final_assistant: Any,
     omit_messages: bool,
+    clear_tool_results: context_pb2.ClearToolResults | Mapping[str, Any] | None = None,
+    recall: context_pb2.Recall | Mapping[str, Any] | bool | None = None,
 ) -> context_pb2.BuildContextRequest:
     if budget is None:
         if not max_tokens:
@@ -115,7 +117,7 @@ def build_context(
         )
     elif not isinstance(budget, context_pb2.Budget):
         budget = context_pb2.Budget(**dict(budget))
-    return context_pb2.BuildContextRequest(
+    req = context_pb2.BuildContextRequest(
         conversation_id=conversation_id,
         budget=budget,
         tokenizer=_enum(tokenizer, messages_pb2.Tokenizer, "TOKENIZER_"),
@@ -129,6 +131,37 @@ def build_context(
         reasoning=_enum(reasoning, context_pb2.ReasoningPolicy, "REASONING_POLICY_"),
         final_assistant=_enum(final_assistant, context_pb2.FinalAssistant, "FINAL_ASSISTANT_"),
         omit_messages=omit_messages,
+    )
+    if clear_tool_results is not None:
+        req.clear_tool_results.CopyFrom(_message(clear_tool_results, context_pb2.ClearToolResults))
+    if recall is True:
+        req.recall.SetInParent()
+    elif recall not in (None, False):
+        req.recall.CopyFrom(_message(recall, context_pb2.Recall))
+    return req
+
+
+def _message(value: Any, kind: Any) -> Any:
+    """`value` as a `kind` message: one already, or its fields as a mapping."""
+    return value if isinstance(value, kind) else kind(**dict(value))
+
+
+def search_messages(
+    conversation_id: str,
+    query: str,
+    *,
+    page_size: int,
+    roles: Iterable[Any],
+    tool_names: Iterable[str],
+    page_token: str,
+) -> context_service_pb2.SearchMessagesRequest:
+    return context_service_pb2.SearchMessagesRequest(
+        conversation_id=conversation_id,
+        query=query,
+        page_size=page_size,
+        roles=[_ROLES[r] if isinstance(r, str) and r in _ROLES else _enum(r, messages_pb2.Role, "ROLE_") for r in roles],
+        tool_names=list(tool_names),
+        page_token=page_token,
     )
 
 

@@ -66,6 +66,7 @@ RETRY_SAFE = frozenset(
         "RedactMessage",
         "DeleteConversation",
         "RewindConversation",
+        "SearchMessages",
     }
 )
 

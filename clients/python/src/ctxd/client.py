@@ -255,6 +255,8 @@ class Client:
         reasoning: Any = None,
         final_assistant: Any = None,
         omit_messages: bool = False,
+        clear_tool_results: context_pb2.ClearToolResults | Mapping[str, Any] | None = None,
+        recall: context_pb2.Recall | Mapping[str, Any] | bool | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> context_pb2.BuildContextResponse:
@@ -278,8 +280,29 @@ class Client:
             reasoning=reasoning,
             final_assistant=final_assistant,
             omit_messages=omit_messages,
+            clear_tool_results=clear_tool_results,
+            recall=recall,
         )
         return self._call("BuildContext", req, timeout, metadata)
+
+    def search_messages(
+        self,
+        conversation_id: str,
+        query: str,
+        *,
+        page_size: int = 0,
+        roles: Iterable[Any] = (),
+        tool_names: Iterable[str] = (),
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> context_service_pb2.SearchMessagesResponse:
+        """Earlier messages that match `query` (full-text relevance), best first; pass
+        `next_page_token` as `page_token` for the next page. `roles` take `"user"` or `Role`."""
+        req = rq.search_messages(
+            conversation_id, query, page_size=page_size, roles=roles, tool_names=tool_names, page_token=page_token
+        )
+        return self._call("SearchMessages", req, timeout, metadata)
 
     def count_tokens(
         self, text: str, *, tokenizer: Any = None, timeout: float | None = None, metadata: Metadata | None = None
@@ -592,6 +615,8 @@ class AsyncClient:
         reasoning: Any = None,
         final_assistant: Any = None,
         omit_messages: bool = False,
+        clear_tool_results: context_pb2.ClearToolResults | Mapping[str, Any] | None = None,
+        recall: context_pb2.Recall | Mapping[str, Any] | bool | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> context_pb2.BuildContextResponse:
@@ -613,8 +638,29 @@ class AsyncClient:
             reasoning=reasoning,
             final_assistant=final_assistant,
             omit_messages=omit_messages,
+            clear_tool_results=clear_tool_results,
+            recall=recall,
         )
         return await self._call("BuildContext", req, timeout, metadata)
+
+    async def search_messages(
+        self,
+        conversation_id: str,
+        query: str,
+        *,
+        page_size: int = 0,
+        roles: Iterable[Any] = (),
+        tool_names: Iterable[str] = (),
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> context_service_pb2.SearchMessagesResponse:
+        """Earlier messages that match `query` (full-text relevance), best first; pass
+        `next_page_token` as `page_token` for the next page. `roles` take `"user"` or `Role`."""
+        req = rq.search_messages(
+            conversation_id, query, page_size=page_size, roles=roles, tool_names=tool_names, page_token=page_token
+        )
+        return await self._call("SearchMessages", req, timeout, metadata)
 
     async def count_tokens(
         self, text: str, *, tokenizer: Any = None, timeout: float | None = None, metadata: Metadata | None = None
