@@ -122,7 +122,7 @@ test("searchMessages and recall over Connect JSON", async () => {
   const client = universal.createCtxdClient({ baseUrl, transport: "connect", timeoutMs: 10_000 });
   const conversationId = uniqueId("search");
   const messages = [{ role: Role.USER, content: "The invoice number for the March order is INV-4471." }];
-  for (let i = 0; i < 60; i++) {
+  for (let i = 0; i < 45; i++) {
     messages.push({ role: Role.ASSISTANT, content: `Module ${i} refactored; the tests pass.` });
     messages.push({ role: Role.USER, content: `Now module ${i + 1}, please.` });
   }
