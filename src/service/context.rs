@@ -92,13 +92,13 @@ impl Service {
 async fn build_context_pack(
     store: &dyn Store,
     tenant: &TenantId,
-    mut request: ContextRequest,
+    request: ContextRequest,
     mut reservation: Reservation,
     max_response: usize,
     language: Language,
 ) -> Result<ContextOutcome, ServiceError> {
     let conversation = request.conversation_id.clone();
-    let recall = RecallPlan::take(&mut request, language);
+    let recall = RecallPlan::of(&request, language);
     let first_page = initial_page_limit(&request);
     // The pinned messages come with the first page, outside its byte limit: they are counted
     // once they are in.
@@ -137,7 +137,6 @@ async fn build_context_pack(
     }
     let mut pack = packer.finish();
     if let Some(plan) = &recall {
-        pack.stats.budget_tokens = plan.budget as u32;
         recall_into(
             plan.call(store, tenant, &conversation),
             &mut pack,

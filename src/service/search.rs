@@ -1,17 +1,19 @@
 //! SearchMessages, and the recalled turn BuildContext adds (docs/design.md, "Recall").
 
-use super::{Service, ServiceError};
+use super::{Service, ServiceError, offload};
 use crate::{
     domain::{
         ConversationId, Role, Sequence, TenantId, Violations,
         context::{
             ContextPack, ContextRequest, Recall,
-            recall::{Found, RecallShape, add_recall, held_verbatim, recall_query},
+            recall::{
+                Found, RecallShape, add_recalled, held_verbatim, recall_query, recalled_turn, takes_recall,
+            },
         },
         search::{
             Language, SearchQuery,
             page_token::{PageToken, PageTokenError, fingerprint},
-            snippet,
+            searchable_text, snippet,
         },
     },
     response_budget::Reservation,
@@ -121,22 +123,26 @@ impl Service {
             ),
             _ => None,
         };
-        let hits = page
-            .found
-            .into_iter()
-            .map(|f| SearchHit {
-                sequence: f.message.sequence,
-                role: f.message.message.role,
-                snippet: snippet(
-                    &crate::domain::search::searchable_text(&f.message.message),
-                    &query,
-                    language,
-                    SNIPPET_BYTES,
-                ),
-                score: f.score,
-                tool_name: f.tool_name,
-            })
-            .collect::<Vec<_>>();
+        // Snippets stem the words before the first match: on the CPU pool when the texts are
+        // large.
+        let hits = offload(tenant.as_str(), loaded, move |_| {
+            page.found
+                .into_iter()
+                .map(|f| SearchHit {
+                    sequence: f.message.sequence,
+                    role: f.message.message.role,
+                    snippet: snippet(
+                        &searchable_text(&f.message.message),
+                        &query,
+                        language,
+                        SNIPPET_BYTES,
+                    ),
+                    score: f.score,
+                    tool_name: f.tool_name,
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
         tracing::info!(hits = hits.len(), "searched");
         Ok(SearchOutcome {
             hits,
@@ -149,30 +155,27 @@ fn page_token_violation(error: &PageTokenError) -> ServiceError {
     Violations::single("page_token", error.to_string()).into()
 }
 
-/// A request's recall, taken out of it before the pack is built: its room is kept out of the
-/// budget first, so history does not depend on the question.
+/// A request's recall: what [`recall_into`] needs of the request. The packer has kept its
+/// room out of older history ([`Recall::room`]).
 #[derive(Debug)]
 pub(super) struct RecallPlan {
     recall: Recall,
     room: usize,
-    /// Tokens the request makes available (before the room was kept out).
-    pub(super) budget: usize,
+    /// Tokens the request makes available.
+    budget: usize,
     tokenizer: Tokenizer,
     language: Language,
 }
 
 impl RecallPlan {
-    /// Takes `request`'s recall, keeping its room out of the budget.
-    pub(super) fn take(request: &mut ContextRequest, language: Language) -> Option<Self> {
-        let recall = request.recall.take()?;
-        let room = recall.room(&request.budget);
-        let budget = request.budget.available();
-        request.budget = request.budget.keeping(room);
+    /// The recall `request` asks for, if any.
+    pub(super) fn of(request: &ContextRequest, language: Language) -> Option<Self> {
+        let recall = request.recall.clone()?;
         Some(Self {
-            recall,
-            room,
-            budget,
+            room: recall.room(&request.budget),
+            budget: request.budget.available(),
             tokenizer: request.tokenizer,
+            recall,
             language,
         })
     }
@@ -205,21 +208,24 @@ pub(super) struct RecallCall<'a> {
     pub(super) conversation: &'a ConversationId,
     pub(super) recall: &'a Recall,
     pub(super) room: usize,
-    /// Tokens the request makes available (before the room was kept out).
+    /// Tokens the request makes available.
     pub(super) budget: usize,
     pub(super) tokenizer: Tokenizer,
     pub(super) language: Language,
 }
 
 /// Adds the recalled turn to `pack`: searches the log as the pack saw it for the query,
-/// skipping what the pack holds verbatim, and quotes the best hits that fit.
+/// skipping what the pack holds verbatim, and quotes the best hits that fit (the excerpts are
+/// cut and counted on the CPU pool when the messages are large).
 pub(super) async fn recall_into(
     call: RecallCall<'_>,
     pack: &mut ContextPack,
     reservation: &mut Reservation,
 ) -> Result<(), ServiceError> {
     let query = SearchQuery::parse(&recall_query(call.recall, pack), call.language);
-    if query.is_empty() || call.room == 0 {
+    let left = call.budget.saturating_sub(pack.stats.total_tokens as usize);
+    let room = call.room.min(left);
+    if query.is_empty() || room == 0 || !takes_recall(pack) {
         return Ok(());
     }
     let read = reservation.begin_read()?;
@@ -239,21 +245,28 @@ pub(super) async fn recall_into(
         .await?;
     let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
     reservation.end_read(read, loaded)?;
-    let found: Vec<Found<'_>> = page
-        .found
-        .iter()
-        .map(|f| Found {
-            message: &f.message,
-            tool_name: f.tool_name.as_deref(),
-        })
-        .collect();
-    let shape = RecallShape {
-        recall: call.recall,
-        room: call.room,
-        query: &query,
-        language: call.language,
-        tokenizer: call.tokenizer,
-    };
-    add_recall(pack, &found, shape, call.budget);
+    let (recall, language, tokenizer) = (call.recall.clone(), call.language, call.tokenizer);
+    let turn = offload(call.tenant.as_str(), loaded, move |_| {
+        let found: Vec<Found<'_>> = page
+            .found
+            .iter()
+            .map(|f| Found {
+                message: &f.message,
+                tool_name: f.tool_name.as_deref(),
+            })
+            .collect();
+        let shape = RecallShape {
+            recall: &recall,
+            room,
+            query: &query,
+            language,
+            tokenizer,
+        };
+        recalled_turn(&found, shape)
+    })
+    .await;
+    if let Some(turn) = turn {
+        add_recalled(pack, turn);
+    }
     Ok(())
 }

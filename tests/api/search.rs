@@ -22,6 +22,7 @@ contract_tests!(
     redacted_rewound_and_other_tenants_messages_are_never_found,
     recall_quotes_the_fact_the_pack_left_out_in_every_format,
     common_terms_do_not_hide_rare_ones_and_bound_the_ranking,
+    recall_never_pushes_the_mandatory_part_over_the_budget,
 );
 
 /// A fact stated early, and a later question about it in other words that shares its key
@@ -563,6 +564,41 @@ fn deploy_log() -> Vec<proto::Message> {
         .collect()
 }
 
+/// The recalled turn's room comes after the mandatory part, the summary and the memory: a
+/// large pending message leaves recall less room, never the pack over its budget.
+async fn recall_never_pushes_the_mandatory_part_over_the_budget(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    load(&mut client, "tight", &long_conversation().0[..200]).await;
+    let question = format!(
+        "which invoice did we get for the march order? {}",
+        "padding words ".repeat(1600)
+    );
+    let request = proto::BuildContextRequest {
+        conversation_id: "tight".into(),
+        budget: Some(proto::Budget {
+            max_tokens: 4000,
+            ..Default::default()
+        }),
+        pending_messages: vec![user(&question)],
+        recall: Some(proto::Recall::default()),
+        ..Default::default()
+    };
+    let stats = client
+        .build_context(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .unwrap();
+    assert!(!stats.over_budget, "{stats:?}");
+    assert!(stats.pending_tokens > 3000, "{stats:?}");
+    assert!(
+        stats.total_tokens <= 4000 && stats.budget_tokens == 4000,
+        "{stats:?}"
+    );
+}
+
 async fn common_terms_do_not_hide_rare_ones_and_bound_the_ranking(kind: StoreKind) {
     let app = spawn_app(kind).await;
     let mut client = app.client.clone();
@@ -627,6 +663,26 @@ async fn the_in_memory_ranking_is_postgres_ts_rank() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(key(&a), key(&b), "{query:?}");
+    }
+    // A redaction, a rewind past it and a new message at its place: the same counts on both.
+    for client in [&mut pg, &mut mem] {
+        let redact = proto::RedactMessageRequest {
+            conversation_id: "deploys".into(),
+            sequence: 1200,
+        };
+        client.redact_message(redact).await.unwrap();
+        let rewind = proto::RewindConversationRequest {
+            conversation_id: "deploys".into(),
+            after_sequence: 1199,
+            ..Default::default()
+        };
+        client.rewind_conversation(rewind).await.unwrap();
+        load(
+            client,
+            "deploys",
+            &[assistant_text("deploy 1199 finished, status green")],
+        )
+        .await;
     }
     for query in [
         "zebra deploy",

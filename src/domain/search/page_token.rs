@@ -35,9 +35,13 @@ pub enum PageTokenError {
 pub fn fingerprint(conversation: &str, query: &SearchQuery, roles: &[Role], tools: &[String]) -> u64 {
     let mut hash = Sha256::new();
     hash.update(conversation.as_bytes());
-    for part in query.terms().iter().chain(tools) {
+    for term in query.terms() {
         hash.update([0]);
-        hash.update(part.as_bytes());
+        hash.update(term.as_bytes());
+    }
+    for tool in tools {
+        hash.update([2]);
+        hash.update(tool.as_bytes());
     }
     for role in roles {
         hash.update([1]);
@@ -107,5 +111,15 @@ mod tests {
         assert_eq!(PageToken::decode(&text, 98), Err(PageTokenError::OtherSearch));
         assert_eq!(PageToken::decode("nope!", 99), Err(PageTokenError::Malformed));
         assert_eq!(PageToken::decode(&text[..10], 99), Err(PageTokenError::Malformed));
+    }
+
+    #[test]
+    fn fingerprints_tell_query_terms_from_tool_names() {
+        let q = |text| SearchQuery::parse(text, crate::domain::search::Language::Simple);
+        let tools = ["beta".to_string()];
+        assert_ne!(
+            fingerprint("c", &q("alpha"), &[], &tools),
+            fingerprint("c", &q("alpha beta"), &[], &[])
+        );
     }
 }

@@ -31,10 +31,21 @@ impl SearchIndex {
         self.documents.push(document);
     }
 
-    /// Forgets the document at `index` (a redaction): its postings are skipped from now on.
+    /// Forgets the document at `index` (a redaction), its postings with it.
     pub(super) fn forget(&mut self, index: usize) {
-        if let Some(document) = self.documents.get_mut(index) {
-            *document = SearchDocument::default();
+        let Some(document) = self.documents.get_mut(index) else {
+            return;
+        };
+        let document = std::mem::take(document);
+        for term in document.terms() {
+            if let Some(list) = self.postings.get_mut(term)
+                && let Ok(at) = list.binary_search(&(index as u32))
+            {
+                list.remove(at);
+                if list.is_empty() {
+                    self.postings.remove(term);
+                }
+            }
         }
     }
 

@@ -220,12 +220,15 @@ impl ContextPacker {
             if saved == 0 {
                 continue;
             }
+            if let Some(sequence) = cleared.sequence {
+                // Not verbatim any more (a result's content, a call's arguments).
+                self.shaping.cleared.insert(sequence);
+            }
             if cleared.message.role == Role::Tool {
                 self.stats.tool_results_cleared += 1;
                 // Its head and tail, if it was cut, are gone with the rest.
                 if let Some(sequence) = cleared.sequence {
                     self.shaping.cut.remove(&sequence);
-                    self.shaping.cleared.insert(sequence);
                 }
             }
             self.stats.tool_result_tokens_cleared += saved;

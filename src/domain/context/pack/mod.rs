@@ -101,23 +101,27 @@ struct Budget {
     notice_part: usize,
     /// Tokens of the pinned messages (counted before the walk).
     pinned_cost: usize,
+    /// Room kept for the recalled turn ([`super::Recall::room`]), once the summary and the
+    /// working memory are in: older history does not take it.
+    recall_reserve: usize,
 }
 
 impl Budget {
     /// Whether `tokens` more still leave room for the notice.
     fn fits(&self, tokens: usize) -> bool {
-        self.used + tokens + self.notice_reserve <= self.available
+        self.used + tokens + self.notice_reserve + self.recall_reserve <= self.available
     }
 
     /// Whether `tokens` more still leave room for the notice once `saved` tokens are cleared
     /// from what was taken.
     fn fits_saving(&self, tokens: usize, saved: usize) -> bool {
-        self.used.saturating_sub(saved) + tokens + self.notice_reserve <= self.available
+        self.used.saturating_sub(saved) + tokens + self.notice_reserve + self.recall_reserve <= self.available
     }
 
     /// What is left once the notice's room is kept.
     fn room(&self) -> usize {
-        self.available.saturating_sub(self.used + self.notice_reserve)
+        self.available
+            .saturating_sub(self.used + self.notice_reserve + self.recall_reserve)
     }
 }
 
@@ -183,6 +187,7 @@ impl ContextPacker {
                 notice_reserve,
                 notice_part: left_out::notice_reserve(snapshot.last_sequence, tokenizer),
                 pinned_cost,
+                recall_reserve: 0,
             },
             walk: Walk::new(&snapshot, pending_user),
             unit: Unit::default(),

@@ -47,7 +47,12 @@ impl ContextPacker {
             && !self.add_section(Source::WorkingMemory, memory)
         {
             self.walk.phase = Phase::Done;
+            return;
         }
+        // Recall ranks below the summary and the memory, above older history.
+        let recall = self.request.recall.as_ref();
+        let room = recall.map_or(0, |r| r.room(&self.request.budget));
+        self.budget.recall_reserve = room.min(self.budget.room());
     }
 
     /// Adds the rolling summary, whole or cut, and moves the walk's floor to its watermark;

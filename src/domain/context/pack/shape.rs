@@ -31,7 +31,8 @@ pub(super) struct Shaping {
     /// Tool results whose output was cut to head + tail; `truncated` counts only those that
     /// end up in the pack (a cut result of a dropped group is not in it).
     pub(super) cut: HashSet<Sequence>,
-    /// Tool results whose content clearing replaced with a placeholder.
+    /// Tool results whose content clearing replaced with a placeholder, and calls whose
+    /// arguments it emptied.
     pub(super) cleared: HashSet<Sequence>,
 }
 

@@ -137,7 +137,8 @@ impl ContextPacker {
             + self.budget.pinned_cost
             + self.stats.summary_tokens as usize
             + self.stats.working_memory_tokens as usize
-            + self.budget.notice_reserve;
+            + self.budget.notice_reserve
+            + self.budget.recall_reserve;
         (self.budget.available.saturating_sub(fixed) / 2).max(1).ilog2() as u8
     }
 

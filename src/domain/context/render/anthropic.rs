@@ -7,7 +7,7 @@ use super::{Mode, anthropic_tool_id, attachment_note, native_list};
 use crate::domain::{
     attachments::{data_uri, media_type},
     context::{
-        ContextMessage, Format,
+        ContextMessage, Format, Source,
         cost::{context_text, pack_arguments},
     },
     message::{Attachment, AttachmentSource, Block, Message, ReasoningKind, Role},
@@ -70,7 +70,15 @@ pub(super) fn anthropic(messages: &[ContextMessage], mode: Mode) -> String {
         false => vec![json!({"type": "text", "text": system.join("\n\n")})],
     };
     if mode == Mode::Pack {
-        mark_cache_breakpoints(&mut system, &mut turns);
+        // A recalled turn (the last block) changes with every question: the markers go on
+        // what comes before it, which the next call repeats.
+        let recalled = messages.last().is_some_and(|m| m.source == Source::Recall);
+        let recall = turns.last_mut().filter(|_| recalled).and_then(|(_, c)| c.pop());
+        let before = turns.len() - usize::from(turns.last().is_some_and(|(_, c)| c.is_empty()));
+        mark_cache_breakpoints(&mut system, &mut turns[..before]);
+        if let (Some(block), Some((_, content))) = (recall, turns.last_mut()) {
+            content.push(block);
+        }
     }
     let messages: Vec<Value> = turns
         .into_iter()

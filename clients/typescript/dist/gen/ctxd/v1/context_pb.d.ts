@@ -160,9 +160,10 @@ export type BuildContextRequest = Message<"ctxd.v1.BuildContextRequest"> & {
  */
 export declare const BuildContextRequestSchema: GenMessage<BuildContextRequest>;
 /**
- * What `BuildContextRequest.recall` adds to a pack. Its room is kept out of the budget before
- * history is packed (so history does not depend on the question), and what it leaves unused
- * stays unused.
+ * What `BuildContextRequest.recall` adds to a pack. Its room is kept out of older history once
+ * the mandatory part, the summary and the working memory are in (so history does not depend on
+ * the question), and what it leaves unused stays unused. A pack that ends on an assistant reply
+ * takes no recalled turn.
  *
  * @generated from message ctxd.v1.Recall
  */

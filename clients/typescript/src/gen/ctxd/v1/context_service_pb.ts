@@ -319,7 +319,7 @@ export type SearchMessagesRequest = Message<"ctxd.v1.SearchMessagesRequest"> & {
    * What to look for, in words (1 to 4,096 bytes): a message matches when it holds any of
    * the query's words after stemming (e.g. "invoice" finds "invoices"); stop words ("the",
    * "what") are ignored, and a query of stop words only finds nothing. Words are runs of
-   * letters and digits: `INV-2291` is the words `inv` and `2291`. At most 64 distinct words
+   * letters and digits: `INV-2291` is the words `inv` and `2291`. At most 32 distinct words
    * count.
    *
    * @generated from field: string query = 2;
