@@ -531,6 +531,17 @@ async fn recall_quotes_the_fact_the_pack_left_out_in_every_format(kind: StoreKin
             last.content
         );
         assert!(pack.rendered.contains("INV-4471"), "{format:?}");
+        if format == proto::Format::AnthropicMessages {
+            // The cache breakpoints sit before the recalled block, which changes every question.
+            let rendered: serde_json::Value = serde_json::from_str(&pack.rendered).unwrap();
+            let last = rendered["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+            let blocks = last.as_array().unwrap();
+            assert!(blocks.last().unwrap()["cache_control"].is_null(), "{last}");
+            assert!(
+                blocks.iter().rev().skip(1).any(|b| !b["cache_control"].is_null()),
+                "{last}"
+            );
+        }
         // Another question: everything before the recalled turn is the same.
         let other = client
             .build_context(build(FACTS[4].1))
