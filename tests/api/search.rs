@@ -348,6 +348,7 @@ async fn search_pages_filters_and_bad_requests(kind: StoreKind) {
     for (request, field) in [
         (bad(|r| r.query = "x".repeat(4097)), "query"),
         (bad(|r| r.roles = vec![99]), "roles[0]"),
+        (bad(|r| r.roles = vec![2; 9]), "roles"),
         (bad(|r| r.tool_names = vec!["t".into(); 65]), "tool_names"),
         (bad(|r| r.tool_names = vec!["t".repeat(257)]), "tool_names[0]"),
         (bad(|r| r.page_token = "not a token".into()), "page_token"),

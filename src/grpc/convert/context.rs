@@ -92,7 +92,7 @@ fn clearing(clear: proto::ClearToolResults, v: &mut Violations) -> ClearToolResu
         let n = clear.exclude_tools.len();
         v.add(field, format!("{n} names; the limit is {MAX_EXCLUDED_TOOLS}"));
     }
-    for (i, name) in clear.exclude_tools.iter().enumerate() {
+    for (i, name) in clear.exclude_tools.iter().enumerate().take(MAX_EXCLUDED_TOOLS) {
         if name.len() > MAX_TOOL_NAME_BYTES {
             let problem = format!("{} bytes; the limit is {MAX_TOOL_NAME_BYTES}", name.len());
             v.add(format!("{field}[{i}]"), problem);

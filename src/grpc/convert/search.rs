@@ -2,13 +2,18 @@
 
 use super::{conversation_id, messages::role_at, role_to_proto};
 use crate::{
-    domain::{Violations, context::Recall},
+    domain::{
+        Violations,
+        context::{Recall, recall::MAX_RECALL_QUERY_BYTES},
+    },
     proto,
     service::{SearchOutcome, SearchRequest},
 };
 
-/// The longest query SearchMessages and recall take.
-const MAX_QUERY_BYTES: usize = 4096;
+/// The longest query SearchMessages and recall take (recall's own from a user message is as long).
+const MAX_QUERY_BYTES: usize = MAX_RECALL_QUERY_BYTES;
+/// Roles a search may filter by (there are four; a repeat is allowed, a flood is not).
+const MAX_ROLES: usize = 8;
 /// Tool names a search may filter by.
 const MAX_TOOL_NAMES: usize = 64;
 /// Bytes of one tool name.
@@ -36,8 +41,16 @@ pub(crate) fn search_request(request: proto::SearchMessagesRequest) -> Result<Se
         v.add("query", "query is required");
     }
     check_query(&query, "query", &mut v);
+    // Past the limit no entry is read: one violation, not one per entry.
+    if roles.len() > MAX_ROLES {
+        v.add(
+            "roles",
+            format!("{} roles; the limit is {MAX_ROLES}", roles.len()),
+        );
+    }
     let roles: Vec<_> = roles
         .iter()
+        .take(MAX_ROLES)
         .enumerate()
         .filter_map(|(i, r)| role_at(*r, &format!("roles[{i}]"), &mut v))
         .collect();
@@ -45,7 +58,7 @@ pub(crate) fn search_request(request: proto::SearchMessagesRequest) -> Result<Se
         let n = tool_names.len();
         v.add("tool_names", format!("{n} names; the limit is {MAX_TOOL_NAMES}"));
     }
-    for (i, name) in tool_names.iter().enumerate() {
+    for (i, name) in tool_names.iter().enumerate().take(MAX_TOOL_NAMES) {
         if name.len() > MAX_TOOL_NAME_BYTES {
             let problem = format!("{} bytes; the limit is {MAX_TOOL_NAME_BYTES}", name.len());
             v.add(format!("tool_names[{i}]"), problem);

@@ -334,7 +334,7 @@ export type SearchMessagesRequest = Message<"ctxd.v1.SearchMessagesRequest"> & {
   pageSize: number;
 
   /**
-   * Only messages of these roles (empty = every role).
+   * Only messages of these roles (empty = every role; at most 8 entries).
    *
    * @generated from field: repeated ctxd.v1.Role roles = 4;
    */
