@@ -6,9 +6,10 @@ use std::{collections::BTreeMap, fmt, time::SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    context::{Format, TokenCounts},
+    format::Format,
     ids::Sequence,
-    native::NativeContent,
+    native_content::NativeContent,
+    token_counts::TokenCounts,
 };
 pub use super::{
     reasoning::{Provider, Reasoning, ReasoningKind},
@@ -243,21 +244,6 @@ impl Message {
             (true, _) => Some(Provider::Gemini),
             (false, true) => Some(Provider::OpenAi),
             (false, false) => None,
-        }
-    }
-
-    /// Removes the reasoning, signatures and item ids (from the native JSON too, which keeps
-    /// the rest).
-    pub fn strip_native(&mut self) {
-        if let Some(native) = &mut self.native {
-            native.strip_reasoning();
-        }
-        self.reasoning.clear();
-        self.content_item_id.clear();
-        self.content_signature.clear();
-        for call in &mut self.tool_calls {
-            call.signature.clear();
-            call.item_id.clear();
         }
     }
 

@@ -263,7 +263,7 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::domain::{context::TokenCounts, ids::Sequence, message::ToolCall};
+    use crate::domain::{token_counts::TokenCounts, ids::Sequence, message::ToolCall};
 
     fn stored(sequence: u64, message: Message) -> StoredMessage {
         StoredMessage {

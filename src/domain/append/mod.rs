@@ -5,7 +5,7 @@
 use sha2::{Digest, Sha256};
 
 use super::{
-    context::TokenCounts,
+    token_counts::TokenCounts,
     ids::{ConversationId, IdempotencyKey, Sequence},
     message::Message,
     search::{Language, SearchDocument},
@@ -15,7 +15,7 @@ mod native;
 mod plan;
 mod validate;
 
-pub use native::MAX_REASONING_BLOCKS;
+pub use native::{MAX_REASONING_BLOCKS, parse_native};
 pub use plan::{
     AppendPlan, AppendRejection, AppendState, IdempotencyRecord, WritePlan, needs_state, newest_facts, plan,
 };

@@ -4,9 +4,28 @@
 
 use super::{AppendLimits, MAX_SHORT_FIELD_BYTES};
 use crate::domain::{
+    context::render::openai_chat_message,
+    format::Format,
     message::{Message, Provider, Reasoning, ReasoningKind, Role},
+    native::{self, Parsed, request_form},
     violation::{Violations, check_no_nul},
 };
+
+/// The messages of provider JSON as append stores them ([`native::parse`]): a Chat Completions
+/// message keeps its JSON only where ctxd's own rendering of the modeled fields would not give
+/// it back, so plain messages are stored as plain messages.
+pub fn parse_native(format: Format, text: &str, salt: &str, v: &mut Violations) -> Parsed {
+    let mut parsed = native::parse(format, text, salt, v);
+    for message in &mut parsed.messages {
+        let Some(json) = message.native.take() else {
+            continue;
+        };
+        if json.format != Format::OpenAiChat || openai_chat_message(message) != request_form(&json.json) {
+            message.native = Some(json);
+        }
+    }
+    parsed
+}
 
 /// Most reasoning blocks on one message.
 pub const MAX_REASONING_BLOCKS: usize = 64;

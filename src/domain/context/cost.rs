@@ -3,23 +3,16 @@
 
 use std::borrow::Cow;
 
-use super::Format;
 use crate::{
-    domain::message::{AttachmentSource, Message},
+    domain::{
+        format::Format,
+        message::{AttachmentSource, Message},
+        token_counts::TokenCounts,
+    },
     tokenize::{ATTACHMENT_TOKENS, MESSAGE_OVERHEAD, NAME_OVERHEAD, TOOL_CALL_OVERHEAD, Tokenizer},
 };
 
-/// A message's cost under every tokenizer, computed once at append and stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TokenCounts {
-    /// Under o200k_base.
-    pub o200k_base: u32,
-    /// Under cl100k_base.
-    pub cl100k_base: u32,
-    /// Under the approximation.
-    pub approx: u32,
-}
-
+/// Counting, beside the framing it counts.
 impl TokenCounts {
     /// Counts `message` under every tokenizer.
     pub fn of(message: &Message) -> Self {
@@ -62,15 +55,6 @@ impl TokenCounts {
             o200k_base,
             cl100k_base,
             approx,
-        }
-    }
-
-    /// The count under `tokenizer`.
-    pub fn get(&self, tokenizer: Tokenizer) -> u32 {
-        match tokenizer {
-            Tokenizer::O200kBase => self.o200k_base,
-            Tokenizer::Cl100kBase => self.cl100k_base,
-            Tokenizer::Approx => self.approx,
         }
     }
 }

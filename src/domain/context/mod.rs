@@ -15,12 +15,12 @@ mod tests;
 
 use std::collections::HashMap;
 
-pub use cost::TokenCounts;
+pub use super::{format::Format, token_counts::TokenCounts};
 pub use pack::{CLOSING_TURN, ContextPacker, PLACEHOLDER_TURN, PageRequest, initial_page_limit};
 
 use super::{
     ids::{ConversationId, Sequence},
-    message::{Message, Provider, Role, StoredMessage},
+    message::{Message, Role, StoredMessage},
     violation::Violations,
     working_memory::WorkingMemory,
 };
@@ -88,48 +88,6 @@ impl TokenBudget {
                 .min(self.max_tokens - 1),
             ..*self
         }
-    }
-}
-
-/// Provider format of the rendered pack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Format {
-    /// OpenAI Chat Completions `messages`.
-    #[serde(rename = "openai_chat")]
-    OpenAiChat,
-    /// Anthropic Messages `{system, messages}`.
-    #[serde(rename = "anthropic_messages")]
-    AnthropicMessages,
-    /// OpenAI Responses `input` items.
-    #[serde(rename = "openai_responses")]
-    OpenAiResponses,
-    /// Gemini `{systemInstruction, contents}`.
-    #[serde(rename = "gemini")]
-    Gemini,
-}
-
-impl Format {
-    /// The provider whose native data (reasoning, signatures, item ids) this format carries;
-    /// Chat Completions carries none.
-    pub fn provider(self) -> Option<Provider> {
-        match self {
-            Format::OpenAiChat => None,
-            Format::AnthropicMessages => Some(Provider::Anthropic),
-            Format::OpenAiResponses => Some(Provider::OpenAi),
-            Format::Gemini => Some(Provider::Gemini),
-        }
-    }
-
-    /// Whether the format's first turn must be a user turn (a placeholder opens the pack
-    /// otherwise).
-    pub fn opens_with_user_turn(self) -> bool {
-        matches!(self, Format::AnthropicMessages | Format::Gemini)
-    }
-
-    /// Whether the provider's current models refuse a request that ends on an assistant
-    /// message (see [`FinalAssistant`]).
-    pub fn refuses_final_assistant(self) -> bool {
-        matches!(self, Format::AnthropicMessages | Format::Gemini)
     }
 }
 

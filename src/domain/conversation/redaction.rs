@@ -4,7 +4,7 @@
 
 use super::REDACTED_CONTENT;
 use crate::domain::{
-    Message, Sequence, StoredMessage, ToolCall, context::TokenCounts, working_memory::WorkingMemory,
+    Message, Sequence, StoredMessage, ToolCall, token_counts::TokenCounts, working_memory::WorkingMemory,
 };
 
 /// The stored message as a redaction leaves it: a [`tombstone`] at the same log position, its

@@ -14,7 +14,7 @@ use super::{
     native_message, required_str, str_at, type_of,
 };
 use crate::domain::{
-    context::Format,
+    format::Format,
     message::{Attachment, AttachmentSource, Message, Provider, Reasoning, Role, ToolCall, Usage},
     violation::Violations,
 };

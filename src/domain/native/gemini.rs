@@ -19,7 +19,7 @@ use super::{
     required_str, str_at,
 };
 use crate::domain::{
-    context::Format,
+    format::Format,
     message::{Attachment, AttachmentSource, Message, Provider, Reasoning, Role, ToolCall, Usage},
     violation::Violations,
 };

@@ -13,11 +13,11 @@ mod openai_responses;
 pub use gemini::drop_blank_text as drop_blank_gemini_text;
 pub use openai_chat::request_form;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use super::native_content::NativeContent;
 use super::{
-    context::Format,
+    format::Format,
     message::{Message, Role},
     violation::Violations,
 };
@@ -25,23 +25,8 @@ use super::{
 /// The root of violation paths: the request field holding the JSON.
 const ROOT: &str = "native.json";
 
-/// A message's own part of its provider's JSON: Anthropic its `content` blocks (a tool result
-/// its `tool_result` block), Responses its items, Gemini its `parts` (a result its
-/// `functionResponse` part), Chat Completions the message object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NativeContent {
-    /// The format it renders back to.
-    pub format: Format,
-    /// The JSON.
-    pub json: Value,
-}
-
+/// What needs each format's rules: reasoning removed, the opaque rest, whether a turn shows.
 impl NativeContent {
-    /// Native content of `format`.
-    pub fn new(format: Format, json: Value) -> Self {
-        Self { format, json }
-    }
-
     /// Removes what goes with the reasoning policy (thinking blocks, reasoning items, thought
     /// parts, signatures and the item ids that pair with reasoning), keeping the rest.
     pub fn strip_reasoning(&mut self) {
@@ -93,10 +78,23 @@ impl NativeContent {
             _ => true,
         }
     }
+}
 
-    /// Bytes of the JSON text, for size limits.
-    pub fn bytes(&self) -> usize {
-        self.json.to_string().len()
+/// Native data leaves a message with its format's rules for it.
+impl Message {
+    /// Removes the reasoning, signatures and item ids (from the native JSON too, which keeps
+    /// the rest).
+    pub fn strip_native(&mut self) {
+        if let Some(native) = &mut self.native {
+            native.strip_reasoning();
+        }
+        self.reasoning.clear();
+        self.content_item_id.clear();
+        self.content_signature.clear();
+        for call in &mut self.tool_calls {
+            call.signature.clear();
+            call.item_id.clear();
+        }
     }
 }
 

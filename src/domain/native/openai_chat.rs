@@ -9,7 +9,7 @@ use super::{
     NativeContent, Parsed, ROOT, array, count, decode_base64, leftover, mime_of_uri, required_str, str_at,
 };
 use crate::domain::{
-    context::{Format, render::openai_chat_message},
+    format::Format,
     message::{Attachment, AttachmentSource, Message, Role, ToolCall, Usage},
     violation::Violations,
 };
@@ -94,10 +94,9 @@ fn message(entry: &Value, path: &str, v: &mut Violations) -> Option<Message> {
                 .extend(tool_call(call, &format!("{calls_path}[{k}]"), v));
         }
     }
-    let stored = Value::Object(stored);
-    if openai_chat_message(&message) != request_form(&stored) {
-        message.native = Some(NativeContent::new(Format::OpenAiChat, stored));
-    }
+    // Append drops it again where ctxd's own rendering gives it back
+    // (`append::parse_native`).
+    message.native = Some(NativeContent::new(Format::OpenAiChat, Value::Object(stored)));
     Some(message)
 }
 

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
-use super::parse;
+use crate::domain::append::parse_native as parse;
 use crate::domain::{
     Sequence, StoredMessage, Violations,
     context::{Format, TokenCounts, render::render_history},

@@ -1,7 +1,12 @@
 //! Provider JSON on the wire: `AppendMessageRequest.native`, `Message.native` and usage.
 
 use crate::{
-    domain::{self, AppendLimits, Usage, Violations, append::check_message, context::Format, native::Parsed},
+    domain::{
+        AppendLimits, Usage, Violations,
+        append::{check_message, parse_native},
+        format::Format,
+        native::Parsed,
+    },
     proto,
 };
 
@@ -18,7 +23,7 @@ pub(super) fn native_messages(
     if !v.is_empty() {
         return Parsed::default();
     }
-    let parsed = domain::native::parse(format, &json, salt, v);
+    let parsed = parse_native(format, &json, salt, v);
     let count = parsed.messages.len();
     if count > limits.max_messages_per_request {
         v.add(

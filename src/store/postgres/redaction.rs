@@ -12,7 +12,7 @@ use super::{
 use crate::{
     deadline::Deadline,
     domain::{
-        ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, context::TokenCounts, conversation,
+        ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, token_counts::TokenCounts, conversation,
     },
     store::{Redaction, StoreError},
 };
