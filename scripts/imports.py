@@ -234,7 +234,7 @@ class Crate:
         found = collections.defaultdict(set)
         for f in self.module_of:
             code = self.code[f]
-            without_uses = USE.sub("", code)
+            without_uses = re.sub(r"\bmod\s+\w+\s*;", "", USE.sub("", code))
             for m in USE.finditer(code):
                 is_pub = bool(m.group(1))
                 for segs, alias in expand(m.group(2)):

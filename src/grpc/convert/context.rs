@@ -1,16 +1,15 @@
 //! BuildContext on the wire.
 
 use super::{
-    conversation_id,
+    fields::{conversation_id, format_of, tokenizer},
     messages::{messages, stored_message},
-    tokenizer,
 };
 use crate::{
     domain::{
         AppendLimits, Sequence, StoredMessage, Violations,
         context::{
             ClearToolResults, ContextMessage, ContextPack, ContextRequest, ContextStats, FinalAssistant,
-            Format, HistoryPolicy, ReasoningPolicy, Source, TokenBudget, TokenCounts,
+            HistoryPolicy, ReasoningPolicy, Source, TokenBudget, TokenCounts,
         },
     },
     proto,
@@ -125,20 +124,6 @@ fn check_pending_sizes(system_prompt: &str, pending: usize, limits: &AppendLimit
                 limits.max_messages_per_request
             ),
         );
-    }
-}
-
-/// The pack's format (OpenAI chat when unspecified).
-pub(super) fn format_of(format: i32, field: &str, v: &mut Violations) -> Format {
-    match proto::Format::try_from(format) {
-        Ok(proto::Format::Unspecified | proto::Format::OpenaiChat) => Format::OpenAiChat,
-        Ok(proto::Format::AnthropicMessages) => Format::AnthropicMessages,
-        Ok(proto::Format::OpenaiResponses) => Format::OpenAiResponses,
-        Ok(proto::Format::Gemini) => Format::Gemini,
-        Err(_) => {
-            v.add(field, format!("unknown format value {format}"));
-            Format::OpenAiChat
-        }
     }
 }
 

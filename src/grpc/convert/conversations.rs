@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use super::{conversation_id, sequence};
+use super::fields::{conversation_id, sequence};
 use crate::{
     domain::{
         ConversationId, Sequence, Violations,

@@ -1,6 +1,6 @@
 //! AppendMessage, ListMessages and DeleteConversation on the wire; messages both ways.
 
-use super::{conversation_id, role_to_proto, sequence};
+use super::fields::{conversation_id, format_of, format_to_proto, role_at, role_to_proto, sequence};
 use crate::{
     domain::{
         AppendBatch, AppendLimits, Attachment, AttachmentSource, ConversationId, IdempotencyKey, LlmError,
@@ -181,24 +181,6 @@ fn role_of(role: i32, path: &str, v: &mut Violations) -> Option<Role> {
     role_at(role, &format!("{path}.role"), v)
 }
 
-/// A role at `field`, which is required.
-pub(super) fn role_at(role: i32, field: &str, v: &mut Violations) -> Option<Role> {
-    match proto::Role::try_from(role) {
-        Ok(proto::Role::System) => Some(Role::System),
-        Ok(proto::Role::User) => Some(Role::User),
-        Ok(proto::Role::Assistant) => Some(Role::Assistant),
-        Ok(proto::Role::Tool) => Some(Role::Tool),
-        Ok(proto::Role::Unspecified) => {
-            v.add(field, "role is required");
-            None
-        }
-        Err(_) => {
-            v.add(field, format!("unknown role value {role}"));
-            None
-        }
-    }
-}
-
 fn llm_error(raw: proto::LlmError) -> LlmError {
     let proto::LlmError {
         code,
@@ -348,7 +330,7 @@ pub(crate) fn list_request(request: proto::ListMessagesRequest) -> Result<ListRe
     let mut v = Violations::default();
     let conversation = conversation_id(raw_id, "conversation_id", &mut v);
     let after = sequence(after_sequence, "after_sequence", &mut v);
-    let format = format.map(|f| super::context::format_of(f, "format", &mut v));
+    let format = format.map(|f| format_of(f, "format", &mut v));
     match (conversation, after) {
         (Some(conversation), Some(after)) if v.is_empty() => Ok(ListRequest {
             conversation,
@@ -432,7 +414,7 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         reasoning_tokens: Some(tokens_to_proto(reasoning_tokens)),
         content_phase,
         native: native.map(|n| proto::NativeItems {
-            format: super::native::format_to_proto(n.format) as i32,
+            format: format_to_proto(n.format) as i32,
             json: n.json.to_string(),
         }),
         usage: super::native::usage_to_proto(usage),

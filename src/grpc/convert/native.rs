@@ -4,7 +4,6 @@ use crate::{
     domain::{
         AppendLimits, Usage, Violations,
         append::{check_message, parse_native},
-        format::Format,
         native::Parsed,
     },
     proto,
@@ -19,7 +18,7 @@ pub(super) fn native_messages(
     v: &mut Violations,
 ) -> Parsed {
     let proto::NativeItems { format, json } = native;
-    let format = super::context::format_of(format, "native.format", v);
+    let format = super::fields::format_of(format, "native.format", v);
     if !v.is_empty() {
         return Parsed::default();
     }
@@ -76,16 +75,6 @@ pub(crate) fn usage_to_proto(usage: Usage) -> Option<proto::Usage> {
         cached_input_tokens,
         reasoning_tokens,
     })
-}
-
-/// The wire form of a format.
-pub(super) fn format_to_proto(format: Format) -> proto::Format {
-    match format {
-        Format::OpenAiChat => proto::Format::OpenaiChat,
-        Format::AnthropicMessages => proto::Format::AnthropicMessages,
-        Format::OpenAiResponses => proto::Format::OpenaiResponses,
-        Format::Gemini => proto::Format::Gemini,
-    }
 }
 
 /// A value no other append gets (for ids ctxd generates in JSON appended without a key).

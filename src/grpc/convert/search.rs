@@ -1,6 +1,6 @@
 //! SearchMessages and BuildContext's recall on the wire.
 
-use super::{conversation_id, messages::role_at, role_to_proto};
+use super::fields::{conversation_id, role_at, role_to_proto};
 use crate::{
     domain::{
         Violations,

@@ -1,6 +1,6 @@
 //! Summarize on the wire, and the prepared LLM requests of the bring-your-own-LLM paths.
 
-use super::{conversation_id, role_to_proto, sequence, tokenizer};
+use super::fields::{conversation_id, role_to_proto, sequence, tokenizer};
 use crate::{
     domain::{Sequence, Violations, message::Message, summary::Summary, violation::check_no_nul},
     proto,
