@@ -1,7 +1,7 @@
 //! Background summarization: when an append passes a check point, one replica folds the
 //! conversation's unsummarized history past the threshold into its summary.
 
-use super::{Service, ServiceError};
+use super::{Service, ServiceError, settings::AutoSummarize};
 use crate::{
     domain::{AppendOutcome, ConversationId, TenantId, summary::messages_to_fold},
     store::StoreError,
@@ -11,19 +11,6 @@ use crate::{
 /// Background summarization is considered each time a conversation passes a multiple of this
 /// many messages, so the check's read stays rare.
 const AUTO_CHECK_EVERY: u64 = 16;
-
-/// Background summarization: when a conversation's unsummarized history passes `threshold`
-/// tokens, one replica folds it in, keeping `keep_recent_tokens` verbatim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AutoSummarize {
-    /// Unsummarized tokens that trigger a summary.
-    pub threshold: usize,
-    /// Tokens left verbatim.
-    pub keep_recent_tokens: usize,
-    /// Background summaries this replica runs at once; a check point reached while that many
-    /// run is skipped (the next one checks again).
-    pub concurrency: usize,
-}
 
 impl Service {
     /// Starts a background summarization check when the append crossed a check point.

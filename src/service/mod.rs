@@ -6,11 +6,10 @@
 use std::sync::Arc;
 
 use crate::{
-    domain::{AppendLimits, Violations, search::Language},
+    domain::Violations,
     response_budget::{Refusal, ResponseBudget},
     store::{Store, StoreError},
-    summarize::{Extractor, ModelError, Summarizer},
-    tokenize::Tokenizer,
+    summarize::ModelError,
 };
 
 mod auto_summary;
@@ -20,14 +19,15 @@ mod conversations;
 mod messages;
 pub mod retention;
 mod search;
+mod settings;
 mod summary;
 mod tasks;
 mod tenant_slots;
 mod working_memory;
 
-pub use auto_summary::AutoSummarize;
 pub use context::ContextOutcome;
 pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessagesOutcome};
+pub use settings::{AiSettings, AutoSummarize, Limits};
 pub use search::{DEFAULT_SEARCH_PAGE, MAX_SEARCH_PAGE, SearchHit, SearchOutcome, SearchRequest};
 pub use summary::{PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
 pub use tasks::BackgroundTasks;
@@ -42,81 +42,6 @@ pub const FORKS_PER_TENANT: usize = 2;
 /// Texts and requests larger than this are tokenized on the blocking pool, off the async
 /// workers.
 pub const OFFLOAD_BYTES: usize = 64 * 1024;
-
-/// Limits and defaults of requests.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Size limits of AppendMessage (also applied to BuildContext's pending messages and
-    /// other caller-sent text).
-    pub append: AppendLimits,
-    /// Tokenizer used when a request leaves it unspecified.
-    pub default_tokenizer: Tokenizer,
-    /// The largest response a call may answer with (BuildContext's pack and rendering,
-    /// ListMessages' page, a prepared request).
-    pub max_response_bytes: usize,
-    /// The memory all calls' loaded messages and responses may hold at once.
-    pub response_budget_bytes: usize,
-    /// The percentage of it one tenant's calls may hold.
-    pub tenant_memory_percent: usize,
-    /// Messages one fork may copy.
-    pub max_fork_messages: usize,
-    /// How search stems words (`CTXD_SEARCH_LANGUAGE`).
-    pub search_language: Language,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            append: AppendLimits::default(),
-            default_tokenizer: Tokenizer::O200kBase,
-            max_response_bytes: 16 << 20,
-            response_budget_bytes: 256 << 20,
-            tenant_memory_percent: 50,
-            max_fork_messages: 10_000,
-            search_language: Language::default(),
-        }
-    }
-}
-
-impl Limits {
-    /// The replica's [`ResponseBudget`]: the configured total, for one call twice its largest
-    /// response (the messages it loads, then the response and its encoding), for one tenant
-    /// its share.
-    pub fn response_budget(&self) -> ResponseBudget {
-        ResponseBudget::new(
-            self.response_budget_bytes,
-            self.max_response_bytes.saturating_mul(2),
-        )
-        .with_tenant_share(self.tenant_memory_percent)
-    }
-}
-
-/// The summarizer and extractor the service runs, and the default summary size.
-#[derive(Debug, Clone)]
-pub struct AiSettings {
-    /// Runs SUMMARIZE_MODE_SERVER.
-    pub summarizer: Summarizer,
-    /// Refreshes working memory.
-    pub extractor: Extractor,
-    /// `max_summary_tokens` when a request leaves it at 0.
-    pub max_summary_tokens: usize,
-    /// Background summarization, when enabled.
-    pub auto_summarize: Option<AutoSummarize>,
-    /// The model context PREPARE's requests fit (CTXD_OPENAI_CONTEXT_TOKENS).
-    pub context_tokens: usize,
-}
-
-impl Default for AiSettings {
-    fn default() -> Self {
-        Self {
-            summarizer: Summarizer::Extractive,
-            extractor: Extractor::Rules,
-            max_summary_tokens: 1_000,
-            auto_summarize: None,
-            context_tokens: 128_000,
-        }
-    }
-}
 
 /// Why a use case failed.
 #[derive(Debug, thiserror::Error)]

@@ -5,7 +5,7 @@
 //! [`crate::domain::append::plan`]). Each implementation lives in its own folder; [`open`] is
 //! the one place that knows them all.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 
@@ -21,33 +21,17 @@ use crate::{
 };
 
 pub mod in_memory;
+mod open;
 pub mod postgres;
 mod records;
 
 pub use in_memory::InMemoryStore;
+pub use open::open;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{
     CappedPage, FoundMessage, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
     Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, SummaryState, Swept,
 };
-
-/// Opens the configured store: PostgreSQL when `postgres` is set, else the in-memory store.
-/// Connections open lazily; call [`Store::migrate`] before serving.
-pub fn open(postgres: Option<&PostgresOptions>) -> Result<Arc<dyn Store>, StoreError> {
-    Ok(match postgres {
-        Some(options) => {
-            tracing::info!(pool_size = options.pool_size, "serving from PostgreSQL");
-            Arc::new(PostgresStore::connect(options)?)
-        }
-        None => {
-            tracing::warn!(
-                "NO DATABASE_URL: serving from the IN-MEMORY store. \
-                 All data is lost when this process stops. Set DATABASE_URL for production."
-            );
-            Arc::new(InMemoryStore::new())
-        }
-    })
-}
 
 /// Failures of a store operation, by what the caller can do about them.
 #[derive(Debug, thiserror::Error)]

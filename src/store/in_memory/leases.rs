@@ -10,7 +10,7 @@ use std::{
 
 use async_trait::async_trait;
 
-use super::Key;
+use super::state::Key;
 use crate::store::HeldLease;
 
 /// The retention sweeper's lease of the in-memory store: cleared on drop.

@@ -29,13 +29,12 @@ use crate::{
 mod leases;
 mod pages;
 mod search;
+mod search_index;
 mod state;
 
 use leases::{MemoryLease, SweeperLease};
 use pages::capped;
-use state::State;
-
-type Key = (TenantId, ConversationId);
+use state::{Key, State};
 
 /// Conversations held in process memory.
 #[derive(Debug, Default)]

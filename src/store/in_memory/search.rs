@@ -2,77 +2,16 @@
 //! index of their terms, ranked by the port of PostgreSQL's `ts_rank`
 //! ([`crate::domain::search::rank`]), so both stores find the same messages in the same order.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use super::state::Conversation;
 use crate::{
     domain::{
         Sequence, StoredMessage,
-        search::{self, SearchDocument},
+        search,
     },
     store::{FoundMessage, SearchPage, SearchSpec},
 };
-
-/// A conversation's search documents (message with sequence `n` at index `n - 1`) and, per
-/// term, the indexes of the messages that have it, ascending.
-#[derive(Debug, Clone, Default)]
-pub(super) struct SearchIndex {
-    documents: Vec<SearchDocument>,
-    postings: HashMap<Box<str>, Vec<u32>>,
-}
-
-impl SearchIndex {
-    /// Indexes the next message's document.
-    pub(super) fn push(&mut self, document: SearchDocument) {
-        let index = self.documents.len() as u32;
-        for term in document.terms() {
-            self.postings.entry(term.into()).or_default().push(index);
-        }
-        self.documents.push(document);
-    }
-
-    /// Forgets the document at `index` (a redaction), its postings with it.
-    pub(super) fn forget(&mut self, index: usize) {
-        let Some(document) = self.documents.get_mut(index) else {
-            return;
-        };
-        let document = std::mem::take(document);
-        for term in document.terms() {
-            if let Some(list) = self.postings.get_mut(term)
-                && let Ok(at) = list.binary_search(&(index as u32))
-            {
-                list.remove(at);
-                if list.is_empty() {
-                    self.postings.remove(term);
-                }
-            }
-        }
-    }
-
-    /// Keeps the first `kept` messages' documents (a rewind).
-    pub(super) fn truncate(&mut self, kept: usize) {
-        for index in kept..self.documents.len() {
-            for term in self.documents[index].terms() {
-                if let Some(list) = self.postings.get_mut(term) {
-                    while list.last().is_some_and(|&i| i as usize >= kept) {
-                        list.pop();
-                    }
-                }
-            }
-        }
-        self.postings.retain(|_, list| !list.is_empty());
-        self.documents.truncate(kept);
-    }
-
-    /// The index of the first `kept` messages (a fork).
-    pub(super) fn prefix(&self, kept: usize) -> SearchIndex {
-        let mut index = SearchIndex::default();
-        for document in self.documents.iter().take(kept) {
-            index.push(document.clone());
-        }
-        index
-    }
-}
 
 /// The hits of `spec` in `conversation`, as the PostgreSQL store pages them: the candidates
 /// are the messages with a term that is not common (or, when every term is, the newest
@@ -84,18 +23,18 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
     // Message `i` has sequence `i + 1`.
     let within = |i: u32| Sequence::from_stored(i64::from(i) + 1) <= through;
     let holders = |term: &str| -> Vec<u32> {
-        let postings = index.postings.get(term).map_or(&[][..], Vec::as_slice);
+        let postings = index.postings(term);
         postings
             .iter()
             .copied()
-            .filter(|&i| within(i) && index.documents[i as usize].positions(term).is_some())
+            .filter(|&i| within(i) && index.document(i as usize).positions(term).is_some())
             .collect()
     };
     let common = |term: &str| {
-        let postings = index.postings.get(term).map_or(&[][..], Vec::as_slice);
+        let postings = index.postings(term);
         let holding = postings
             .iter()
-            .filter(|&&i| within(i) && index.documents[i as usize].positions(term).is_some());
+            .filter(|&&i| within(i) && index.document(i as usize).positions(term).is_some());
         holding.take(search::COMMON_TERM_MESSAGES + 1).count() > search::COMMON_TERM_MESSAGES
     };
     let rare = spec.query.only(|term| !common(term));
@@ -118,7 +57,7 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
     for i in passing.take(cap) {
         let i = i as usize;
         let message = &conversation.messages[i];
-        let score = search::rank(&index.documents[i], &spec.query);
+        let score = search::rank(&index.document(i), &spec.query);
         if spec
             .after
             .is_none_or(|(s, q)| score < s || (score == s && message.sequence < q))

@@ -7,7 +7,6 @@ use std::{
     time::SystemTime,
 };
 
-use super::Key;
 use crate::{
     domain::{
         AppendBatch, AppendState, CallState, ConversationId, IdempotencyRecord, KnownCall, PayloadHash,
@@ -23,7 +22,10 @@ use crate::{
     store::{Redaction, RetentionRule, Rewind, StoreError},
 };
 
-use super::search::SearchIndex;
+use super::search_index::SearchIndex;
+
+/// A conversation's place in the store: its tenant and its id.
+pub(super) type Key = (TenantId, ConversationId);
 
 #[derive(Debug, Clone)]
 pub(super) struct Conversation {
