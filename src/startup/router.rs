@@ -16,7 +16,7 @@ use tower::util::MapResponseLayer;
 use tower::util::{Either, option_layer};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use super::StartupError;
+use super::error::StartupError;
 use crate::{
     config::{ServerOptions, Settings, TlsFiles},
     grpc::{

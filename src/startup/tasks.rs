@@ -8,7 +8,7 @@ use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 use tokio::task::{Id, JoinError, JoinHandle, JoinSet};
 use tonic_health::{ServingStatus, server::HealthReporter};
 
-use super::{SERVICE_NAME, StartupError};
+use super::{SERVICE_NAME, error::StartupError};
 use crate::{service::Service, store::Store};
 
 /// The gRPC server, running.

@@ -13,8 +13,21 @@ use tonic::{
     codegen::http::{self, HeaderMap, HeaderValue, Response, header},
 };
 
-use super::{ProtocolLayer, call::Accounting, codec, codec::Encoding};
+use super::{
+    codec::{self, Encoding},
+    layer::ProtocolLayer,
+};
 use crate::grpc::{HeldMemory, METHODS, code_name, unread::ReadInTime};
+
+/// How a call's memory is accounted: under the tenant its headers name, or not at all (the
+/// health check, which must answer whatever the budget holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Accounting {
+    /// Counted in the response budget.
+    Counted,
+    /// The health check's empty body and small answer.
+    Exempt,
+}
 
 /// What the answer is transcoded for.
 pub(super) struct Context<'a> {

@@ -12,18 +12,12 @@ use tonic::{
 };
 use tower::Service;
 
-use super::{Protocol, ProtocolLayer, answer, codec, codec::Encoding};
+use super::{
+    answer::{self, Accounting},
+    codec::{self, Encoding},
+    layer::{Protocol, ProtocolLayer},
+};
 use crate::response_budget::Reservation;
-
-/// How a call's memory is accounted: under the tenant its headers name, or not at all (the
-/// health check, which must answer whatever the budget holds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Accounting {
-    /// Counted in the response budget.
-    Counted,
-    /// The health check's empty body and small answer.
-    Exempt,
-}
 
 /// A Connect unary call, as the gRPC call it stands for.
 pub(super) async fn connect<S>(

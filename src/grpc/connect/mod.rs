@@ -13,12 +13,14 @@
 mod answer;
 mod call;
 mod codec;
+mod layer;
+
+pub use layer::{Protocol, ProtocolLayer};
 
 use std::{
     future::Future,
     pin::Pin,
     task::{Context, Poll},
-    time::Duration,
 };
 
 use http_body_util::{BodyExt, Full};
@@ -30,66 +32,11 @@ use tonic::{
 };
 use tower::{Layer, Service};
 
-use super::TenantInterceptor;
-use crate::{metrics::ServerMetrics, response_budget::ResponseBudget};
-use call::Accounting;
+use answer::Accounting;
 use codec::Encoding;
-
-/// How a call reached the server, as metrics label it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// gRPC over HTTP/2.
-    Grpc,
-    /// gRPC-Web (browsers).
-    GrpcWeb,
-    /// Connect's unary protocol (JSON or binary).
-    Connect,
-}
-
-impl Protocol {
-    /// The metrics label.
-    pub fn label(self) -> &'static str {
-        match self {
-            Protocol::Grpc => "grpc",
-            Protocol::GrpcWeb => "grpc_web",
-            Protocol::Connect => "connect",
-        }
-    }
-}
 
 /// The health check path for load balancers (`GET`, 200 when serving, else 503).
 const HEALTHZ: &str = "/healthz";
-
-/// Serves Connect and the health path, and labels every call with its [`Protocol`].
-#[derive(Debug, Clone)]
-pub struct ProtocolLayer {
-    budget: ResponseBudget,
-    tenants: TenantInterceptor,
-    max_request_bytes: usize,
-    request_timeout: Duration,
-    metrics: ServerMetrics,
-}
-
-impl ProtocolLayer {
-    /// Connect bodies up to `max_request_bytes` are read within `request_timeout` (or the call's
-    /// `Connect-Timeout-Ms`) into memory taken from `budget`, in the share of the tenant
-    /// `tenants` resolves; what this layer refuses itself is counted in `metrics`.
-    pub fn new(
-        budget: ResponseBudget,
-        tenants: TenantInterceptor,
-        max_request_bytes: usize,
-        request_timeout: Duration,
-        metrics: ServerMetrics,
-    ) -> Self {
-        Self {
-            budget,
-            tenants,
-            max_request_bytes,
-            request_timeout,
-            metrics,
-        }
-    }
-}
 
 impl<S> Layer<S> for ProtocolLayer {
     type Service = ProtocolService<S>;

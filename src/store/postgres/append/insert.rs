@@ -4,7 +4,7 @@
 use deadpool_postgres::GenericClient;
 use tokio_postgres::{Statement, types::ToSql};
 
-use super::Placement;
+use super::placement::Placement;
 use crate::{
     domain::{AppendBatch, search},
     store::{StoreError, postgres::rows::Columns},

@@ -11,8 +11,10 @@ use super::{
     rows::{Columns, column},
 };
 mod insert;
+mod placement;
 
 use insert::MessageRows;
+use placement::Placement;
 
 use crate::{
     deadline::Deadline,
@@ -20,7 +22,6 @@ use crate::{
         AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, IdempotencyRecord, KnownCall,
         PayloadHash, Sequence, TenantId, Usage, WritePlan,
         append::{needs_state, newest_facts, plan},
-        context::anchor::LogEnd,
         tool_protocol::mentioned_call_ids,
     },
     store::StoreError,
@@ -137,61 +138,6 @@ fn batch_usage(batch: &AppendBatch) -> [i64; 4] {
         usage.reasoning_tokens,
     ]
     .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
-}
-
-/// Where a batch's messages go in the log's token stream, relative to its start: what
-/// [`ALLOCATE`] adds to the conversation's totals and the rows' positions are computed from.
-struct Placement {
-    /// The batch's approximate tokens.
-    total: i64,
-    /// Offset of the batch's newest turn start, if any.
-    last_turn: Option<i64>,
-    /// Each message's offset.
-    offsets: Vec<i64>,
-    /// Each message's newest earlier turn start within the batch, if any.
-    previous_turns: Vec<Option<i64>>,
-}
-
-impl Placement {
-    /// Places `batch` relative to its start.
-    fn of(batch: &AppendBatch) -> Self {
-        let mut end = LogEnd::default();
-        let (offsets, previous_turns) = batch
-            .messages
-            .iter()
-            .enumerate()
-            .map(|(i, message)| {
-                let approx = batch.tokens.get(i).map_or(0, |t| t.approx);
-                let position = end.place(message, approx);
-                (stored(position.offset), position.previous_turn.map(stored))
-            })
-            .unzip();
-        Placement {
-            total: stored(end.offset),
-            last_turn: end.last_turn.map(stored),
-            offsets,
-            previous_turns,
-        }
-    }
-}
-
-impl Placement {
-    /// The batch-relative placement moved to a log whose end was at `base`, with its newest
-    /// turn start at `turn_before`: the arithmetic the allocation's answer is put through.
-    fn after(mut self, base: i64, turn_before: Option<i64>) -> Self {
-        for offset in &mut self.offsets {
-            *offset += base;
-        }
-        for previous in &mut self.previous_turns {
-            *previous = previous.map(|p| p + base).or(turn_before);
-        }
-        self.last_turn = self.last_turn.map(|t| t + base);
-        self
-    }
-}
-
-fn stored(offset: u64) -> i64 {
-    i64::try_from(offset).unwrap_or(i64::MAX)
 }
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %batch.conversation_id, count = batch.messages.len()))]
