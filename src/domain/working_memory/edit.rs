@@ -195,3 +195,47 @@ fn sorted(sources: &[Sequence]) -> Vec<Sequence> {
     sources.dedup();
     sources
 }
+
+/// Edits of the document, each through a [`MemoryEditor`].
+impl WorkingMemory {
+    /// Adds a fact, merging it into an equal current item (same text, any case and spacing).
+    /// With `supersedes`, the named current item (or, for `true`, the newest current item of
+    /// the category) is marked as replaced by the new one. For many adds, use one
+    /// [`MemoryEditor`]: this indexes the document each time.
+    pub fn add(
+        &mut self,
+        category: Category,
+        text: &str,
+        sources: &[Sequence],
+        supersedes: Supersedes<'_>,
+    ) -> String {
+        MemoryEditor::new(self).add(category, text, sources, supersedes)
+    }
+
+    /// Adds or refines a glossary entry (the newest definition of a term wins; sources merge).
+    pub fn define(&mut self, term: &str, definition: &str, sources: &[Sequence]) {
+        MemoryEditor::new(self).define(term, definition, sources);
+    }
+
+    /// Merges a caller's document (bring your own LLM): items with a known id update that item
+    /// (text and `superseded_by`), other items are added like extracted ones; glossary entries
+    /// are defined; the summary is replaced when given; the watermark only moves forward.
+    /// Linear in the sizes of both documents.
+    pub fn merge(&mut self, update: WorkingMemory) {
+        let mut editor = MemoryEditor::new(self);
+        for category in Category::ALL {
+            for item in update.items(category) {
+                if item.id.is_empty() || !editor.update(category, item) {
+                    editor.add(category, &item.text, &item.source_sequences, Supersedes::Nothing);
+                }
+            }
+        }
+        for entry in &update.glossary {
+            editor.define(&entry.term, &entry.definition, &entry.source_sequences);
+        }
+        if !update.summary.is_empty() {
+            self.summary = update.summary;
+        }
+        self.through_sequence = self.through_sequence.max(update.through_sequence);
+    }
+}
