@@ -1,12 +1,13 @@
 //! Prometheus metrics, served on their own HTTP port (`CTXD_METRICS_LISTEN`) at `/metrics`.
 //!
-//! Two owners. The use cases count their work (context packs, summaries, retention) in the
-//! process-wide [`METRICS`]: they record deep inside the service layer, which holds no handle
-//! to pass one through. What a server owns, its calls and its database pool, lives in its own
-//! [`ServerMetrics`], so two servers in one process (the tests start many) each report their
-//! own pool and calls. A server's registry holds both, so one scrape shows everything.
+//! Every figure belongs to one server; nothing is process-wide, so two servers in one process
+//! (the tests start many) never share a counter. The use cases count their work (context
+//! packs, summaries, retention) in the [`UseCaseMetrics`] their `Service` owns; the store
+//! reports what it knows (its pool, its message cache) when asked, as figures read at scrape
+//! time; the composition root hands all of it to the server's [`ServerMetrics`], whose
+//! registry shows everything in one scrape.
 
-use std::{convert::Infallible, net::SocketAddr, sync::Arc, sync::LazyLock, time::Duration};
+use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 
 use http_body_util::Full;
 use hyper::{Request, Response, body::Bytes, server::conn::http1, service::service_fn};
@@ -16,11 +17,14 @@ use prometheus::{
     Registry, TextEncoder, core::Collector,
 };
 
-use crate::{net::Acceptor, store::PoolStats};
+use crate::{
+    net::Acceptor,
+    store::{CacheStats, PoolStats},
+};
 
-/// What the use cases count, wherever in the process they run.
+/// What the use cases count, one set per `Service`.
 #[derive(Debug)]
-pub struct Metrics {
+pub struct UseCaseMetrics {
     /// Total tokens of each context pack.
     pub context_tokens: Histogram,
     /// History messages left out of packs.
@@ -33,17 +37,17 @@ pub struct Metrics {
     pub retention_messages: IntCounter,
     /// Background summary checks not started, by reason.
     pub background_skipped: IntCounterVec,
-    /// Bytes of messages in the replica's message cache (PostgreSQL store).
-    pub message_cache_bytes: IntGauge,
-    /// BuildContext pages of the log's tail by where they came from (cache, database).
-    pub tail_pages: IntCounterVec,
 }
 
-/// The process-wide counters of the use cases.
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+impl Default for UseCaseMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
-impl Metrics {
-    fn new() -> Self {
+impl UseCaseMetrics {
+    /// A fresh set, every counter at 0.
+    pub fn new() -> Self {
         let context_tokens = Histogram::with_opts(
             HistogramOpts::new("ctxd_context_tokens", "Tokens of each BuildContext pack")
                 .buckets(prometheus::exponential_buckets(256.0, 2.0, 11).expect("valid buckets")),
@@ -74,18 +78,13 @@ impl Metrics {
                  run already), running (one runs for the conversation), shutting_down",
                 &["reason"],
             ),
-            message_cache_bytes: IntGauge::new(
-                "ctxd_message_cache_bytes",
-                "Bytes of decoded messages in this replica's cache (CTXD_MESSAGE_CACHE_MIB)",
-            )
-            .expect("valid metric"),
-            tail_pages: counter_vec(
-                "ctxd_context_pages_total",
-                "Pages of the log's tail BuildContext read, by source: cache (this replica's \
-                 decoded messages) or database",
-                &["source"],
-            ),
         }
+    }
+
+    /// Counts one summarizer or extractor run of `engine`.
+    pub fn count_model_call(&self, engine: &str, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
+        self.summarizer_calls.with_label_values(&[engine, outcome]).inc();
     }
 
     /// Handles to every counter, for a server's registry (a collector may sit in several).
@@ -97,8 +96,6 @@ impl Metrics {
             Box::new(self.retention_conversations.clone()),
             Box::new(self.retention_messages.clone()),
             Box::new(self.background_skipped.clone()),
-            Box::new(self.message_cache_bytes.clone()),
-            Box::new(self.tail_pages.clone()),
         ]
     }
 }
@@ -106,7 +103,28 @@ impl Metrics {
 /// Reads a server's database pool when metrics are scraped (`None`: no pool to report).
 pub type PoolStatus = Arc<dyn Fn() -> Option<PoolStats> + Send + Sync>;
 
-/// One server's metrics: its calls and its pool, beside the process-wide [`METRICS`]. Cheap to
+/// Reads a server's message cache when metrics are scraped (`None`: no cache to report).
+pub type CacheStatus = Arc<dyn Fn() -> Option<CacheStats> + Send + Sync>;
+
+/// What a server's metrics read from the store when scraped.
+#[derive(Clone, Default)]
+pub struct StoreStatus {
+    /// The database pool.
+    pub pool: Option<PoolStatus>,
+    /// The replica's message cache.
+    pub cache: Option<CacheStatus>,
+}
+
+impl std::fmt::Debug for StoreStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreStatus")
+            .field("pool", &self.pool.is_some())
+            .field("cache", &self.cache.is_some())
+            .finish()
+    }
+}
+
+/// One server's metrics: its calls, its use cases' counters, its pool and cache. Cheap to
 /// clone: the metrics are shared.
 #[derive(Clone)]
 pub struct ServerMetrics {
@@ -115,20 +133,27 @@ pub struct ServerMetrics {
     rpc_duration: HistogramVec,
     /// Database pool connections by state (size, available, waiting), read at scrape time.
     pool_connections: IntGaugeVec,
-    pool: Option<PoolStatus>,
+    /// Bytes of messages in the replica's message cache (PostgreSQL store), read at scrape time.
+    message_cache_bytes: IntGauge,
+    /// BuildContext pages of the log's tail by where they came from (cache, database), read at
+    /// scrape time from the store's own counts.
+    tail_pages: IntCounterVec,
+    store: StoreStatus,
 }
 
 impl std::fmt::Debug for ServerMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerMetrics")
-            .field("reports_pool", &self.pool.is_some())
+            .field("reports_pool", &self.store.pool.is_some())
+            .field("reports_cache", &self.store.cache.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl ServerMetrics {
-    /// A server's metrics, reporting the pool `pool` reads.
-    pub fn new(pool: Option<PoolStatus>) -> Self {
+    /// A server's metrics: its calls, the counters of its use cases, and what `store`
+    /// reads from its store at scrape time.
+    pub fn new(use_cases: &UseCaseMetrics, store: StoreStatus) -> Self {
         let rpc_duration = HistogramVec::new(
             HistogramOpts::new(
                 "ctxd_rpc_duration_seconds",
@@ -145,17 +170,34 @@ impl ServerMetrics {
             &["state"],
         )
         .expect("valid metric");
+        let message_cache_bytes = IntGauge::new(
+            "ctxd_message_cache_bytes",
+            "Bytes of decoded messages in this replica's cache (CTXD_MESSAGE_CACHE_MIB)",
+        )
+        .expect("valid metric");
+        let tail_pages = counter_vec(
+            "ctxd_context_pages_total",
+            "Pages of the log's tail BuildContext read, by source: cache (this replica's \
+             decoded messages) or database",
+            &["source"],
+        );
         let registry = Registry::new();
-        let own: [Box<dyn Collector>; 2] =
-            [Box::new(rpc_duration.clone()), Box::new(pool_connections.clone())];
-        for collector in METRICS.collectors().into_iter().chain(own) {
+        let own: [Box<dyn Collector>; 4] = [
+            Box::new(rpc_duration.clone()),
+            Box::new(pool_connections.clone()),
+            Box::new(message_cache_bytes.clone()),
+            Box::new(tail_pages.clone()),
+        ];
+        for collector in use_cases.collectors().into_iter().chain(own) {
             registry.register(collector).expect("unique metric");
         }
         Self {
             registry,
             rpc_duration,
             pool_connections,
-            pool,
+            message_cache_bytes,
+            tail_pages,
+            store,
         }
     }
 
@@ -174,7 +216,16 @@ impl ServerMetrics {
 
     /// The metrics in Prometheus text format.
     pub fn render(&self) -> String {
-        if let Some(stats) = self.pool.as_ref().and_then(|status| status()) {
+        self.read_store();
+        let mut out = Vec::new();
+        // Encoding gathered families into a Vec cannot fail.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Takes the store's figures into the gauges and counters.
+    fn read_store(&self) {
+        if let Some(stats) = self.store.pool.as_ref().and_then(|status| status()) {
             for (state, value) in [
                 ("size", stats.size),
                 ("available", stats.available),
@@ -184,10 +235,19 @@ impl ServerMetrics {
                 self.pool_connections.with_label_values(&[state]).set(value);
             }
         }
-        let mut out = Vec::new();
-        // Encoding gathered families into a Vec cannot fail.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
-        String::from_utf8_lossy(&out).into_owned()
+        if let Some(stats) = self.store.cache.as_ref().and_then(|status| status()) {
+            let bytes = i64::try_from(stats.bytes).unwrap_or(i64::MAX);
+            self.message_cache_bytes.set(bytes);
+            // The store counts from its start; the counter catches up to it (only this
+            // function moves it, and the store's counts only grow).
+            for (source, total) in [
+                ("cache", stats.pages_from_cache),
+                ("database", stats.pages_from_database),
+            ] {
+                let counter = self.tail_pages.with_label_values(&[source]);
+                counter.inc_by(total.saturating_sub(counter.get()));
+            }
+        }
     }
 }
 
@@ -245,20 +305,23 @@ fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
 mod tests {
     use super::*;
 
-    fn pool(size: usize) -> PoolStatus {
-        Arc::new(move || {
-            Some(PoolStats {
-                size,
-                available: 1,
-                waiting: 0,
-            })
-        })
+    fn pool(size: usize) -> StoreStatus {
+        StoreStatus {
+            pool: Some(Arc::new(move || {
+                Some(PoolStats {
+                    size,
+                    available: 1,
+                    waiting: 0,
+                })
+            })),
+            cache: None,
+        }
     }
 
     #[test]
     fn each_server_reports_its_own_pool() {
-        let first = ServerMetrics::new(Some(pool(3)));
-        let second = ServerMetrics::new(Some(pool(7)));
+        let first = ServerMetrics::new(&UseCaseMetrics::new(), pool(3));
+        let second = ServerMetrics::new(&UseCaseMetrics::new(), pool(7));
         assert!(
             first
                 .render()
@@ -272,15 +335,49 @@ mod tests {
     }
 
     #[test]
-    fn a_server_shows_the_process_wide_counters_beside_its_own() {
-        let metrics = ServerMetrics::new(None);
+    fn a_server_shows_its_use_cases_counters_beside_its_own() {
+        let use_cases = UseCaseMetrics::new();
+        let metrics = ServerMetrics::new(&use_cases, StoreStatus::default());
         metrics.observe_rpc("AppendMessage", "OK", "grpc", Duration::from_millis(1));
-        METRICS.messages_dropped.inc_by(0);
+        use_cases.messages_dropped.inc_by(3);
         let text = metrics.render();
         assert!(text.contains(
             "ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"AppendMessage\",protocol=\"grpc\"} 1"
         ));
-        assert!(text.contains("ctxd_context_messages_dropped_total"), "{text}");
+        assert!(text.contains("ctxd_context_messages_dropped_total 3"), "{text}");
         assert!(!text.contains("ctxd_db_pool_connections{"), "{text}");
+    }
+
+    #[test]
+    fn the_store_counts_become_the_servers_counters_at_each_scrape() {
+        let pages = Arc::new(std::sync::atomic::AtomicU64::new(2));
+        let read = pages.clone();
+        let status = StoreStatus {
+            pool: None,
+            cache: Some(Arc::new(move || {
+                Some(CacheStats {
+                    bytes: 10,
+                    pages_from_cache: read.load(std::sync::atomic::Ordering::Relaxed),
+                    pages_from_database: 1,
+                })
+            })),
+        };
+        let metrics = ServerMetrics::new(&UseCaseMetrics::new(), status);
+        assert!(
+            metrics
+                .render()
+                .contains("ctxd_context_pages_total{source=\"cache\"} 2")
+        );
+        pages.store(5, std::sync::atomic::Ordering::Relaxed);
+        let text = metrics.render();
+        assert!(
+            text.contains("ctxd_context_pages_total{source=\"cache\"} 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ctxd_context_pages_total{source=\"database\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("ctxd_message_cache_bytes 10"), "{text}");
     }
 }

@@ -5,12 +5,7 @@ use std::{collections::BTreeMap, fmt, time::SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    format::Format,
-    ids::Sequence,
-    native_content::NativeContent,
-    token_counts::TokenCounts,
-};
+use super::{format::Format, ids::Sequence, native_content::NativeContent, token_counts::TokenCounts};
 pub use super::{
     reasoning::{Provider, Reasoning, ReasoningKind},
     usage::Usage,

@@ -295,7 +295,7 @@ mod tests {
 
     use super::*;
     use crate::domain::Message;
-    use crate::domain::{token_counts::TokenCounts, message::ToolCall};
+    use crate::domain::{message::ToolCall, token_counts::TokenCounts};
 
     fn stored(sequence: u64, message: Message, call_sequence: Option<u64>) -> StoredMessage {
         StoredMessage {

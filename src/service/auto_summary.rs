@@ -38,7 +38,7 @@ impl Service {
             }
         });
         if let Err(reason) = started {
-            crate::metrics::METRICS
+            self.metrics
                 .background_skipped
                 .with_label_values(&[reason.label()])
                 .inc();

@@ -17,7 +17,6 @@ use crate::{
         },
         search::Language,
     },
-    metrics::METRICS,
     response_budget::Reservation,
     store::{CappedPage, OpenedContext, Store},
     tokenize::Tokenizer,
@@ -56,8 +55,10 @@ impl Service {
         )
         .await?;
         let s = &outcome.pack.stats;
-        METRICS.context_tokens.observe(f64::from(s.total_tokens));
-        METRICS.messages_dropped.inc_by(u64::from(s.messages_dropped));
+        self.metrics.context_tokens.observe(f64::from(s.total_tokens));
+        self.metrics
+            .messages_dropped
+            .inc_by(u64::from(s.messages_dropped));
         tracing::info!(
             pages = outcome.pages,
             total_tokens = s.total_tokens,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::{
     domain::Violations,
+    metrics::UseCaseMetrics,
     response_budget::{Refusal, ResponseBudget},
     store::{Store, StoreError},
     summarize::ModelError,
@@ -27,8 +28,8 @@ mod working_memory;
 
 pub use context::ContextOutcome;
 pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessagesOutcome};
-pub use settings::{AiSettings, AutoSummarize, Limits};
 pub use search::{DEFAULT_SEARCH_PAGE, MAX_SEARCH_PAGE, SearchHit, SearchOutcome, SearchRequest};
+pub use settings::{AiSettings, AutoSummarize, Limits};
 pub use summary::{PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
 pub use tasks::BackgroundTasks;
 pub use working_memory::{MemoryMode, MemoryOutcome};
@@ -99,6 +100,8 @@ pub struct Service {
     tasks: Arc<BackgroundTasks>,
     /// Forks each tenant runs at once on this replica.
     forks: Arc<TenantSlots>,
+    /// What the use cases count: this service's own, never shared with another.
+    metrics: Arc<UseCaseMetrics>,
 }
 
 impl Service {
@@ -111,7 +114,13 @@ impl Service {
             ai,
             tasks: Arc::new(BackgroundTasks::default()),
             forks: TenantSlots::new(FORKS_PER_TENANT),
+            metrics: Arc::new(UseCaseMetrics::new()),
         }
+    }
+
+    /// What the use cases count, for the server's metrics and the retention sweeper.
+    pub fn metrics(&self) -> &Arc<UseCaseMetrics> {
+        &self.metrics
     }
 
     /// Request limits and defaults, for parsing.

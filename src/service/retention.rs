@@ -8,7 +8,7 @@ use std::{
 };
 
 use crate::{
-    metrics::METRICS,
+    metrics::UseCaseMetrics,
     store::{RetentionRule, Store, StoreError, Swept},
 };
 
@@ -23,13 +23,14 @@ pub struct Retention {
     pub batch: usize,
 }
 
-/// Sweeps every `retention.interval` until the task is aborted.
-pub async fn run(store: Arc<dyn Store>, retention: Retention) {
+/// Sweeps every `retention.interval` until the task is aborted, counting what it deletes in
+/// `metrics`.
+pub async fn run(store: Arc<dyn Store>, retention: Retention, metrics: Arc<UseCaseMetrics>) {
     let mut ticks = tokio::time::interval(retention.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        match sweep(&*store, &retention).await {
+        match sweep(&*store, &retention, &metrics).await {
             Ok(swept) if swept.conversations > 0 => tracing::info!(
                 conversations = swept.conversations,
                 messages = swept.messages,
@@ -45,7 +46,11 @@ pub async fn run(store: Arc<dyn Store>, retention: Retention) {
 
 /// One sweep: takes the lease (or leaves the work to the replica holding it) and deletes
 /// batches until one comes back short.
-pub async fn sweep(store: &dyn Store, retention: &Retention) -> Result<Swept, StoreError> {
+pub async fn sweep(
+    store: &dyn Store,
+    retention: &Retention,
+    metrics: &UseCaseMetrics,
+) -> Result<Swept, StoreError> {
     let Some(lease) = store.try_retention_lease().await? else {
         return Ok(Swept::default());
     };
@@ -58,8 +63,8 @@ pub async fn sweep(store: &dyn Store, retention: &Retention) -> Result<Swept, St
         };
         match store.sweep_expired(rule).await {
             Ok(swept) => {
-                METRICS.retention_conversations.inc_by(swept.conversations);
-                METRICS.retention_messages.inc_by(swept.messages);
+                metrics.retention_conversations.inc_by(swept.conversations);
+                metrics.retention_messages.inc_by(swept.messages);
                 total.conversations += swept.conversations;
                 total.messages += swept.messages;
                 if (swept.conversations as usize) < retention.batch {

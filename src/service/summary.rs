@@ -305,7 +305,9 @@ impl Service {
                 tokenizer,
                 caller,
             )
-            .await?;
+            .await;
+        self.metrics.count_model_call(summarizer.name(), text.is_ok());
+        let text = text?;
         Ok(NewSummary {
             text,
             through_sequence: through,

@@ -175,8 +175,8 @@ impl Service {
     ) -> Result<WorkingMemory, ServiceError> {
         let mut refreshed = memory.clone();
         let messages: std::sync::Arc<[_]> = messages.into();
-        self.ai
-            .extractor
+        let extractor = &self.ai.extractor;
+        let extracted = extractor
             .extract(
                 &mut refreshed,
                 &messages,
@@ -186,7 +186,9 @@ impl Service {
                     deadline,
                 },
             )
-            .await?;
+            .await;
+        self.metrics.count_model_call(extractor.name(), extracted.is_ok());
+        extracted?;
         let dropped = refreshed.fit_dropping_oldest();
         if dropped > 0 {
             tracing::warn!(

@@ -10,7 +10,7 @@ use tonic_health::server::HealthReporter;
 
 use crate::{
     config::{ServerOptions, Settings},
-    metrics::{self, ServerMetrics},
+    metrics::{self, ServerMetrics, StoreStatus},
     service::{Service, retention::Retention},
     store::{self, Store, StoreError},
 };
@@ -56,7 +56,7 @@ impl App {
         let ai = compose::ai_settings(&settings.summarizer)
             .map_err(|source| StartupError::Summarizer { source })?;
         let service = Service::new(store.clone(), compose::limits(&settings.limits), ai);
-        let metrics = ServerMetrics::new(pool_status(&store));
+        let metrics = ServerMetrics::new(service.metrics(), store_status(&store));
         let (health, health_service) = tonic_health::server::health_reporter();
         let interceptor = compose::interceptor(&settings.auth);
         let router = router::router(
@@ -95,11 +95,18 @@ impl App {
     }
 }
 
-/// The pool figures the metrics report, for a store with a pool.
-fn pool_status(store: &Arc<dyn Store>) -> Option<metrics::PoolStatus> {
-    store.pool_stats()?;
-    let store = store.clone();
-    Some(Arc::new(move || store.pool_stats()))
+/// What the metrics read from the store at scrape time: its pool and its message cache, for
+/// a store that has them.
+fn store_status(store: &Arc<dyn Store>) -> StoreStatus {
+    let pool: Option<metrics::PoolStatus> = store.pool_stats().map(|_| {
+        let store = store.clone();
+        Arc::new(move || store.pool_stats()) as metrics::PoolStatus
+    });
+    let cache: Option<metrics::CacheStatus> = store.cache_stats().map(|_| {
+        let store = store.clone();
+        Arc::new(move || store.cache_stats()) as metrics::CacheStatus
+    });
+    StoreStatus { pool, cache }
 }
 
 /// Binds a listener, naming the address when it cannot.

@@ -343,6 +343,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
+    /// Message cache figures for the metrics endpoint, for stores that keep one.
+    fn cache_stats(&self) -> Option<CacheStats> {
+        None
+    }
+
     /// Stops handing out connections (after the server drained); idle ones are closed.
     fn close(&self) {}
 }
@@ -356,6 +361,18 @@ pub struct PoolStats {
     pub available: usize,
     /// Requests waiting for a connection.
     pub waiting: usize,
+}
+
+/// A replica's message cache figures: what it holds, and where BuildContext's tail pages came
+/// from since the store opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Bytes of decoded messages held.
+    pub bytes: usize,
+    /// Tail pages served from the cache.
+    pub pages_from_cache: u64,
+    /// Tail pages read from the database.
+    pub pages_from_database: u64,
 }
 
 /// A held background-summarizer lease; released by [`Lease::release`] or, as a fallback, on

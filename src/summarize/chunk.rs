@@ -263,7 +263,7 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::domain::{token_counts::TokenCounts, ids::Sequence, message::ToolCall};
+    use crate::domain::{ids::Sequence, message::ToolCall, token_counts::TokenCounts};
 
     fn stored(sequence: u64, message: Message) -> StoredMessage {
         StoredMessage {

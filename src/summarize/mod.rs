@@ -11,7 +11,6 @@ use crate::{
         summary::{Summary, extractive_summary},
         working_memory::{WorkingMemory, extract_rules},
     },
-    metrics::METRICS,
     tokenize::Tokenizer,
 };
 
@@ -104,7 +103,6 @@ impl Summarizer {
                 fold_in_chunks(client, previous, messages, max_summary_tokens, tokenizer, caller).await
             }
         };
-        count_call(self.name(), &result);
         result.map_err(|source| ModelError {
             role: ModelRole::Summarizer,
             source,
@@ -220,6 +218,14 @@ pub enum Extractor {
 }
 
 impl Extractor {
+    /// The engine's name, as metrics label its runs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Extractor::Rules => "rules",
+            Extractor::OpenAi(_) => "openai-extractor",
+        }
+    }
+
     /// Folds the facts of `messages` (oldest first) into `memory` and moves its watermark. The
     /// embedded extractor runs on the CPU pool ([`crate::cpu`]). An endpoint's answer must be
     /// of the schema and pass UpdateWorkingMemory's checks (texts of at most `max_text_bytes`);
@@ -232,11 +238,6 @@ impl Extractor {
         caller: Caller<'_>,
     ) -> Result<(), ModelError> {
         let result = self.run(memory, messages, max_text_bytes, caller).await;
-        let engine = match self {
-            Extractor::Rules => "rules",
-            Extractor::OpenAi(_) => "openai-extractor",
-        };
-        count_call(engine, &result);
         result.map_err(|source| ModelError {
             role: ModelRole::Extractor,
             source,
@@ -293,12 +294,4 @@ impl Extractor {
         }
         Ok(())
     }
-}
-
-fn count_call<T>(engine: &str, result: &Result<T, OpenAiError>) {
-    let outcome = if result.is_ok() { "ok" } else { "error" };
-    METRICS
-        .summarizer_calls
-        .with_label_values(&[engine, outcome])
-        .inc();
 }

@@ -82,6 +82,69 @@ async fn metrics_are_served_on_their_own_port() {
     }
 }
 
+/// A free loopback address for a metrics port.
+fn free_listen() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+/// The metrics text a server serves at `listen`.
+async fn scrape(listen: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(listen).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.unwrap();
+    body
+}
+
+/// The value of the metric line that starts with `series` (0 when absent).
+fn figure(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn two_servers_in_one_process_count_their_own_calls_packs_and_pages() {
+    let database = fresh_database().await;
+    let (first_listen, second_listen) = (free_listen(), free_listen());
+    let first = spawn_on(Some(database.clone()), &["--metrics-listen", &first_listen]).await;
+    let second = spawn_on(Some(database), &["--metrics-listen", &second_listen]).await;
+    first.append_ok("counted", vec![user("hi")]).await;
+    let build = proto::BuildContextRequest {
+        conversation_id: "counted".into(),
+        budget: Some(proto::Budget {
+            max_tokens: 1000,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    for _ in 0..3 {
+        first.client.clone().build_context(build.clone()).await.unwrap();
+    }
+    second.client.clone().build_context(build).await.unwrap();
+    let (first, second) = (scrape(&first_listen).await, scrape(&second_listen).await);
+    assert_eq!(figure(&first, "ctxd_context_tokens_count"), 3.0, "{first}");
+    assert_eq!(figure(&second, "ctxd_context_tokens_count"), 1.0, "{second}");
+    let pages = |body: &str| {
+        figure(body, "ctxd_context_pages_total{source=\"cache\"}")
+            + figure(body, "ctxd_context_pages_total{source=\"database\"}")
+    };
+    assert_eq!(pages(&first), 3.0, "{first}");
+    assert_eq!(pages(&second), 1.0, "{second}");
+    let appends = "ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"AppendMessage\",protocol=\"grpc\"}";
+    assert_eq!(figure(&first, appends), 1.0, "{first}");
+    assert_eq!(figure(&second, appends), 0.0, "{second}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_content_never_reaches_the_logs_even_at_trace_level() {
     let url = fresh_database().await;

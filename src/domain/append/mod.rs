@@ -5,10 +5,10 @@
 use sha2::{Digest, Sha256};
 
 use super::{
-    token_counts::TokenCounts,
     ids::{ConversationId, IdempotencyKey, Sequence},
     message::Message,
     search::{Language, SearchDocument},
+    token_counts::TokenCounts,
 };
 
 mod native;

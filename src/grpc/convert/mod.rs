@@ -13,11 +13,11 @@ mod summary;
 mod working_memory;
 
 pub(crate) use context::{context_request, context_response};
-pub(crate) use fields::{conversation_id, tokenizer, tokenizer_to_proto};
 pub(crate) use conversations::{
     conversation, fork_request, get_request, list_request as list_conversations_request, redact_request,
     rewind_request, update_request,
 };
+pub(crate) use fields::{conversation_id, tokenizer, tokenizer_to_proto};
 pub(crate) use messages::{append_batch, list_request, stored_message};
 pub(crate) use search::{search_request, search_response};
 pub(crate) use summary::{prepared_request, summarize_request, summary};

@@ -6,10 +6,7 @@ use std::collections::BTreeSet;
 
 use super::state::Conversation;
 use crate::{
-    domain::{
-        Sequence, StoredMessage,
-        search,
-    },
+    domain::{Sequence, StoredMessage, search},
     store::{FoundMessage, SearchPage, SearchSpec},
 };
 

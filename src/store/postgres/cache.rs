@@ -14,14 +14,16 @@
 //! conversation at most an eighth of it (its oldest messages go first), and evicts the least
 //! recently used conversations.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{
+    Arc, Mutex, MutexGuard,
+    atomic::{AtomicU64, Ordering},
+};
 
 use lru::LruCache;
 
 use crate::{
     domain::{ConversationId, Sequence, StoredMessage, TenantId, context::PageRequest},
-    metrics::METRICS,
-    store::{CappedPage, LogVersion},
+    store::{CacheStats, CappedPage, LogVersion},
 };
 
 /// One conversation's cached run: every non-excluded message with a sequence in `lo..=hi`,
@@ -70,6 +72,19 @@ type Key = (TenantId, ConversationId);
 pub(super) struct MessageCache {
     capacity: usize,
     inner: Mutex<Inner>,
+    /// Tail pages served from the cache, for [`MessageCache::stats`].
+    pages_from_cache: AtomicU64,
+    /// Tail pages read from the database.
+    pages_from_database: AtomicU64,
+}
+
+/// Where a tail page came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PageSource {
+    /// The cache.
+    Cache,
+    /// The database.
+    Database,
 }
 
 #[derive(Debug)]
@@ -87,6 +102,26 @@ impl MessageCache {
                 runs: LruCache::unbounded(),
                 bytes: 0,
             }),
+            pages_from_cache: AtomicU64::new(0),
+            pages_from_database: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one tail page BuildContext read, by where it came from.
+    pub(super) fn count_page(&self, source: PageSource) {
+        let counter = match source {
+            PageSource::Cache => &self.pages_from_cache,
+            PageSource::Database => &self.pages_from_database,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What the cache holds and the pages counted, for metrics.
+    pub(super) fn stats(&self) -> CacheStats {
+        CacheStats {
+            bytes: self.lock().bytes,
+            pages_from_cache: self.pages_from_cache.load(Ordering::Relaxed),
+            pages_from_database: self.pages_from_database.load(Ordering::Relaxed),
         }
     }
 
@@ -110,7 +145,6 @@ impl MessageCache {
         let forgotten = inner.runs.pop(&(tenant.clone(), conversation.clone()));
         if let Some(run) = &forgotten {
             inner.bytes -= run.bytes;
-            METRICS.message_cache_bytes.set(inner.bytes as i64);
         }
         drop(inner);
         // Freed outside the lock.
@@ -157,7 +191,6 @@ impl MessageCache {
             inner.bytes -= evicted.bytes;
             freed.push(evicted);
         }
-        METRICS.message_cache_bytes.set(inner.bytes as i64);
         drop(inner);
         // Freed outside the lock.
         drop(freed);

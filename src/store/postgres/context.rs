@@ -9,7 +9,7 @@ use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 
 use super::{
-    cache::{MessageCache, Segment},
+    cache::{MessageCache, PageSource, Segment},
     rows::{
         MESSAGE_COLUMNS, byte_limit, capped_messages, capped_page, column, memory_from_row, stored_messages,
     },
@@ -19,7 +19,6 @@ use crate::{
         ConversationId, Sequence, StoredMessage, TenantId,
         context::{ContextSnapshot, PageRequest, SummarySection},
     },
-    metrics::METRICS,
     store::{CappedPage, LogVersion, OpenedContext, StoreError},
 };
 
@@ -82,7 +81,7 @@ pub(super) async fn open_context(
         // No run: the read is the whole newest page.
         (true, _) => {
             cache.learn(tenant, conversation, version, seen);
-            METRICS.tail_pages.with_label_values(&["database"]).inc();
+            cache.count_page(PageSource::Database);
             read
         }
         // A run of another version is never served: the whole page again, without the floor.
@@ -93,7 +92,7 @@ pub(super) async fn open_context(
         // A full page of messages newer than the run: it is the newest page.
         (false, true) if !complete => {
             cache.learn(tenant, conversation, version, seen);
-            METRICS.tail_pages.with_label_values(&["database"]).inc();
+            cache.count_page(PageSource::Database);
             read
         }
         // Only what is newer than the run came: the run, grown by it, serves the page.
@@ -105,7 +104,7 @@ pub(super) async fn open_context(
                 .and_then(|r| r.page(&whole));
             match served {
                 Some(page) => {
-                    METRICS.tail_pages.with_label_values(&["cache"]).inc();
+                    cache.count_page(PageSource::Cache);
                     page
                 }
                 None => reread(pool, cache, tenant, conversation, version, whole).await?,
@@ -132,7 +131,7 @@ async fn reread(
     let statement = client.prepare_cached(&tail_query()).await?;
     let read = query_page(&client, &statement, tenant, conversation, &page).await?;
     cache.learn(tenant, conversation, version, Segment::of_page(&page, &read));
-    METRICS.tail_pages.with_label_values(&["database"]).inc();
+    cache.count_page(PageSource::Database);
     Ok(read)
 }
 
@@ -238,7 +237,7 @@ pub(super) async fn tail(
         .filter(|r| r.version() == version)
         .and_then(|r| r.page(&page));
     if let Some(page) = cached {
-        METRICS.tail_pages.with_label_values(&["cache"]).inc();
+        cache.count_page(PageSource::Cache);
         return Ok(page);
     }
     reread(pool, cache, tenant, conversation, version, page).await

@@ -14,9 +14,9 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::NoTls;
 
 use super::{
-    CappedPage, Lease, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
-    PoolStats, Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, Store, StoreError, SummaryState,
-    Swept,
+    CacheStats, CappedPage, Lease, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary,
+    OpenedContext, PoolStats, Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, Store, StoreError,
+    SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -475,6 +475,10 @@ impl Store for PostgresStore {
     async fn migrate(&self) -> Result<usize, StoreError> {
         let mut client = self.pool.get().await?;
         migrations::run(&mut client).await
+    }
+
+    fn cache_stats(&self) -> Option<CacheStats> {
+        Some(self.cache.stats())
     }
 
     fn pool_stats(&self) -> Option<PoolStats> {

@@ -12,7 +12,8 @@ use super::{
 use crate::{
     deadline::Deadline,
     domain::{
-        ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, token_counts::TokenCounts, conversation,
+        ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, conversation,
+        token_counts::TokenCounts,
     },
     store::{Redaction, StoreError},
 };
