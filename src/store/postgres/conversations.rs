@@ -10,7 +10,7 @@ use deadpool_postgres::{GenericClient, Pool, Transaction};
 use tokio_postgres::{Row, types::Json};
 
 use super::{
-    corrupt,
+    errors::corrupt,
     rows::{self, column},
 };
 use crate::{
@@ -105,13 +105,13 @@ pub(super) async fn update(
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx, deadline).await?;
+    super::writes::limit(&tx, deadline).await?;
     if if_missing == IfMissing::Create {
         tx.execute(
             "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, incarnation)
              VALUES ($1, $2, 0, $3)
              ON CONFLICT (tenant_id, conversation_id) DO NOTHING",
-            &[&t, &c, &super::new_incarnation()],
+            &[&t, &c, &super::writes::new_incarnation()],
         )
         .await?;
     }
@@ -143,7 +143,7 @@ pub(super) async fn update(
         return Err(StoreError::NotFound);
     }
     let conversation = read(&tx, t, c).await?;
-    super::commit(tx, deadline).await?;
+    super::writes::commit(tx, deadline).await?;
     Ok(conversation)
 }
 

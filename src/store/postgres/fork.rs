@@ -35,7 +35,7 @@ pub(super) async fn fork(
     let (t, s, n) = (tenant.as_str(), source.as_str(), target.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx, deadline).await?;
+    super::writes::limit(&tx, deadline).await?;
     let plan = fork_plan(&tx, t, s, through).await?;
     create_fork(&tx, t, s, through, n).await?;
     copy_log(&tx, t, s, through, n).await?;
@@ -43,7 +43,7 @@ pub(super) async fn fork(
         insert_memory(&tx, t, n, memory).await?;
     }
     let conversation = read(&tx, t, n).await?;
-    super::commit(tx, deadline).await?;
+    super::writes::commit(tx, deadline).await?;
     Ok(conversation)
 }
 
@@ -121,7 +121,7 @@ async fn create_fork(
              ON CONFLICT (tenant_id, conversation_id) DO NOTHING",
                 rows::USAGE_SUMS
             ),
-            &[&t, &s, &through.as_i64(), &n, &super::new_incarnation()],
+            &[&t, &s, &through.as_i64(), &n, &super::writes::new_incarnation()],
         )
         .await?;
     if created == 0 {

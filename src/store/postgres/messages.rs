@@ -73,7 +73,7 @@ pub(super) async fn delete_conversation(
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx, deadline).await?;
+    super::writes::limit(&tx, deadline).await?;
     let removed = tx
         .execute(
             "DELETE FROM conversations WHERE tenant_id = $1 AND conversation_id = $2",
@@ -84,7 +84,7 @@ pub(super) async fn delete_conversation(
         return Err(StoreError::NotFound);
     }
     let messages = delete_rows(&tx, t, c).await?;
-    super::commit(tx, deadline).await?;
+    super::writes::commit(tx, deadline).await?;
     Ok(messages)
 }
 

@@ -10,7 +10,7 @@
 use std::{collections::HashMap, time::Duration};
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 use super::{
@@ -33,6 +33,7 @@ mod append;
 mod cache;
 mod context;
 mod conversations;
+mod errors;
 mod fork;
 mod gate;
 mod leases;
@@ -44,6 +45,7 @@ mod rows;
 mod search;
 mod summary;
 mod working_memory;
+mod writes;
 
 /// Pool and connection settings of the Postgres store.
 #[derive(Debug, Clone)]
@@ -126,132 +128,6 @@ impl PostgresStore {
             .enter(tenant.as_str(), conversation.as_str(), Some(patience))
             .await
     }
-}
-
-/// A new conversation row's `incarnation` (migration 13): random, from the standard library's
-/// per-thread random hash keys, mixed with the time and a counter.
-pub(super) fn new_incarnation() -> i64 {
-    use std::hash::{BuildHasher, Hasher};
-    static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(DRAWN.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    hasher.write_u128(now.map_or(0, |d| d.as_nanos()));
-    hasher.finish() as i64
-}
-
-/// The `SET LOCAL` line that bounds a write transaction made for a call: no statement runs (lock
-/// waits included) past the call's deadline (less the margin its answer needs), so a write the
-/// caller saw fail never commits later. One setting: a `lock_timeout` at the same time would never
-/// fire first (a lock wait is part of its statement) and cost the database a statement on every
-/// append. `None` outside a call: the connection's `statement_timeout` applies.
-fn write_limits(deadline: Option<&Deadline>) -> Result<Option<String>, StoreError> {
-    let Some(budget) = deadline.map(Deadline::work_left) else {
-        return Ok(None);
-    };
-    // Zero would mean "no limit" to PostgreSQL.
-    let ms = budget.as_millis();
-    if ms == 0 {
-        return Err(StoreError::DeadlineExceeded);
-    }
-    Ok(Some(format!("SET LOCAL statement_timeout = {ms}")))
-}
-
-/// Bounds the open transaction `tx` by the call's deadline (see [`write_limits`]).
-async fn limit(
-    tx: &deadpool_postgres::Transaction<'_>,
-    deadline: Option<&Deadline>,
-) -> Result<(), StoreError> {
-    if let Some(limits) = write_limits(deadline)? {
-        tx.batch_execute(&limits).await?;
-    }
-    Ok(())
-}
-
-/// Commits `tx` once the call has claimed its commit (else `tx` is dropped: rolled back).
-async fn commit(
-    tx: deadpool_postgres::Transaction<'_>,
-    deadline: Option<&Deadline>,
-) -> Result<(), StoreError> {
-    super::claim_commit(deadline)?;
-    tx.commit().await?;
-    Ok(())
-}
-
-/// Runs one write statement in its own transaction bounded by the call's deadline. `write` must
-/// be a single request (a query on a prepared statement: a query given as text would be parsed
-/// first and executed after the `COMMIT`). `BEGIN` with
-/// the limits, the statement and `COMMIT` are pipelined: one round trip, as the bare statement
-/// was. If the statement fails, PostgreSQL answers the `COMMIT` with a rollback. Outside a call
-/// the statement runs alone, under the connection's `statement_timeout`.
-async fn write_once<T>(
-    client: &tokio_postgres::Client,
-    deadline: Option<&Deadline>,
-    write: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
-) -> Result<T, StoreError> {
-    let Some(limits) = write_limits(deadline)? else {
-        return Ok(write.await?);
-    };
-    // COMMIT goes out with the statement.
-    super::claim_commit(deadline)?;
-    let begin = format!("BEGIN; {limits}");
-    // try_join polls all three at once, so all three are sent, in order, before any answer.
-    let ((), value, ()) = tokio::try_join!(
-        client.batch_execute(&begin),
-        write,
-        client.batch_execute("COMMIT")
-    )?;
-    Ok(value)
-}
-
-/// Sorts a Postgres failure into retryable (connection trouble) and internal.
-impl From<tokio_postgres::Error> for StoreError {
-    fn from(error: tokio_postgres::Error) -> Self {
-        let retryable = match error.code() {
-            // No server verdict: retryable only if the connection itself failed.
-            None => {
-                error.is_closed()
-                    || std::error::Error::source(&error)
-                        .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
-            }
-            // statement_timeout (as set for the call, or the backstop), and a lock_timeout
-            // should a deployment set one.
-            Some(state) if matches!(state.code(), "57014" | "55P03") => {
-                return StoreError::DeadlineExceeded;
-            }
-            Some(state) => {
-                let code = state.code();
-                code.starts_with("08")
-                    || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01")
-            }
-        };
-        if retryable {
-            StoreError::Unavailable {
-                source: Box::new(error),
-            }
-        } else {
-            StoreError::Internal {
-                source: Box::new(error),
-            }
-        }
-    }
-}
-
-/// A connection that cannot be had is retryable, unless the server gave a verdict.
-impl From<PoolError> for StoreError {
-    fn from(error: PoolError) -> Self {
-        match error {
-            PoolError::Backend(e) => e.into(),
-            other => StoreError::Unavailable {
-                source: Box::new(other),
-            },
-        }
-    }
-}
-
-/// Stored data that cannot be decoded: a bug or a hand-edited row.
-fn corrupt(what: &str) -> StoreError {
-    StoreError::internal(format!("corrupt stored data: {what}"))
 }
 
 #[async_trait]

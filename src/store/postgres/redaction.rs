@@ -30,7 +30,7 @@ pub(super) async fn redact(
     let at = sequence.as_i64();
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx, deadline).await?;
+    super::writes::limit(&tx, deadline).await?;
     // The conversation row first, as appends and summaries lock it; counting the redaction
     // keeps a summary or memory computed from the text before it from being stored after it.
     let watermark = tx
@@ -53,7 +53,7 @@ pub(super) async fn redact(
         &[&t, &c, &at, &redacted_hash],
     )
     .await?;
-    super::commit(tx, deadline).await?;
+    super::writes::commit(tx, deadline).await?;
     Ok(Redaction {
         message: stored,
         summaries_removed,

@@ -31,7 +31,7 @@ pub(super) async fn rewind(
     let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx, deadline).await?;
+    super::writes::limit(&tx, deadline).await?;
     // The row first, as appends, summaries and redactions lock it; counting the rewind keeps a
     // summary or a first memory read before it from being stored after it.
     let row = tx
@@ -55,7 +55,7 @@ pub(super) async fn rewind(
     let removed = remove_after(&tx, t, c, after).await?;
     let (summaries_removed, watermark) = drop_summaries(&tx, t, c, after.plus(1), watermark).await?;
     let memory_version = rewind_memory(&tx, t, c, after).await?;
-    super::commit(tx, deadline).await?;
+    super::writes::commit(tx, deadline).await?;
     Ok(Rewind {
         messages_removed: removed,
         last_sequence: after,

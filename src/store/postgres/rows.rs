@@ -9,7 +9,7 @@ use tokio_postgres::{
     types::{FromSql, Json, ToSql},
 };
 
-use super::corrupt;
+use super::errors::corrupt;
 use crate::{
     domain::{
         AppendBatch, Role, Sequence, StoredMessage,

@@ -102,7 +102,7 @@ pub(super) async fn store_summary(
     // statements on the conversation's shard (a writable CTE would not be routed to one shard
     // on Citus).
     let tx = client.transaction().await?;
-    super::limit(&tx, deadline).await?;
+    super::writes::limit(&tx, deadline).await?;
     let moved = tx
         .prepare_cached(
             "UPDATE conversations
@@ -131,7 +131,7 @@ pub(super) async fn store_summary(
             let params: [&(dyn ToSql + Sync); 6] =
                 [&t, &c, &version, &summary.text, &through, &summary.summarizer];
             let row = tx.query_one(&insert, &params).await?;
-            super::commit(tx, deadline).await?;
+            super::writes::commit(tx, deadline).await?;
             Some(row)
         }
         None => {

@@ -79,7 +79,7 @@ pub(super) async fn store_memory(
             .await?;
         let (redactions, rewinds) = (base.redactions as i64, base.rewinds as i64);
         let params: [&(dyn ToSql + Sync); 6] = [&t, &c, &document, &through, &redactions, &rewinds];
-        super::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
+        super::writes::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
     } else {
         let statement = client
             .prepare_cached(
@@ -91,7 +91,7 @@ pub(super) async fn store_memory(
             .await?;
         let version = base.version as i64;
         let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &document, &through, &version];
-        super::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
+        super::writes::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
     };
     if let Some(row) = row {
         return Ok(WorkingMemory {

@@ -7,7 +7,7 @@ use deadpool_postgres::{GenericClient, Pool, Transaction};
 use tokio_postgres::types::ToSql;
 
 use super::{
-    corrupt,
+    errors::corrupt,
     rows::{Columns, column},
 };
 mod insert;
@@ -102,7 +102,7 @@ impl<'a> Allocation<'a> {
             response_id,
             relative: Placement::of(batch),
             usage: batch_usage(batch),
-            incarnation: super::new_incarnation(),
+            incarnation: super::writes::new_incarnation(),
         }
     }
 
@@ -154,7 +154,7 @@ pub(super) async fn append_messages(
     let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    super::limit(&tx, deadline).await?;
+    super::writes::limit(&tx, deadline).await?;
 
     let allocate = tx.prepare_cached(ALLOCATE).await?;
     let row = tx
@@ -205,7 +205,7 @@ pub(super) async fn append_messages(
         )
         .await?;
     }
-    super::commit(tx, deadline).await?;
+    super::writes::commit(tx, deadline).await?;
     Ok(write.outcome)
 }
 
@@ -220,7 +220,7 @@ async fn append_plain(
 ) -> Result<AppendOutcome, StoreError> {
     let allocation = Allocation::of(tenant, batch);
     let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
-    let begin = match super::write_limits(deadline)? {
+    let begin = match super::writes::write_limits(deadline)? {
         Some(limits) => format!("BEGIN; {limits}"),
         None => "BEGIN".to_owned(),
     };
