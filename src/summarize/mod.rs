@@ -15,10 +15,12 @@ use crate::{
 };
 
 pub mod chunk;
+pub mod cut;
 pub mod openai;
 pub mod prompts;
 
-use chunk::{fit_chunk, next_chunk, request_tokens};
+use chunk::{next_chunk, request_tokens};
+use cut::fit_chunk;
 use prompts::{
     EXTRACTION_SCHEMA_NAME, extraction_max_tokens, extraction_request, extraction_schema, parse_extraction,
     summary_request,

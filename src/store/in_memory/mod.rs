@@ -26,8 +26,10 @@ use crate::{
     },
 };
 
+mod entry;
 mod leases;
 mod pages;
+mod rewrite;
 mod search;
 mod search_index;
 mod state;

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::state::Conversation;
+use super::entry::Conversation;
 use crate::{
     domain::{CallState, Sequence, StoredMessage},
     store::CappedPage,

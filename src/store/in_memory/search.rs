@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::state::Conversation;
+use super::entry::Conversation;
 use crate::{
     domain::{Sequence, StoredMessage, search},
     store::{FoundMessage, SearchPage, SearchSpec},
