@@ -606,7 +606,14 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
             && m.call_sequence.is_none_or(complete_group)
             && (m.message.tool_calls.is_empty() || complete_group(m.sequence))
     };
-    let visible_before = |first: &Sequence| case.log.iter().any(|m| m.sequence < *first && renderable(m));
+    // A reply left out because it would end the pack is one of invariant 4's exceptions, not
+    // history left out (the packer looks past blank messages for it, as the renderers do).
+    let final_reply = |m: &StoredMessage| pack.stats.final_assistant_omitted > 0 && is_reply(m);
+    let visible_before = |first: &Sequence| {
+        case.log
+            .iter()
+            .any(|m| m.sequence < *first && renderable(m) && !final_reply(m))
+    };
     if let Some(first) = in_log_order.first()
         && visible_before(first)
         && by_seq[first].message.role != Role::User

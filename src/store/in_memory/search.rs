@@ -54,7 +54,7 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
     for i in passing.take(cap) {
         let i = i as usize;
         let message = &conversation.messages[i];
-        let score = search::rank(&index.document(i), &spec.query);
+        let score = search::rank(index.document(i), &spec.query);
         if spec
             .after
             .is_none_or(|(s, q)| score < s || (score == s && message.sequence < q))

@@ -1,5 +1,8 @@
 """Request builders shared by Client and AsyncClient: Pythonic keyword arguments to the request
-messages of package ctxd.v1."""
+messages of package ctxd.v1, one builder per RPC, named after the client method that sends it.
+
+The builders take every argument explicitly (no defaults): the defaults are the public methods',
+so a method that forgets to pass one is a type error. The clients only send what is built here."""
 
 from __future__ import annotations
 
@@ -58,12 +61,12 @@ def messages(values: Iterable[MessageLike]) -> list[messages_pb2.Message]:
     return [message(v) for v in values]
 
 
-def append(
+def append_message(
     conversation_id: str,
     msgs: Iterable[MessageLike] | None,
     *,
     native: Any,
-    native_format: Any,
+    format: Any,
     idempotency_key: str | None,
     expected_last_sequence: int | None,
 ) -> context_service_pb2.AppendMessageRequest:
@@ -77,7 +80,7 @@ def append(
         req.messages.extend(messages(msgs))
     else:
         req.native.CopyFrom(
-            native if isinstance(native, messages_pb2.NativeItems) else to_native_items(native, native_format)
+            native if isinstance(native, messages_pb2.NativeItems) else to_native_items(native, format)
         )
     if expected_last_sequence is not None:
         req.expected_last_sequence = expected_last_sequence
@@ -165,6 +168,12 @@ def search_messages(
     )
 
 
+def count_tokens(text: str, *, tokenizer: Any) -> context_service_pb2.CountTokensRequest:
+    return context_service_pb2.CountTokensRequest(
+        text=text, tokenizer=_enum(tokenizer, messages_pb2.Tokenizer, "TOKENIZER_")
+    )
+
+
 def summarize(
     conversation_id: str,
     *,
@@ -201,6 +210,10 @@ def list_messages(
     return req
 
 
+def get_working_memory(conversation_id: str, *, refresh: bool, prepare: bool) -> memory_pb2.GetWorkingMemoryRequest:
+    return memory_pb2.GetWorkingMemoryRequest(conversation_id=conversation_id, refresh=refresh, prepare=prepare)
+
+
 def working_memory(value: memory_pb2.WorkingMemory | Mapping[str, Any]) -> memory_pb2.WorkingMemory:
     if isinstance(value, memory_pb2.WorkingMemory):
         return value
@@ -216,6 +229,10 @@ def update_working_memory(
     if expected_version is not None:
         req.expected_version = expected_version
     return req
+
+
+def get_conversation(conversation_id: str) -> conversations_pb2.GetConversationRequest:
+    return conversations_pb2.GetConversationRequest(conversation_id=conversation_id)
 
 
 def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
@@ -271,7 +288,23 @@ def list_conversations(
     )
 
 
-def rewind(
+def delete_conversation(conversation_id: str) -> context_service_pb2.DeleteConversationRequest:
+    return context_service_pb2.DeleteConversationRequest(conversation_id=conversation_id)
+
+
+def fork_conversation(
+    conversation_id: str, *, through_sequence: int, new_conversation_id: str
+) -> conversations_pb2.ForkConversationRequest:
+    return conversations_pb2.ForkConversationRequest(
+        conversation_id=conversation_id, through_sequence=through_sequence, new_conversation_id=new_conversation_id
+    )
+
+
+def redact_message(conversation_id: str, sequence: int) -> conversations_pb2.RedactMessageRequest:
+    return conversations_pb2.RedactMessageRequest(conversation_id=conversation_id, sequence=sequence)
+
+
+def rewind_conversation(
     conversation_id: str, *, after_sequence: int, expected_last_sequence: int | None
 ) -> conversations_pb2.RewindConversationRequest:
     req = conversations_pb2.RewindConversationRequest(conversation_id=conversation_id, after_sequence=after_sequence)

@@ -157,11 +157,11 @@ class Client:
         """Appends `messages` (Message or dicts, see `ctxd.message`) or `native` provider JSON
         (an SDK object, items, or plain data with `format`). An idempotency key is generated
         when none is given, so retries store the messages once."""
-        req = rq.append(
+        req = rq.append_message(
             conversation_id,
             messages,
             native=native,
-            native_format=format,
+            format=format,
             idempotency_key=idempotency_key,
             expected_last_sequence=expected_last_sequence,
         )
@@ -307,9 +307,7 @@ class Client:
     def count_tokens(
         self, text: str, *, tokenizer: Any = None, timeout: float | None = None, metadata: Metadata | None = None
     ) -> context_service_pb2.CountTokensResponse:
-        req = context_service_pb2.CountTokensRequest(
-            text=text, tokenizer=rq._enum(tokenizer, messages_pb2.Tokenizer, "TOKENIZER_")
-        )
+        req = rq.count_tokens(text, tokenizer=tokenizer)
         return self._call("CountTokens", req, timeout, metadata)
 
     # -- summary and memory ------------------------------------------------------------------
@@ -350,7 +348,7 @@ class Client:
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> memory_pb2.GetWorkingMemoryResponse:
-        req = memory_pb2.GetWorkingMemoryRequest(conversation_id=conversation_id, refresh=refresh, prepare=prepare)
+        req = rq.get_working_memory(conversation_id, refresh=refresh, prepare=prepare)
         return self._call("GetWorkingMemory", req, timeout, metadata)
 
     def update_working_memory(
@@ -370,7 +368,7 @@ class Client:
     def get_conversation(
         self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> conversations_pb2.GetConversationResponse:
-        req = conversations_pb2.GetConversationRequest(conversation_id=conversation_id)
+        req = rq.get_conversation(conversation_id)
         return self._call("GetConversation", req, timeout, metadata)
 
     def update_conversation(
@@ -412,7 +410,7 @@ class Client:
     def delete_conversation(
         self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> context_service_pb2.DeleteConversationResponse:
-        req = context_service_pb2.DeleteConversationRequest(conversation_id=conversation_id)
+        req = rq.delete_conversation(conversation_id)
         return self._call("DeleteConversation", req, timeout, metadata)
 
     def fork_conversation(
@@ -424,15 +422,15 @@ class Client:
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> conversations_pb2.ForkConversationResponse:
-        req = conversations_pb2.ForkConversationRequest(
-            conversation_id=conversation_id, through_sequence=through_sequence, new_conversation_id=new_conversation_id
+        req = rq.fork_conversation(
+            conversation_id, through_sequence=through_sequence, new_conversation_id=new_conversation_id
         )
         return self._call("ForkConversation", req, timeout, metadata)
 
     def redact_message(
         self, conversation_id: str, sequence: int, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> conversations_pb2.RedactMessageResponse:
-        req = conversations_pb2.RedactMessageRequest(conversation_id=conversation_id, sequence=sequence)
+        req = rq.redact_message(conversation_id, sequence)
         return self._call("RedactMessage", req, timeout, metadata)
 
     def rewind_conversation(
@@ -444,7 +442,9 @@ class Client:
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> conversations_pb2.RewindConversationResponse:
-        req = rq.rewind(conversation_id, after_sequence=after_sequence, expected_last_sequence=expected_last_sequence)
+        req = rq.rewind_conversation(
+            conversation_id, after_sequence=after_sequence, expected_last_sequence=expected_last_sequence
+        )
         return self._call("RewindConversation", req, timeout, metadata)
 
 
@@ -522,11 +522,11 @@ class AsyncClient:
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> context_service_pb2.AppendMessageResponse:
-        req = rq.append(
+        req = rq.append_message(
             conversation_id,
             messages,
             native=native,
-            native_format=format,
+            format=format,
             idempotency_key=idempotency_key,
             expected_last_sequence=expected_last_sequence,
         )
@@ -665,9 +665,7 @@ class AsyncClient:
     async def count_tokens(
         self, text: str, *, tokenizer: Any = None, timeout: float | None = None, metadata: Metadata | None = None
     ) -> context_service_pb2.CountTokensResponse:
-        req = context_service_pb2.CountTokensRequest(
-            text=text, tokenizer=rq._enum(tokenizer, messages_pb2.Tokenizer, "TOKENIZER_")
-        )
+        req = rq.count_tokens(text, tokenizer=tokenizer)
         return await self._call("CountTokens", req, timeout, metadata)
 
     async def summarize(
@@ -705,7 +703,7 @@ class AsyncClient:
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> memory_pb2.GetWorkingMemoryResponse:
-        req = memory_pb2.GetWorkingMemoryRequest(conversation_id=conversation_id, refresh=refresh, prepare=prepare)
+        req = rq.get_working_memory(conversation_id, refresh=refresh, prepare=prepare)
         return await self._call("GetWorkingMemory", req, timeout, metadata)
 
     async def update_working_memory(
@@ -723,7 +721,7 @@ class AsyncClient:
     async def get_conversation(
         self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> conversations_pb2.GetConversationResponse:
-        req = conversations_pb2.GetConversationRequest(conversation_id=conversation_id)
+        req = rq.get_conversation(conversation_id)
         return await self._call("GetConversation", req, timeout, metadata)
 
     async def update_conversation(
@@ -764,7 +762,7 @@ class AsyncClient:
     async def delete_conversation(
         self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> context_service_pb2.DeleteConversationResponse:
-        req = context_service_pb2.DeleteConversationRequest(conversation_id=conversation_id)
+        req = rq.delete_conversation(conversation_id)
         return await self._call("DeleteConversation", req, timeout, metadata)
 
     async def fork_conversation(
@@ -776,15 +774,15 @@ class AsyncClient:
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> conversations_pb2.ForkConversationResponse:
-        req = conversations_pb2.ForkConversationRequest(
-            conversation_id=conversation_id, through_sequence=through_sequence, new_conversation_id=new_conversation_id
+        req = rq.fork_conversation(
+            conversation_id, through_sequence=through_sequence, new_conversation_id=new_conversation_id
         )
         return await self._call("ForkConversation", req, timeout, metadata)
 
     async def redact_message(
         self, conversation_id: str, sequence: int, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> conversations_pb2.RedactMessageResponse:
-        req = conversations_pb2.RedactMessageRequest(conversation_id=conversation_id, sequence=sequence)
+        req = rq.redact_message(conversation_id, sequence)
         return await self._call("RedactMessage", req, timeout, metadata)
 
     async def rewind_conversation(
@@ -796,5 +794,7 @@ class AsyncClient:
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> conversations_pb2.RewindConversationResponse:
-        req = rq.rewind(conversation_id, after_sequence=after_sequence, expected_last_sequence=expected_last_sequence)
+        req = rq.rewind_conversation(
+            conversation_id, after_sequence=after_sequence, expected_last_sequence=expected_last_sequence
+        )
         return await self._call("RewindConversation", req, timeout, metadata)
