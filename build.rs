@@ -20,6 +20,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => protoc_bin_vendored::protoc_bin_path()?,
     };
     config.protoc_executable(protoc);
+    // `prost::Name` on every message: the codec finds a request's descriptor by its name
+    // (src/grpc/codec.rs).
+    config.enable_type_names();
     let wkt_include = protoc_bin_vendored::include_path()?;
     let includes = [PathBuf::from("proto"), wkt_include];
     let protos: Vec<PathBuf> = PROTOS.iter().map(PathBuf::from).collect();

@@ -233,6 +233,9 @@ def data_uri_type(uri):
 
 def openai_part_rules(i, part):
     kind = part.get("type")
+    # A file the format takes inline (a PDF) must go as a file, not as its base64 in text.
+    if kind in ("text", "input_text") and re.search(r"data:application/pdf;base64,", part.get("text") or "", re.I):
+        return [f"[{i}] a PDF's data sent as text"]
     if kind in ("image_url", "input_image"):
         url = part["image_url"]["url"] if kind == "image_url" else part.get("image_url")
         media = data_uri_type(url)
@@ -288,6 +291,10 @@ def openai_rules(pack, record):
             waiting = set()
         if "name" in m and not OPENAI_NAME.fullmatch(str(m["name"])):
             problems.append(f"[{i}] name {m['name']!r} is not {OPENAI_NAME.pattern}")
+        # OpenAI: `content` is "Required unless `tool_calls` or `function_call` is specified";
+        # LangChain's convert_to_messages and llama.cpp's server refuse a null one even then.
+        if m.get("content") is None:
+            problems.append(f"[{i}] {role} message without content (null or missing)")
         if role == "assistant":
             calls = m.get("tool_calls") or []
             waiting = {c["id"] for c in calls}
@@ -840,6 +847,13 @@ SIGNED = {"thoughtSignature": "GEMINI-NATIVE-sigA"}
 ASK = ("user", [text("q")])
 
 BROKEN = [
+    # A data-URI PDF rendered as a text note holding its base64.
+    ("openai_chat", [user([{"type": "text", "text": "[attachment doc.pdf (application/pdf): data:application/pdf;base64,JVBERi0xLjQK]"}])]),
+    ("openai_responses", [item("user", [{"type": "input_text", "text": "[attachment doc.pdf (application/pdf): data:application/pdf;base64,JVBERi0xLjQK]"}])]),
+    # A refusal rendered without content, and calls with a null one (LangChain refuses both).
+    ("openai_chat", [user("q"), {"role": "assistant", "refusal": "I can't help with that."}]),
+    ("openai_chat", [user("q"), {"role": "assistant", "content": None, "tool_calls": [chat_call("a")]},
+                     {"role": "tool", "tool_call_id": "a", "content": "r"}]),
     ("openai_chat", [{"role": "tool", "tool_call_id": "a", "content": "x"}]),
     ("openai_chat", [{"role": "assistant", "content": None, "tool_calls": [chat_call("a")]}, user("hurry")]),
     ("openai_chat", [{"role": "wizard", "content": "x"}]),
@@ -971,7 +985,7 @@ BROKEN = [
 
 VALID = [
     ("openai_chat", [{"role": "system", "content": "s"}, user("q"),
-                     {"role": "assistant", "content": None, "tool_calls": [chat_call("a")]},
+                     {"role": "assistant", "content": "", "tool_calls": [chat_call("a")]},
                      {"role": "tool", "tool_call_id": "a", "content": "r"}, assistant("done")]),
     ("anthropic_messages", {"system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
                             "messages": [

@@ -212,6 +212,8 @@ def request_form(message):
     """A response message as a request takes it back (ctxd's documented rule)."""
     keys = ("role", "content", "name", "refusal", "tool_calls", "tool_call_id", "audio")
     out = {k: v for k, v in message.items() if k in keys and v is not None}
+    # `content` is required but for calls: a null one (a refusal, calls without text) goes as "".
+    out.setdefault("content", "")
     if "audio" in out:
         out["audio"] = {"id": out["audio"]["id"]}
     return out

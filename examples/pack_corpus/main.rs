@@ -21,6 +21,7 @@
 
 use std::{collections::BTreeMap, process::ExitCode, sync::Arc};
 
+mod checks;
 mod native;
 
 use native::native_reply;
@@ -97,7 +98,19 @@ const PNG_DATA_URI: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAIAAA
 fn attachment(rng: &mut Rng) -> Attachment {
     let data = |bytes: &[u8]| AttachmentSource::Data(bytes.to_vec());
     let uri = |u: &str| AttachmentSource::Uri(u.to_owned());
-    let (mime, filename, source) = match rng.below(16) {
+    let (mime, filename, source) = match rng.below(20) {
+        // Narrow and panorama images, and headers of every type a provider takes, as inline
+        // data and as data URIs (their dimensions come from the header).
+        16 => ("image/png", "tall.png", data(&png_header(100, 2500))),
+        17 => ("image/png", "pano.png", uri(&png_data_uri(2500, 100))),
+        18 => ("image/gif", "wide.gif", data(&gif_header(3000, 40))),
+        19 => (
+            "application/pdf",
+            "paper.pdf",
+            uri(
+                "data:application/pdf;base64,JVBERi0xLjcKJeLjz9MKMSAwIG9iago8PD4+CmVuZG9iagp0cmFpbGVyCjw8Pj4KJSVFT0YK",
+            ),
+        ),
         // data: URIs as OpenAI clients send them, an http URL providers will not fetch.
         13 => ("image/png", "shot.png", uri(PNG_DATA_URI)),
         14 => ("image/jpeg", "cam.jpg", uri("http://example.com/cam.jpg")),
@@ -127,6 +140,32 @@ fn attachment(rng: &mut Rng) -> Attachment {
         width: 0,
         height: 0,
     }
+}
+
+/// The header of a `width` x `height` PNG (all a header reader needs).
+fn png_header(width: u32, height: u32) -> Vec<u8> {
+    let mut bytes = vec![0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n', 0, 0, 0, 13];
+    bytes.extend_from_slice(b"IHDR");
+    bytes.extend_from_slice(&width.to_be_bytes());
+    bytes.extend_from_slice(&height.to_be_bytes());
+    bytes.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    bytes
+}
+
+/// That PNG header as a data URI.
+fn png_data_uri(width: u32, height: u32) -> String {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(png_header(width, height));
+    format!("data:image/png;base64,{encoded}")
+}
+
+/// The header of a `width` x `height` GIF.
+fn gif_header(width: u16, height: u16) -> Vec<u8> {
+    let mut bytes = b"GIF89a".to_vec();
+    bytes.extend_from_slice(&width.to_le_bytes());
+    bytes.extend_from_slice(&height.to_le_bytes());
+    bytes.extend_from_slice(&[0, 0, 0]);
+    bytes
 }
 
 /// Which model wrote a conversation's assistant messages.
@@ -430,7 +469,14 @@ fn conversation(rng: &mut Rng) -> Conversation {
 fn pending(rng: &mut Rng, conversation: &Conversation, tag: &str) -> Vec<Message> {
     match rng.below(7) {
         0 | 1 => vec![],
-        2 => vec![Message::text(Role::User, text(rng))],
+        // The current user turn, where images usually arrive.
+        2 => {
+            let mut m = Message::text(Role::User, text(rng));
+            if rng.chance(50) {
+                m.attachments = (0..1 + rng.below(2)).map(|_| attachment(rng)).collect();
+            }
+            vec![m]
+        }
         3 => vec![Message::text(Role::Assistant, "Sure, ".into())],
         4 => match conversation.open.values().next_back() {
             // Results completing the newest open group, sometimes with the next user message.
@@ -617,6 +663,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                     through: Sequence::parse(through as u64).expect("sequence"),
                 },
                 expected_through: None,
+                expected_log_changes: None,
                 max_summary_tokens: 500,
             };
             // A watermark inside a tool group is refused; the conversation then has none.
@@ -646,6 +693,10 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
             ] {
                 let request = request(&mut rng, &id, pending.clone(), format);
                 let keeps_final_reply = !request.final_assistant.omits(format);
+                let clears_arguments = request
+                    .clear_tool_results
+                    .as_ref()
+                    .is_some_and(|c| c.clear_arguments);
                 let case = format!("{seed}:{n}:{r}");
                 let (first, second) = (
                     service.build_context(&tenant, request.clone()).await,
@@ -693,6 +744,10 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                         || pack.messages.last().map(|m| m.source) != Some(Source::Recall))
                 {
                     eprintln!("{case}: the recalled turn is over the budget or not last");
+                    failures += 1;
+                }
+                for problem in checks::pack_problems(pack, clears_arguments) {
+                    eprintln!("{case}: {problem}");
                     failures += 1;
                 }
                 coverage.no_history += usize::from(pack.stats.messages_included == 0);

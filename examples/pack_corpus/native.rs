@@ -4,7 +4,7 @@
 //! refusals), parsed by `ctxd::domain::native`. Opaque strings carry the provider's marker,
 //! so the checker finds any that reach another format.
 
-use ctxd::domain::{Message, Provider, Violations, context::Format, native};
+use ctxd::domain::{Message, Provider, Violations, append::parse_native, context::Format};
 use serde_json::{Value, json};
 
 use super::{Rng, gemini_signature};
@@ -19,7 +19,7 @@ pub(crate) fn native_reply(rng: &mut Rng, reply: &Message, tag: &str) -> Message
         None => (Format::OpenAiChat, chat(rng, reply, tag)),
     };
     let mut v = Violations::default();
-    let parsed = native::parse(format, &json.to_string(), tag, &mut v);
+    let parsed = parse_native(format, &json.to_string(), tag, &mut v);
     assert!(v.is_empty(), "generated native JSON refused: {v}\n{json}");
     let [message] = <[Message; 1]>::try_from(parsed.messages).expect("one reply");
     message
@@ -146,6 +146,8 @@ fn chat(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
     let mut message = json!({"role": "assistant", "content": null, "refusal": null, "annotations": []});
     match reply.tool_calls.is_empty() {
         true if rng.chance(30) => message["refusal"] = json!(format!("I can't help with that ({tag}).")),
+        // Calls often come without text: `content` null, as the API returns it.
+        false if rng.chance(50) => {}
         _ => message["content"] = json!(reply.content),
     }
     if !reply.tool_calls.is_empty() {

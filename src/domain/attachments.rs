@@ -89,6 +89,12 @@ pub enum Counting {
     Gemini,
 }
 
+/// The most an Anthropic image costs: 1568 patches (standard models).
+const ANTHROPIC_MAX: usize = 1_568;
+
+/// The most a Gemini image costs: 2240, Gemini 3's ultra-high resolution.
+const GEMINI_MAX: usize = 2_240;
+
 /// Image tokens by the provider's published rule (docs/design.md, "Attachments": the rules,
 /// their sources and the resizing they assume); unknown dimensions (0) cost the most an image
 /// can cost after the provider's own downscaling.
@@ -109,12 +115,15 @@ pub fn image_tokens(counting: Counting, width: u32, height: u32) -> usize {
             let tiles = (w / 512.0).ceil() * (h / 512.0).ceil();
             85 + 170 * tiles as usize
         }
-        // One token per 28x28-pixel patch, after scaling the long edge to at most 1568 pixels
-        // and the patches to at most 1568 (Claude's standard models; the high-resolution ones
-        // allow more and cost up to 4784).
+        // Anthropic publishes two rules that agree within a few percent on ordinary images: its
+        // table's one token per 28x28-pixel patch, and (width x height) / 750; both after
+        // scaling the long edge to at most 1568 pixels and the patches to at most 1568 (Claude's
+        // standard models; the high-resolution ones allow more and cost up to 4784). They part
+        // on narrow images, where whole patches round the short side up (100x2500: 168 patches,
+        // 132 by the formula): ctxd charges the lower of the two.
         Counting::Anthropic => {
             if !known {
-                return 1_568;
+                return ANTHROPIC_MAX;
             }
             let patches = |w: f64, h: f64| (w / 28.0).ceil() * (h / 28.0).ceil();
             let long = (1568.0 / w.max(h)).min(1.0);
@@ -123,20 +132,22 @@ pub fn image_tokens(counting: Counting, width: u32, height: u32) -> usize {
                 let shrink = (1568.0 / patches(w, h)).sqrt().min(0.999);
                 (w, h) = ((w * shrink).floor().max(1.0), (h * shrink).floor().max(1.0));
             }
-            patches(w, h) as usize
+            let by_area = (w * h / 750.0).ceil();
+            patches(w, h).min(by_area) as usize
         }
         // Gemini 3 charges 1120 per image at its default resolution; Gemini 2 charges 258 for
         // an image with both sides at most 384 pixels and 258 per 768x768 tile above: the
         // larger of the two. Unknown dimensions: 2240 (Gemini 3's ultra-high resolution).
         Counting::Gemini => {
             if !known {
-                return 2_240;
+                return GEMINI_MAX;
             }
             let tiles = match width <= 384 && height <= 384 {
-                true => 1,
-                false => ((w / 768.0).ceil() * (h / 768.0).ceil()) as usize,
+                true => 1.0,
+                false => (w / 768.0).ceil() * (h / 768.0).ceil(),
             };
-            (258 * tiles).max(1_120)
+            // Gemini downscales what it takes: no image costs more than the unknown size does.
+            (258.0 * tiles).clamp(1_120.0, GEMINI_MAX as f64) as usize
         }
     }
 }
@@ -185,17 +196,25 @@ mod tests {
         assert_eq!(image_tokens(Counting::OpenAi, 2048, 768), 85 + 170 * 8);
         // Anthropic: a token per 28x28 patch within the 1568-pixel and 1568-patch caps (the
         // figures of its own table: 1024x1024 is 1369, 2000x1500 is 1564).
-        assert_eq!(image_tokens(Counting::Anthropic, 32, 32), 4);
+        assert_eq!(image_tokens(Counting::Anthropic, 32, 32), 2);
+        // Narrow images: the formula's figure, not whole patches (63x1568 after scaling).
+        assert_eq!(image_tokens(Counting::Anthropic, 100, 2500), 132);
+        assert_eq!(image_tokens(Counting::Anthropic, 2500, 100), 132);
         assert_eq!(image_tokens(Counting::Anthropic, 1024, 1024), 1_369);
         assert_eq!(image_tokens(Counting::Anthropic, 2000, 1500), 1_564);
         let large = image_tokens(Counting::Anthropic, 4000, 3000);
         assert!((1_500..=1_568).contains(&large), "{large}");
-        assert_eq!(image_tokens(Counting::Anthropic, 6000, 1000), 560);
+        assert_eq!(image_tokens(Counting::Anthropic, 6000, 1000), 546);
         // Gemini: the larger of Gemini 3's 1120 and Gemini 2's 258 per 768x768 tile.
         assert_eq!(image_tokens(Counting::Gemini, 32, 32), 1_120);
         assert_eq!(image_tokens(Counting::Gemini, 1024, 1024), 1_120);
-        assert_eq!(image_tokens(Counting::Gemini, 4000, 3000), 258 * 24);
-        assert_eq!(image_tokens(Counting::Gemini, 6000, 1000), 258 * 16);
+        assert_eq!(image_tokens(Counting::Gemini, 4000, 3000), GEMINI_MAX);
+        assert_eq!(image_tokens(Counting::Gemini, 1536, 768), 1_120);
+        assert_eq!(image_tokens(Counting::Gemini, 3000, 1000), 258 * 8);
+        // A header claiming a billion pixels costs what the largest image costs.
+        assert_eq!(image_tokens(Counting::Gemini, 40_000, 25_000), GEMINI_MAX);
+        assert_eq!(image_tokens(Counting::Anthropic, 40_000, 25_000), 1_550);
+        assert_eq!(image_tokens(Counting::OpenAi, u32::MAX, u32::MAX), 85 + 170 * 4);
         // Unknown dimensions cost the most a provider charges after its own downscaling.
         assert!(image_tokens(Counting::OpenAi, 0, 0) >= image_tokens(Counting::OpenAi, 6000, 1000));
         assert!(image_tokens(Counting::Anthropic, 0, 100) >= image_tokens(Counting::Anthropic, 4000, 3000));

@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The most a usage figure or sum holds: `i64::MAX`, PostgreSQL's `bigint`.
+pub const MAX_TOTAL: u64 = i64::MAX as u64;
+
 /// Tokens a provider reported for a call (zero when unknown).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -21,13 +24,15 @@ impl Usage {
         *self == Self::default()
     }
 
-    /// The sum of two, saturating.
+    /// The sum of two, saturating at [`MAX_TOTAL`] (what PostgreSQL's `bigint` holds, so that
+    /// every store shows the same totals).
     pub fn plus(self, other: Usage) -> Usage {
+        let add = |a: u64, b: u64| a.saturating_add(b).min(MAX_TOTAL);
         Usage {
-            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
-            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
-            cached_input_tokens: self.cached_input_tokens.saturating_add(other.cached_input_tokens),
-            reasoning_tokens: self.reasoning_tokens.saturating_add(other.reasoning_tokens),
+            input_tokens: add(self.input_tokens, other.input_tokens),
+            output_tokens: add(self.output_tokens, other.output_tokens),
+            cached_input_tokens: add(self.cached_input_tokens, other.cached_input_tokens),
+            reasoning_tokens: add(self.reasoning_tokens, other.reasoning_tokens),
         }
     }
 }

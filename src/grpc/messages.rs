@@ -15,17 +15,28 @@ impl ContextApi {
         request: proto::AppendMessageRequest,
         deadline: Option<Deadline>,
     ) -> Result<proto::AppendMessageResponse, ServiceError> {
-        // Provider JSON is parsed off the async workers when it is large.
+        // Provider JSON is parsed off the async workers when it is large, in memory reserved
+        // before the parse (refused, RESOURCE_EXHAUSTED, when the replica or the tenant has not
+        // that much free) and held until the append is done.
         let limits = self.service.limits().append;
         let json_bytes = request.native.as_ref().map_or(0, |n| n.json.len());
-        let batch = crate::service::offload(tenant.as_str(), json_bytes, move |_| {
-            convert::append_batch(request, &limits)
+        let mut reservation = self
+            .service
+            .response_budget()
+            .reserve()
+            .of_tenant(tenant.as_str());
+        let (batch, reservation) = crate::service::offload(tenant.as_str(), json_bytes, move |_| {
+            if let Some(native) = &request.native {
+                reservation.grow(crate::domain::native::parse_memory(&native.json))?;
+            }
+            Ok::<_, ServiceError>((convert::append_batch(request, &limits)?, reservation))
         })
         .await?;
         let outcome = self
             .service
             .append_message(&tenant, batch, deadline.as_ref())
             .await?;
+        drop(reservation);
         Ok(proto::AppendMessageResponse {
             first_sequence: outcome.first_sequence.get(),
             last_sequence: outcome.last_sequence.get(),

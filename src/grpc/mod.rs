@@ -19,6 +19,8 @@ mod context;
 mod conversations;
 pub(crate) mod convert;
 pub mod deadline;
+mod descriptors;
+mod entries;
 mod messages;
 pub mod metered;
 pub mod request_body;

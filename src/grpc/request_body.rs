@@ -151,7 +151,12 @@ impl Body for CheckedBody {
         let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Some(Ok(frame))) => frame,
-            Poll::Ready(Some(Err(status))) => return Poll::Ready(Some(Err(status))),
+            // A body that fails to arrive (cut short, malformed chunking, a gRPC-Web body
+            // that ends early) is the sender's doing, not a server bug.
+            Poll::Ready(Some(Err(status))) => {
+                self.ended = true;
+                return Poll::Ready(Some(Err(unreadable(status))));
+            }
             Poll::Ready(None) => {
                 self.ended = true;
                 return Poll::Ready(self.framing.as_ref().and_then(|f| f.finish().err()).map(Err));
@@ -184,6 +189,17 @@ impl Body for CheckedBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+/// A body read error as the caller's: INVALID_ARGUMENT, unless it already says more.
+fn unreadable(status: Status) -> Status {
+    match status.code() {
+        tonic::Code::Internal | tonic::Code::Unknown => Status::invalid_argument(format!(
+            "the request body could not be read: {}",
+            status.message()
+        )),
+        _ => status,
     }
 }
 

@@ -117,6 +117,15 @@ fn store_status(error: StoreError) -> Status {
             "MEMORY_VERSION_MISMATCH",
             ("current_version", current.to_string()),
         ),
+        StoreError::LogChanged { current } => aborted(
+            format!(
+                "messages were redacted or rewound since the request was prepared ({current} \
+                 redactions and rewinds now): prepare again and send its log_changes as \
+                 expected_log_changes"
+            ),
+            "LOG_CHANGED",
+            ("current_log_changes", current.to_string()),
+        ),
         StoreError::Expired => Status::with_error_details(
             Code::FailedPrecondition,
             "the conversation is past its expire_time and takes no more messages: the retention \
@@ -156,7 +165,7 @@ const MAX_REPORTED_VIOLATIONS: usize = 10;
 const MAX_FIELD_BYTES: usize = 256;
 const MAX_DESCRIPTION_BYTES: usize = 512;
 
-fn invalid_argument(violations: &Violations) -> Status {
+pub(crate) fn invalid_argument(violations: &Violations) -> Status {
     let mut details = ErrorDetails::new();
     let mut message = String::from("invalid request: ");
     for (i, v) in violations.iter().take(MAX_REPORTED_VIOLATIONS).enumerate() {

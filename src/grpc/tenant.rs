@@ -94,7 +94,13 @@ impl TenantInterceptor {
     /// The tenant a request with `headers` acts for, as the interceptor will resolve it;
     /// `None` when it will refuse the call.
     pub(crate) fn tenant_for(&self, headers: &tonic::codegen::http::HeaderMap) -> Option<TenantId> {
-        self.resolve(&MetadataMap::from_headers(headers.clone())).ok()
+        self.check(headers).ok()
+    }
+
+    /// The tenant a request with `headers` acts for, or the status the interceptor will answer
+    /// with: what the Connect protocol checks before it reads a body.
+    pub(crate) fn check(&self, headers: &tonic::codegen::http::HeaderMap) -> Result<TenantId, Status> {
+        self.resolve(&MetadataMap::from_headers(headers.clone()))
     }
 }
 

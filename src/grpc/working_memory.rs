@@ -50,6 +50,7 @@ impl ContextApi {
             conversation_id,
             memory,
             expected_version,
+            expected_log_changes,
         } = request;
         let mut v = Violations::default();
         let conversation = convert::conversation_id(conversation_id, "conversation_id", &mut v);
@@ -74,7 +75,7 @@ impl ContextApi {
                 &tenant,
                 &conversation,
                 update,
-                expected_version,
+                (expected_version, expected_log_changes),
                 deadline.as_ref(),
             )
             .await?;

@@ -12,7 +12,7 @@ use crate::{
         StoredMessage, TenantId, Violations,
         context::{
             ContextPack, ContextPacker, ContextRequest, ContextSnapshot, initial_page_limit,
-            pending::{check_pending, stored_calls_answered},
+            pending::{attachment_bytes, check_pending, measure_attachments, stored_calls_answered},
             render::render,
         },
         search::Language,
@@ -42,9 +42,18 @@ impl Service {
     pub async fn build_context(
         &self,
         tenant: &TenantId,
-        request: ContextRequest,
+        mut request: ContextRequest,
     ) -> Result<ContextOutcome, ServiceError> {
         let max_response = self.limits.max_response_bytes;
+        // Pending images are measured as appended ones are (base64 of data URIs decoded: on
+        // the CPU pool when large).
+        let pending = std::mem::take(&mut request.pending);
+        request.pending = offload(tenant.as_str(), attachment_bytes(&pending), move |_| {
+            let mut pending = pending;
+            measure_attachments(&mut pending);
+            pending
+        })
+        .await;
         let outcome = build_context_pack(
             &*self.store,
             tenant,

@@ -40,6 +40,12 @@ use tenant_slots::TenantSlots;
 /// forks must not take the database pool from every other call.
 pub const FORKS_PER_TENANT: usize = 2;
 
+/// Searches one tenant may run at once on a replica: a search of a long conversation ranks
+/// thousands of candidates, and one tenant's storm of them must not take the database and the
+/// CPU from every other call (measured: 16 clients searching a 100k-message conversation
+/// raised another tenant's append and BuildContext p99 5-7x; docs/reliability.md).
+pub const SEARCHES_PER_TENANT: usize = 4;
+
 /// Texts and requests larger than this are tokenized on the blocking pool, off the async
 /// workers.
 pub const OFFLOAD_BYTES: usize = 64 * 1024;
@@ -100,6 +106,8 @@ pub struct Service {
     tasks: Arc<BackgroundTasks>,
     /// Forks each tenant runs at once on this replica.
     forks: Arc<TenantSlots>,
+    /// Searches each tenant runs at once on this replica.
+    searches: Arc<TenantSlots>,
     /// What the use cases count: this service's own, never shared with another.
     metrics: Arc<UseCaseMetrics>,
 }
@@ -114,6 +122,7 @@ impl Service {
             ai,
             tasks: Arc::new(BackgroundTasks::default()),
             forks: TenantSlots::new(FORKS_PER_TENANT),
+            searches: TenantSlots::new(SEARCHES_PER_TENANT),
             metrics: Arc::new(UseCaseMetrics::new()),
         }
     }

@@ -77,10 +77,16 @@ impl Service {
         tenant: &TenantId,
         request: SearchRequest,
     ) -> Result<SearchOutcome, ServiceError> {
+        let Some(_slot) = self.searches.try_take(tenant) else {
+            return Err(ServiceError::TenantBusy {
+                what: "searches",
+                limit: self.searches.per_tenant(),
+            });
+        };
         let language = self.limits.search_language;
         let query = SearchQuery::parse(&request.query, language);
         let print = fingerprint(
-            request.conversation.as_str(),
+            (tenant.as_str(), request.conversation.as_str()),
             &query,
             &request.roles,
             &request.tool_names,
@@ -111,10 +117,14 @@ impl Service {
             .await?;
         let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
         reservation.end_read(read, loaded)?;
+        if after.is_some_and(|token| token.rewinds != page.rewinds) {
+            return Err(page_token_violation(&PageTokenError::Rewound));
+        }
         let next_page_token = match (page.more, page.found.last()) {
             (true, Some(last)) => Some(
                 PageToken {
                     through: page.through,
+                    rewinds: page.rewinds,
                     score: last.score,
                     sequence: last.message.sequence,
                     fingerprint: print,

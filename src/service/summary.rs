@@ -30,6 +30,9 @@ pub struct SummarizeRequest {
     pub mode: SummarizeMode,
     /// The watermark the caller based its request on (ABORTED when it moved).
     pub expected_through: Option<Sequence>,
+    /// PROVIDED: the redactions and rewinds of the PREPARE the summary came from (ABORTED
+    /// when they changed; see [`check_log_changes`]).
+    pub expected_log_changes: Option<u64>,
     /// Size of the summary to ask for.
     pub max_summary_tokens: usize,
 }
@@ -88,14 +91,17 @@ pub struct PreparedRequest {
     pub response_format: Option<serde_json::Value>,
     /// The answer's size limit (`max_tokens`).
     pub max_output_tokens: usize,
+    /// The conversation's redactions and rewinds when it was prepared: the caller sends them
+    /// back with the result.
+    pub log_changes: u64,
 }
 
 impl PreparedRequest {
     pub(super) fn new(
         messages: Vec<Message>,
-        base: Sequence,
-        through: Sequence,
+        (base, through): (Sequence, Sequence),
         max_output_tokens: usize,
+        log_changes: u64,
     ) -> Self {
         Self {
             rendered: render_chat(&messages),
@@ -104,6 +110,7 @@ impl PreparedRequest {
             through_sequence: through,
             response_format: None,
             max_output_tokens,
+            log_changes,
         }
     }
 }
@@ -184,6 +191,11 @@ impl Service {
         let summary = match &request.mode {
             SummarizeMode::Provided { text, through } => {
                 check_provided_through(state, *through)?;
+                check_log_changes(
+                    request.expected_log_changes,
+                    state.log_changes(),
+                    state.summary.is_none(),
+                )?;
                 NewSummary {
                     text: text.clone(),
                     through_sequence: *through,
@@ -249,9 +261,9 @@ impl Service {
             })?;
         Ok(PreparedRequest::new(
             messages,
-            state.watermark(),
-            folded[len - 1].sequence,
+            (state.watermark(), folded[len - 1].sequence),
             max,
+            state.log_changes(),
         ))
     }
 
@@ -363,4 +375,17 @@ fn unchanged(
         prepared,
         reservation,
     })
+}
+
+/// Whether a caller's summary or memory, made from a request prepared when the conversation
+/// had `expected` redactions and rewinds (`None`: not said), may be stored now that it has
+/// `current`; `first` when nothing was stored before. Without `expected`, only a first one of
+/// a conversation never redacted nor rewound: later ones are guarded by their watermark or
+/// version, which redactions and rewinds move.
+pub(super) fn check_log_changes(expected: Option<u64>, current: u64, first: bool) -> Result<(), StoreError> {
+    match expected {
+        Some(expected) if expected != current => Err(StoreError::LogChanged { current }),
+        None if first && current > 0 => Err(StoreError::LogChanged { current }),
+        _ => Ok(()),
+    }
 }

@@ -93,9 +93,12 @@ impl Service {
                 .read_memory_state(tenant, conversation, mode != MemoryMode::Read)
                 .await?;
             let base = state.base();
+            let log_changes = state.log_changes();
             let MemoryState { memory, messages, .. } = state;
             match mode {
-                MemoryMode::Prepare => return self.prepare_extraction(memory, &messages, reservation),
+                MemoryMode::Prepare => {
+                    return self.prepare_extraction(memory, &messages, log_changes, reservation);
+                }
                 MemoryMode::Read => return Ok(MemoryOutcome::plain(memory, reservation)),
                 MemoryMode::Refresh if messages.is_empty() => {
                     return Ok(MemoryOutcome::plain(memory, reservation));
@@ -140,6 +143,7 @@ impl Service {
         &self,
         memory: WorkingMemory,
         messages: &[StoredMessage],
+        log_changes: u64,
         mut reservation: Reservation,
     ) -> Result<MemoryOutcome, ServiceError> {
         if messages.is_empty() {
@@ -151,7 +155,8 @@ impl Service {
                 source,
             })?;
         let last = messages[len - 1].sequence;
-        let mut prepared = PreparedRequest::new(request, memory.through_sequence, last, max_tokens);
+        let mut prepared =
+            PreparedRequest::new(request, (memory.through_sequence, last), max_tokens, log_changes);
         prepared.response_format = Some(extraction_response_format());
         // The request as messages and rendered, then encoded.
         reservation.settle_at(3 * prepared.rendered.len())?;
@@ -257,11 +262,15 @@ impl Service {
         tenant: &TenantId,
         conversation: &ConversationId,
         update: WorkingMemory,
-        expected_version: Option<u64>,
+        (expected_version, expected_log_changes): (Option<u64>, Option<u64>),
         deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, ServiceError> {
         let state = self.store.memory_state(tenant, conversation, None).await?;
         let base = state.base();
+        // Items from an extraction that read messages removed since are refused: their text
+        // would come back through the memory (see `check_log_changes`).
+        let first = state.memory.version == 0;
+        super::summary::check_log_changes(expected_log_changes, state.log_changes(), first)?;
         let MemoryState {
             memory: current,
             last_sequence: log,

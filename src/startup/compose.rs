@@ -46,6 +46,7 @@ pub(super) fn limits(options: &LimitOptions) -> Limits {
             max_messages_per_request: options.max_messages_per_request,
             max_content_bytes: options.max_content_bytes,
             max_attachment_bytes: options.max_attachment_bytes,
+            max_read_bytes: options.max_response_bytes,
             ..AppendLimits::default()
         },
         default_tokenizer: match options.default_tokenizer {

@@ -63,6 +63,14 @@ pub enum StoreError {
         /// The current version.
         current: u64,
     },
+    /// Messages were redacted or rewound since the prepared request a caller's summary or
+    /// memory was made from (or, without one, ever, before a first summary or memory): what
+    /// the caller's model read may hold removed text.
+    #[error("the conversation's log changed: {current} redactions and rewinds")]
+    LogChanged {
+        /// The conversation's redactions and rewinds now.
+        current: u64,
+    },
     /// The conversation is past its `expire_time`: it takes no more messages (the retention
     /// sweep deletes it), so nothing is acknowledged only to be deleted.
     #[error("the conversation is past its expire_time")]

@@ -25,6 +25,11 @@ pub struct SummaryState {
 }
 
 impl SummaryState {
+    /// The conversation's redactions and rewinds when this was read.
+    pub fn log_changes(&self) -> u64 {
+        self.redactions.saturating_add(self.rewinds)
+    }
+
     /// How many of the messages read, through `through`, are redaction tombstones.
     pub fn tombstones_through(&self, through: Sequence) -> u64 {
         self.messages
@@ -60,6 +65,11 @@ pub struct MemoryState {
 }
 
 impl MemoryState {
+    /// The conversation's redactions and rewinds when this was read.
+    pub fn log_changes(&self) -> u64 {
+        self.redactions.saturating_add(self.rewinds)
+    }
+
     /// What a memory computed from this state is based on.
     pub fn base(&self) -> MemoryBase {
         MemoryBase {
@@ -246,4 +256,7 @@ pub struct SearchPage {
     pub through: Sequence,
     /// More hits may follow the last one.
     pub more: bool,
+    /// The conversation's rewinds when it was searched: a page token is good for the log it
+    /// was made on, and a rewind makes another.
+    pub rewinds: u64,
 }

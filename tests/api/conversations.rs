@@ -578,6 +578,7 @@ async fn remember(app: &TestApp, id: &str, items: &[(&str, u64)]) -> proto::Work
                 ..Default::default()
             }),
             expected_version: None,
+            expected_log_changes: None,
         })
         .await
         .expect("memory stored")

@@ -11,6 +11,7 @@ mod connect;
 mod context;
 mod conversations;
 mod fact_retention;
+mod hardening;
 mod message_cache;
 mod messages;
 mod native;

@@ -94,6 +94,7 @@ async fn updates_merge_with_optimistic_concurrency(kind: StoreKind) {
             ..Default::default()
         }),
         expected_version: expected,
+        expected_log_changes: None,
     };
     let merged = app
         .client
@@ -127,6 +128,7 @@ async fn updates_merge_with_optimistic_concurrency(kind: StoreKind) {
             ..Default::default()
         }),
         expected_version: Some(merged.version),
+        expected_log_changes: None,
     };
     let after = app
         .client
@@ -145,6 +147,7 @@ async fn updates_merge_with_optimistic_concurrency(kind: StoreKind) {
             ..Default::default()
         }),
         expected_version: None,
+        expected_log_changes: None,
     };
     let status = app
         .client

@@ -7,6 +7,7 @@
 //! `CTXD_RELIABILITY_ONLY=locked` (a comma-separated list) runs only the named checks.
 
 mod appenders;
+mod bodies;
 mod connections;
 mod cpu;
 mod forks;
@@ -159,6 +160,9 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("memory") {
         reports.push(memory::large_calls(binary, &cluster, &work).await?);
+    }
+    if wanted("bodies") {
+        reports.push(bodies::hostile_bodies(binary, &cluster, &work).await?);
     }
     if wanted("held") {
         reports.push(held::held_memory(binary, &cluster, &work).await?);

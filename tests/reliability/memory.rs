@@ -183,7 +183,7 @@ pub(crate) async fn large_calls(binary: &Path, cluster: &Cluster, work: &Path) -
 }
 
 /// The process's peak resident set size in MiB, from /proc.
-fn peak_rss_mib(replica: &Replica) -> Option<u64> {
+pub(crate) fn peak_rss_mib(replica: &Replica) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", replica.pid()?)).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? / 1024)

@@ -70,6 +70,7 @@ impl Replica {
     async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
+            // Answered is serving: with API keys on, the answer is UNAUTHENTICATED.
             if let Ok(mut client) = self.try_client().await
                 && client
                     .count_tokens(proto::CountTokensRequest {
@@ -77,7 +78,7 @@ impl Replica {
                         ..Default::default()
                     })
                     .await
-                    .is_ok()
+                    .map_or_else(|status| status.code() == tonic::Code::Unauthenticated, |_| true)
             {
                 return Ok(());
             }

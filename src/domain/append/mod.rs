@@ -39,6 +39,10 @@ pub struct AppendLimits {
     pub max_tool_calls_per_message: usize,
     /// Metadata entries on one message.
     pub max_metadata_entries: usize,
+    /// The largest response a read may answer with (`CTXD_MAX_RESPONSE_BYTES`): a message is
+    /// accepted only if a read can return it, itself and its rendering (see
+    /// `validate::read_back_bytes`).
+    pub max_read_bytes: usize,
 }
 
 impl Default for AppendLimits {
@@ -50,6 +54,7 @@ impl Default for AppendLimits {
             max_attachments_per_message: 16,
             max_tool_calls_per_message: 128,
             max_metadata_entries: 64,
+            max_read_bytes: 16 << 20,
         }
     }
 }

@@ -99,7 +99,73 @@ pub fn check_message(message: &Message, path: &str, limits: &AppendLimits) -> Vi
     }
     check_sizes(message, path, limits, &mut v);
     check_native(message, path, limits, &mut v);
+    check_usage(message, path, &mut v);
+    let read_back = read_back_bytes(message);
+    if read_back > limits.max_read_bytes {
+        v.add(
+            path,
+            format!(
+                "a read would answer with {read_back} bytes for this message (it and its \
+                 rendering); the largest response is {}: what is accepted must be readable",
+                limits.max_read_bytes
+            ),
+        );
+    }
     v
+}
+
+/// The most a read answers with for `message`: the message as loaded, and its rendering in a
+/// provider format (ListMessages with `format`, BuildContext), whose text fields JSON escapes
+/// lengthen (a quote by one byte, a control character by five). Headroom for the response's
+/// own framing is left by counting 256 more.
+pub(crate) fn read_back_bytes(message: &Message) -> usize {
+    let escapes = |text: &str| -> usize {
+        text.bytes()
+            .map(|b| match b {
+                b'"' | b'\\' => 1,
+                0..=0x1f => 5,
+                _ => 0,
+            })
+            .sum()
+    };
+    let mut escaped = escapes(&message.content);
+    escaped += message
+        .error
+        .as_ref()
+        .map_or(0, |e| escapes(&e.partial_output) + escapes(&e.message));
+    escaped += message
+        .tool_calls
+        .iter()
+        .map(|c| escapes(&c.arguments))
+        .sum::<usize>();
+    escaped += message.reasoning.iter().map(|r| escapes(&r.text)).sum::<usize>();
+    let loaded = message.loaded_bytes();
+    loaded
+        .saturating_mul(2)
+        .saturating_add(escaped)
+        .saturating_add(256)
+}
+
+/// The largest usage figure: what every store keeps and returns unchanged (PostgreSQL's
+/// `bigint`); sums of usage saturate at it.
+pub(crate) const MAX_USAGE: u64 = i64::MAX as u64;
+
+/// Usage figures within [`MAX_USAGE`].
+fn check_usage(message: &Message, path: &str, v: &mut Violations) {
+    let u = &message.usage;
+    for (field, value) in [
+        ("input_tokens", u.input_tokens),
+        ("output_tokens", u.output_tokens),
+        ("cached_input_tokens", u.cached_input_tokens),
+        ("reasoning_tokens", u.reasoning_tokens),
+    ] {
+        if value > MAX_USAGE {
+            v.add(
+                format!("{path}.usage.{field}"),
+                format!("{value}; the most is {MAX_USAGE}"),
+            );
+        }
+    }
 }
 
 fn check_sizes(message: &Message, path: &str, limits: &AppendLimits, v: &mut Violations) {
@@ -285,10 +351,16 @@ fn check_attachments(message: &Message, path: &str, limits: &AppendLimits, v: &m
             AttachmentSource::Data(data) => ("data", data.len()),
             AttachmentSource::Uri(uri) => ("uri", uri.len()),
         };
-        if let AttachmentSource::Uri(uri) = &attachment.source
-            && let Some(Err(why)) = crate::domain::attachments::data_uri(uri)
-        {
-            v.add(format!("{att_path}.uri"), why);
+        if let AttachmentSource::Uri(uri) = &attachment.source {
+            if let Some(Err(why)) = crate::domain::attachments::data_uri(uri) {
+                v.add(format!("{att_path}.uri"), why);
+            } else if uri.chars().any(char::is_control) {
+                // A line break in a URI would split the lines a pack renders it into.
+                v.add(
+                    format!("{att_path}.uri"),
+                    "a URI holds no control characters (CR, LF, tab)",
+                );
+            }
         }
         if len == 0 {
             v.add(format!("{att_path}.{field}"), "must not be empty");

@@ -5,10 +5,32 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::domain::{
+    attachments,
     ids::Sequence,
-    message::{Message, Role},
+    message::{AttachmentSource, Message, Role},
     violation::Violations,
 };
+
+/// Reads the dimensions of the pending messages' images from their headers, as append does
+/// for the log's, so the pack counts a pending image as it counts the same image appended.
+pub fn measure_attachments(pending: &mut [Message]) {
+    for attachment in pending.iter_mut().flat_map(|m| m.attachments.iter_mut()) {
+        attachments::measure(attachment);
+    }
+}
+
+/// Bytes of the pending messages' attachments: the work [`measure_attachments`] does is
+/// proportional to them.
+pub fn attachment_bytes(pending: &[Message]) -> usize {
+    pending
+        .iter()
+        .flat_map(|m| &m.attachments)
+        .map(|a| match &a.source {
+            AttachmentSource::Data(data) => data.len(),
+            AttachmentSource::Uri(uri) => uri.len(),
+        })
+        .sum()
+}
 
 /// Ids answered by pending tool results that no earlier pending message calls: the calls they
 /// answer must be open calls of the log, which the store looks up.

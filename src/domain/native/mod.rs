@@ -119,9 +119,54 @@ impl Parsed {
     }
 }
 
+/// The deepest native JSON may nest: what every store reads back whole (the stored form nests
+/// it a few levels deeper, and JSON readers stop at 128).
+pub const MAX_DEPTH: usize = 64;
+
+/// JSON values in `bytes` (objects, arrays and their items), counted outside strings, up to
+/// `stop_after` (the count stops there): what a JSON text decodes into, known before it is
+/// parsed. Malformed JSON is counted as far as it goes.
+pub fn json_values(bytes: &[u8], stop_after: usize) -> usize {
+    let mut values = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    for &byte in bytes {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        // Every value but the first starts after a `,` or opens an object or array.
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' | b',' => values += 1,
+            _ => {}
+        }
+        if values > stop_after {
+            break;
+        }
+    }
+    values
+}
+
+/// The memory parsing `text` takes, at most about: each value a node of a few dozen bytes in
+/// containers that may double, and the text's strings copied twice (the value, and the form
+/// the store writes). Reserved before the parse (docs/design.md, "Every call is bounded").
+pub fn parse_memory(text: &str) -> usize {
+    const PER_VALUE: usize = 96;
+    let values = json_values(text.as_bytes(), usize::MAX);
+    text.len()
+        .saturating_mul(2)
+        .saturating_add(values.saturating_mul(PER_VALUE))
+}
+
 /// Parses `text` as `format`'s JSON: a response object or an array of request-side entries.
 /// `salt` tells apart identical JSON appended twice where ids are generated (Gemini calls
-/// without one): the append's idempotency key, or a unique value.
+/// without one): the append's idempotency key, or a unique value. JSON nested deeper than
+/// [`MAX_DEPTH`] or holding U+0000 (which PostgreSQL cannot store) is refused, on every store.
 pub fn parse(format: Format, text: &str, salt: &str, v: &mut Violations) -> Parsed {
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
@@ -130,6 +175,10 @@ pub fn parse(format: Format, text: &str, salt: &str, v: &mut Violations) -> Pars
             return Parsed::default();
         }
     };
+    if let Err(problem) = storable(&value) {
+        v.add(ROOT, problem);
+        return Parsed::default();
+    }
     let mut parsed = Parsed::default();
     match format {
         Format::AnthropicMessages => anthropic::parse(&value, &mut parsed, v),
@@ -141,6 +190,32 @@ pub fn parse(format: Format, text: &str, salt: &str, v: &mut Violations) -> Pars
         v.add(ROOT, "holds no message");
     }
     parsed
+}
+
+/// Whether every store can keep `value` and give it back whole: nested at most [`MAX_DEPTH`]
+/// levels, and no U+0000 in a string or key.
+fn storable(value: &Value) -> Result<(), String> {
+    let nul = |text: &str| text.contains('\0');
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(format!("nested more than {MAX_DEPTH} levels deep"));
+        }
+        match value {
+            Value::String(text) if nul(text) => {
+                return Err("holds U+0000, which PostgreSQL cannot store".into());
+            }
+            Value::Array(items) => stack.extend(items.iter().map(|item| (item, depth + 1))),
+            Value::Object(map) => {
+                if map.keys().any(|key| nul(key)) {
+                    return Err("holds U+0000, which PostgreSQL cannot store".into());
+                }
+                stack.extend(map.values().map(|item| (item, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// An empty message of `role` carrying `native`.

@@ -182,7 +182,7 @@ fn gemini_contents_come_back_json_equal_and_nowhere_else() {
 }
 
 #[test]
-fn a_chat_completion_keeps_its_refusal_and_null_content_and_plain_messages_stay_plain() {
+fn a_chat_completion_keeps_its_refusal_sends_null_content_as_a_string_and_plain_messages_stay_plain() {
     let completion = json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
         "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": null, "message": {
@@ -197,7 +197,7 @@ fn a_chat_completion_keeps_its_refusal_and_null_content_and_plain_messages_stay_
     let rendered = history(&log, Format::OpenAiChat);
     assert_eq!(
         rendered[0],
-        json!({"role": "assistant", "annotations": [], "tool_calls": completion["choices"][0]["message"]["tool_calls"]})
+        json!({"role": "assistant", "content": "", "annotations": [], "tool_calls": completion["choices"][0]["message"]["tool_calls"]})
             .as_object()
             .map(|o| {
                 let mut o = o.clone();
@@ -211,7 +211,7 @@ fn a_chat_completion_keeps_its_refusal_and_null_content_and_plain_messages_stay_
     assert_eq!(log[0].message.content, "I can't help with that.");
     assert_eq!(
         history(&log, Format::OpenAiChat),
-        json!([{"role": "assistant", "refusal": "I can't help with that."}])
+        json!([{"role": "assistant", "content": "", "refusal": "I can't help with that."}])
     );
     let plain = json!([{"role": "user", "content": "hi"}]);
     let log = stored(&plain, Format::OpenAiChat);

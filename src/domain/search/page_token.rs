@@ -1,6 +1,7 @@
-//! SearchMessages' page tokens: where the previous page ended in the ranking, the log end the
-//! first page saw, and a fingerprint of what was searched, so a token is only taken back with
-//! the query and filters that made it.
+//! SearchMessages' page tokens: where the previous page ended in the ranking, the log the
+//! first page saw (its end and its rewinds), and a fingerprint of what was searched, so a
+//! token is only taken back by the tenant, conversation, query and filters that made it, on
+//! the log it was made on.
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use sha2::{Digest, Sha256};
@@ -14,6 +15,9 @@ use super::SearchQuery;
 pub struct PageToken {
     /// The log end the first page saw: later pages find nothing appended since.
     pub through: Sequence,
+    /// The conversation's rewinds when the first page was read: after a rewind, sequences up
+    /// to `through` may hold messages appended since, and the token is refused.
+    pub rewinds: u64,
     /// The last hit's score.
     pub score: f32,
     /// The last hit's sequence.
@@ -29,11 +33,21 @@ pub enum PageTokenError {
     Malformed,
     #[error("the page token belongs to another conversation, query or filter")]
     OtherSearch,
+    #[error("the conversation was rewound since the first page: search again from the start")]
+    Rewound,
 }
 
-/// A fingerprint of a search: conversation, query terms, roles and tool names.
-pub fn fingerprint(conversation: &str, query: &SearchQuery, roles: &[Role], tools: &[String]) -> u64 {
+/// A fingerprint of a search: tenant, conversation, query terms, roles and tool names.
+pub fn fingerprint(
+    (tenant, conversation): (&str, &str),
+    query: &SearchQuery,
+    roles: &[Role],
+    tools: &[String],
+) -> u64 {
     let mut hash = Sha256::new();
+    // A tenant id holds no NUL: the two ids cannot run into each other.
+    hash.update(tenant.as_bytes());
+    hash.update([0]);
     hash.update(conversation.as_bytes());
     for term in query.terms() {
         hash.update([0]);
@@ -54,9 +68,10 @@ pub fn fingerprint(conversation: &str, query: &SearchQuery, roles: &[Role], tool
 impl PageToken {
     /// The token as text: base64url of its fields.
     pub fn encode(&self) -> String {
-        let mut bytes = Vec::with_capacity(28);
-        bytes.push(1u8);
+        let mut bytes = Vec::with_capacity(37);
+        bytes.push(2u8);
         bytes.extend(self.through.get().to_be_bytes());
+        bytes.extend(self.rewinds.to_be_bytes());
         bytes.extend(self.score.to_bits().to_be_bytes());
         bytes.extend(self.sequence.get().to_be_bytes());
         bytes.extend(self.fingerprint.to_be_bytes());
@@ -74,15 +89,16 @@ impl PageToken {
                 field(at, 8)?.try_into().map_err(|_| PageTokenError::Malformed)?,
             ))
         };
-        if bytes.len() != 29 || bytes[0] != 1 {
+        if bytes.len() != 37 || bytes[0] != 2 {
             return Err(PageTokenError::Malformed);
         }
-        let score_bits = u32::from_be_bytes(field(9, 4)?.try_into().map_err(|_| PageTokenError::Malformed)?);
+        let score_bits = u32::from_be_bytes(field(17, 4)?.try_into().map_err(|_| PageTokenError::Malformed)?);
         let token = PageToken {
             through: Sequence::from_stored(u64_at(1)? as i64),
+            rewinds: u64_at(9)?,
             score: f32::from_bits(score_bits),
-            sequence: Sequence::from_stored(u64_at(13)? as i64),
-            fingerprint: u64_at(21)?,
+            sequence: Sequence::from_stored(u64_at(21)? as i64),
+            fingerprint: u64_at(29)?,
         };
         if !token.score.is_finite() {
             return Err(PageTokenError::Malformed);
@@ -102,6 +118,7 @@ mod tests {
     fn tokens_round_trip_and_refuse_other_searches_and_garbage() {
         let token = PageToken {
             through: Sequence::from_stored(1234),
+            rewinds: 3,
             score: 0.0425,
             sequence: Sequence::from_stored(77),
             fingerprint: 99,
@@ -118,8 +135,17 @@ mod tests {
         let q = |text| SearchQuery::parse(text, crate::domain::search::Language::Simple);
         let tools = ["beta".to_string()];
         assert_ne!(
-            fingerprint("c", &q("alpha"), &[], &tools),
-            fingerprint("c", &q("alpha beta"), &[], &[])
+            fingerprint(("t", "c"), &q("alpha"), &[], &tools),
+            fingerprint(("t", "c"), &q("alpha beta"), &[], &[])
+        );
+    }
+
+    #[test]
+    fn fingerprints_tell_tenants_apart() {
+        let q = SearchQuery::parse("alpha", crate::domain::search::Language::Simple);
+        assert_ne!(
+            fingerprint(("acme", "c"), &q, &[], &[]),
+            fingerprint(("globex", "c"), &q, &[], &[])
         );
     }
 }

@@ -80,9 +80,15 @@ pub(super) async fn transcode(
         }
     }
     let data = collected.to_bytes();
-    // The collected message and its transcoding, counted like any response (JSON is larger).
+    // The collected message and its transcoding, counted like any response. JSON takes the
+    // message decoded (about twice its bytes) and its text, which escaping makes up to six
+    // times as long (a control character is `\u0001`): eight times in all; proto twice.
+    let factor = match context.encoding {
+        Encoding::Json => 8,
+        Encoding::Proto => 2,
+    };
     if let Some(reservation) = reservation.as_mut()
-        && let Err(refusal) = reservation.grow(data.len().saturating_mul(3))
+        && let Err(refusal) = reservation.grow(data.len().saturating_mul(factor))
     {
         let message = format!("{refusal}; ask for application/proto, which is smaller");
         return connect_error(Code::ResourceExhausted, &message, &[], &parts.headers);

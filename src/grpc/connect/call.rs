@@ -35,6 +35,13 @@ where
     let (parts, body) = request.into_parts();
     let refuse = |code: Code, message: &str| Ok(answer::refused(layer, method, started, code, message));
     let deadline = match timeout_of(&parts.headers) {
+        // A deadline of 0 has passed before the call began.
+        Ok(Some(timeout)) if timeout.is_zero() => {
+            return refuse(
+                Code::DeadlineExceeded,
+                "Connect-Timeout-Ms is 0: the deadline has passed",
+            );
+        }
         Ok(timeout) => timeout
             .unwrap_or(layer.request_timeout)
             .min(layer.request_timeout),
@@ -43,8 +50,13 @@ where
     if let Some(refusal) = unsupported(&parts.headers) {
         return refuse(Code::Unimplemented, &refusal);
     }
-    let tenant = layer.tenants.tenant_for(&parts.headers);
-    let tenant = tenant.as_ref().map_or("", |t| t.as_str()).to_owned();
+    // A call the interceptor will refuse (no key, an unknown one, another tenant's header) is
+    // refused here, before its body is read, as gRPC refuses it at its headers.
+    let tenant = match (layer.tenants.check(&parts.headers), accounting) {
+        (Ok(tenant), _) => tenant.as_str().to_owned(),
+        (Err(status), Accounting::Counted) => return refuse(status.code(), status.message()),
+        (Err(_), Accounting::Exempt) => String::new(),
+    };
     let mut reservation = match accounting {
         Accounting::Counted => Some(
             layer
@@ -94,6 +106,18 @@ fn unsupported(headers: &HeaderMap) -> Option<String> {
         .iter()
         .filter_map(|name| headers.get(*name))
         .any(|v| v.as_bytes() != b"identity");
+    // HTTP/1.1 decodes `chunked` itself; any other transfer coding (`gzip, chunked`) would
+    // leave the body encoded.
+    let transfer_coded = headers.get_all("transfer-encoding").iter().any(|v| {
+        v.to_str().map_or(true, |v| {
+            v.split(',').map(str::trim).any(|coding| {
+                !coding.eq_ignore_ascii_case("chunked") && !coding.eq_ignore_ascii_case("identity")
+            })
+        })
+    });
+    if transfer_coded {
+        return Some("transfer codings other than chunked are not served: send the body uncompressed".into());
+    }
     if compressed {
         return Some("compressed request bodies are not served: send them uncompressed (identity)".into());
     }

@@ -3,35 +3,17 @@
 //! original field names accepted, 64-bit integers as strings, enums by name, well-known types
 //! in their JSON forms), and Connect's error JSON.
 
-use std::sync::OnceLock;
-
 use base64::{Engine, engine::general_purpose::STANDARD_NO_PAD};
 use prost::Message;
-use prost_reflect::{DescriptorPool, DynamicMessage, MethodDescriptor, SerializeOptions};
+use prost_reflect::{DynamicMessage, MethodDescriptor, SerializeOptions};
 use serde_json::{Value, json};
 
-/// Every service the Connect protocol reaches: ctxd's, health, and google.rpc for error
-/// details.
-fn pool() -> &'static DescriptorPool {
-    static POOL: OnceLock<DescriptorPool> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let mut pool = DescriptorPool::new();
-        for set in [
-            crate::proto::FILE_DESCRIPTOR_SET,
-            tonic_health::pb::FILE_DESCRIPTOR_SET,
-            tonic_types::pb::FILE_DESCRIPTOR_SET,
-        ] {
-            pool.decode_file_descriptor_set(set)
-                .expect("the compiled descriptors decode");
-        }
-        pool
-    })
-}
+use crate::grpc::{descriptors::pool, entries};
 
 /// The unary method at `path` (`/package.Service/Method`), if ctxd serves it.
 pub(super) fn method(path: &str) -> Option<MethodDescriptor> {
     let (service, name) = path.strip_prefix('/')?.split_once('/')?;
-    let service = pool().get_service_by_name(service)?;
+    let service = crate::grpc::descriptors::pool().get_service_by_name(service)?;
     let method = service.methods().find(|m| m.name() == name)?;
     (!method.is_client_streaming() && !method.is_server_streaming()).then_some(method)
 }
@@ -43,6 +25,14 @@ pub(super) fn request_bytes(
     body: &[u8],
 ) -> Result<Vec<u8>, String> {
     let input = method.input();
+    // Bounded before anything is decoded (see `grpc::entries`).
+    let counted = match encoding {
+        Encoding::Json => entries::check_json(body),
+        Encoding::Proto => entries::check_protobuf(&input, body),
+    };
+    if let Err(too_many) = counted {
+        return Err(too_many.message());
+    }
     let message = match encoding {
         Encoding::Json => {
             // An empty body is the empty message, as for `{}`.

@@ -38,6 +38,7 @@ pub(crate) fn prepared_request(prepared: PreparedRequest) -> proto::PreparedRequ
         through_sequence,
         response_format,
         max_output_tokens,
+        log_changes,
     } = prepared;
     proto::PreparedRequest {
         rendered,
@@ -46,6 +47,7 @@ pub(crate) fn prepared_request(prepared: PreparedRequest) -> proto::PreparedRequ
         through_sequence: through_sequence.get(),
         response_format: response_format.map(|f| f.to_string()).unwrap_or_default(),
         max_output_tokens: u32::try_from(max_output_tokens).unwrap_or(u32::MAX),
+        log_changes,
     }
 }
 
@@ -64,6 +66,7 @@ pub(crate) fn summarize_request(
         through_sequence,
         expected_through_sequence,
         max_summary_tokens,
+        expected_log_changes,
     } = request;
     let mut v = Violations::default();
     let conversation = conversation_id(raw_id, "conversation_id", &mut v);
@@ -90,6 +93,7 @@ pub(crate) fn summarize_request(
             tokenizer,
             mode,
             expected_through,
+            expected_log_changes,
             max_summary_tokens,
         }),
         _ => Err(v),

@@ -81,6 +81,7 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
         more: ranked.len() > found.len(),
         found,
         through,
+        rewinds: conversation.rewinds,
     }
 }
 

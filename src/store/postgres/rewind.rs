@@ -95,8 +95,7 @@ async fn remove_after(tx: &Transaction<'_>, t: &str, c: &str, after: Sequence) -
              FROM (SELECT {} FROM messages
                    WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3) removed
              WHERE tenant_id = $1 AND conversation_id = $2",
-            "usage_input = usage_input - removed.input, usage_output = usage_output - removed.output,
-             usage_cached = usage_cached - removed.cached, usage_reasoning = usage_reasoning - removed.reasoning",
+            rewound_usage(),
             rows::USAGE_SUMS,
         ),
         &[&t, &c, &after],
@@ -144,4 +143,24 @@ async fn rewind_memory(tx: &Transaction<'_>, t: &str, c: &str, after: Sequence) 
         )
         .await?;
     Ok(column::<i64>(&row, "version")?.max(0) as u64)
+}
+
+/// The conversation's usage without the removed messages': their sum taken off the total, or,
+/// where the total had saturated (at PostgreSQL's `bigint`), the kept messages' sum counted
+/// again, saturating as the in-memory store's recount does.
+fn rewound_usage() -> String {
+    [
+        ("usage_input", "input", "input_tokens"),
+        ("usage_output", "output", "output_tokens"),
+        ("usage_cached", "cached", "cached_input_tokens"),
+        ("usage_reasoning", "reasoning", "reasoning_tokens"),
+    ]
+    .map(|(column, removed, field)| {
+        format!(
+            "{column} = CASE WHEN {column} < 9223372036854775807 THEN {column} - removed.{removed}
+             ELSE (SELECT least(coalesce(sum((m.native->'usage'->>'{field}')::numeric), 0), 9223372036854775807)
+                   FROM messages m WHERE m.tenant_id = $1 AND m.conversation_id = $2 AND m.sequence <= $3) END"
+        )
+    })
+    .join(", ")
 }

@@ -267,11 +267,12 @@ pub(super) fn stored_size(bytes: usize) -> i32 {
 }
 
 /// Sums of the messages' usage (in their `native` column) as `input`, `output`, `cached` and
-/// `reasoning`, for a SELECT over `messages`.
-pub(super) const USAGE_SUMS: &str = "coalesce(sum((native->'usage'->>'input_tokens')::bigint), 0) AS input,
-     coalesce(sum((native->'usage'->>'output_tokens')::bigint), 0) AS output,
-     coalesce(sum((native->'usage'->>'cached_input_tokens')::bigint), 0) AS cached,
-     coalesce(sum((native->'usage'->>'reasoning_tokens')::bigint), 0) AS reasoning";
+/// `reasoning`, for a SELECT over `messages`: saturating at `bigint`'s largest value, as every
+/// usage total does (`Usage::plus`).
+pub(super) const USAGE_SUMS: &str = "least(coalesce(sum((native->'usage'->>'input_tokens')::numeric), 0), 9223372036854775807) AS input,
+     least(coalesce(sum((native->'usage'->>'output_tokens')::numeric), 0), 9223372036854775807) AS output,
+     least(coalesce(sum((native->'usage'->>'cached_input_tokens')::numeric), 0), 9223372036854775807) AS cached,
+     least(coalesce(sum((native->'usage'->>'reasoning_tokens')::numeric), 0), 9223372036854775807) AS reasoning";
 
 /// The `native` column of `message`, `None` when it carries no native data (its tool calls'
 /// signatures count: their tokens are stored here), no phase, no native JSON and no usage.

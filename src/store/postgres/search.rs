@@ -58,14 +58,14 @@ fn search_sql(every_common: bool) -> String {
     );
     let filter = if every_common { BY_KEY } else { BY_INDEX };
     format!(
-        "SELECT {MESSAGE_COLUMNS}, score, tool_name, log_last, hit_count FROM (
-             SELECT m.*, hit.score, hit.log_last, {TOOL_NAME} AS tool_name, {MESSAGE_BYTES} AS own,
+        "SELECT {MESSAGE_COLUMNS}, score, tool_name, log_last, log_rewinds, hit_count FROM (
+             SELECT m.*, hit.score, hit.log_last, hit.log_rewinds, {TOOL_NAME} AS tool_name, {MESSAGE_BYTES} AS own,
                     count(*) OVER () AS hit_count,
                     sum({MESSAGE_BYTES}) OVER (ORDER BY hit.score DESC, m.sequence DESC
                                                ROWS UNBOUNDED PRECEDING) AS upto
-             FROM (SELECT s.sequence AS hit_sequence, {rank} AS score, s.log_last
-                   FROM (SELECT s.sequence, s.search, bound.log_last
-                         FROM (SELECT last_sequence AS log_last FROM conversations
+             FROM (SELECT s.sequence AS hit_sequence, {rank} AS score, s.log_last, s.log_rewinds
+                   FROM (SELECT s.sequence, s.search, bound.log_last, bound.log_rewinds
+                         FROM (SELECT last_sequence AS log_last, rewinds AS log_rewinds FROM conversations
                                WHERE tenant_id = $1 AND conversation_id = $2) bound,
                               messages s
                          WHERE {filter}
@@ -162,7 +162,7 @@ async fn nothing_found(
 ) -> Result<SearchPage, StoreError> {
     let exists = client
         .query_opt(
-            "SELECT last_sequence FROM conversations WHERE tenant_id = $1 AND conversation_id = $2",
+            "SELECT last_sequence, rewinds FROM conversations WHERE tenant_id = $1 AND conversation_id = $2",
             &[&t, &c],
         )
         .await?
@@ -172,6 +172,7 @@ async fn nothing_found(
         found: Vec::new(),
         through: through.min(spec.through.unwrap_or(through)),
         more: false,
+        rewinds: column::<i64>(&exists, "rewinds")?.max(0) as u64,
     })
 }
 
@@ -215,6 +216,7 @@ async fn candidates(
 /// The page the rows of [`search_sql`] make.
 fn found_page(rows: &[Row], spec: &SearchSpec) -> Result<SearchPage, StoreError> {
     let log_last: i64 = column(&rows[0], "log_last")?;
+    let rewinds: i64 = column(&rows[0], "log_rewinds")?;
     let hit_count: i64 = column(&rows[0], "hit_count")?;
     let messages = stored_messages(rows)?;
     let mut found = Vec::with_capacity(messages.len());
@@ -233,5 +235,6 @@ fn found_page(rows: &[Row], spec: &SearchSpec) -> Result<SearchPage, StoreError>
         found,
         through: spec.through.map_or(log_last, |t| t.min(log_last)),
         more,
+        rewinds: rewinds.max(0) as u64,
     })
 }

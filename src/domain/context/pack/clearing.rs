@@ -290,27 +290,31 @@ impl Parts {
         }
     }
 
-    /// The cleared part `(t, s]`'s newest `keep` results and the messages that called them:
-    /// what it keeps whole.
-    fn kept(&self, t: usize, s: usize) -> HashSet<usize> {
+    /// The cleared part `(t, s]`'s newest `keep` results, with the messages that called them.
+    fn kept(&self, t: usize, s: usize) -> impl Iterator<Item = (usize, Option<usize>)> + '_ {
         let from = self.results.partition_point(|&(j, _)| j <= t);
         self.results[from..]
             .iter()
             .take(self.keep)
-            .filter(|&&(j, _)| j <= s)
-            .flat_map(|&(j, caller)| std::iter::once(j).chain(caller))
-            .collect()
+            .filter(move |&&(j, _)| j <= s)
+            .copied()
     }
 
-    /// What clearing `(t, s]` saves.
+    /// What clearing `(t, s]` saves, at least: a call one of whose results stays whole is
+    /// counted as saving nothing (its other results' arguments are emptied all the same).
     fn saved(&self, t: usize, s: usize) -> usize {
-        let kept: usize = self.kept(t, s).iter().map(|&j| self.each[j]).sum();
+        let kept: HashSet<usize> = self
+            .kept(t, s)
+            .flat_map(|(j, caller)| std::iter::once(j).chain(caller))
+            .collect();
+        let kept: usize = kept.iter().map(|&j| self.each[j]).sum();
         self.aged[s + 1] - self.aged[t + 1] - kept
     }
 
-    /// The messages of `(t, s]` to clear.
+    /// The messages of `(t, s]` to clear: every clearable result but the part's newest `keep`,
+    /// and the calls (clearing empties the arguments of the cleared results' calls only).
     fn cleared_indices(&self, t: usize, s: usize) -> Vec<usize> {
-        let kept = self.kept(t, s);
+        let kept: HashSet<usize> = self.kept(t, s).map(|(j, _)| j).collect();
         (t + 1..=s)
             .filter(|j| self.each[*j] > 0 && !kept.contains(j))
             .collect()

@@ -141,6 +141,24 @@ fn data_uri(mime_type: &str, data: &[u8]) -> String {
     format!("data:{mime_type};base64,{}", STANDARD.encode(data))
 }
 
+/// `uri` as the `data:` URI of inline data the OpenAI formats take (`data:<type>;base64,...`,
+/// the scheme in lower case, parameters left out), if it is a valid `data:` URI.
+fn inline(uri: &str) -> Option<String> {
+    let parsed = crate::domain::attachments::data_uri(uri)?.ok()?;
+    Some(format!("data:{};base64,{}", parsed.media_type, parsed.base64))
+}
+
+/// An image URI as the OpenAI formats take it: a `data:` URI (written as they read it) or an
+/// `https://` URL; `None` for anything else (`http://`, `gs://`, `javascript:`...), which
+/// then goes as a text reference.
+fn fetchable(uri: &str) -> Option<String> {
+    if let Some(data) = inline(uri) {
+        return Some(data);
+    }
+    let https = uri.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    https.then(|| uri.to_owned())
+}
+
 /// A text line standing for an attachment a format cannot carry: its URI, or for inline data
 /// its size.
 fn attachment_note(attachment: &Attachment) -> String {

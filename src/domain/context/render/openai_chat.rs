@@ -3,8 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{OPENAI_IMAGE_TYPES, attachment_note, chat_tool_id, data_uri, push_str};
+use super::{OPENAI_IMAGE_TYPES, attachment_note, chat_tool_id, data_uri, fetchable, inline, push_str};
 use crate::domain::{
+    attachments::media_type,
     context::{
         ContextMessage, Format,
         cost::{context_text, openai_name, pack_arguments},
@@ -49,6 +50,14 @@ fn native_message(json: &Value) -> Value {
     }
     if let Some(id) = message.get_mut("tool_call_id") {
         map(id);
+    }
+    // `content` is required but for calls, and a refusal or a call without text came back as
+    // `null`: a string goes, as in every message ctxd renders (LangChain and llama.cpp refuse
+    // `null`).
+    if let Some(object) = message.as_object_mut()
+        && object.get("content").is_none_or(Value::is_null)
+    {
+        object.insert("content".into(), Value::String(String::new()));
     }
     message
 }
@@ -153,9 +162,10 @@ pub(super) fn openai_message(message: &Message) -> Value {
 fn openai_attachment(attachment: &Attachment) -> Value {
     let mime = attachment.mime_type.as_str();
     match &attachment.source {
-        AttachmentSource::Uri(uri) if OPENAI_IMAGE_TYPES.contains(&mime) => {
-            json!({"type": "image_url", "image_url": {"url": uri}})
-        }
+        AttachmentSource::Uri(uri) if OPENAI_IMAGE_TYPES.contains(&mime) => match fetchable(uri) {
+            Some(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+            None => json!({"type": "text", "text": attachment_note(attachment)}),
+        },
         AttachmentSource::Data(data) if OPENAI_IMAGE_TYPES.contains(&mime) => {
             json!({"type": "image_url", "image_url": {"url": data_uri(mime, data)}})
         }
@@ -163,6 +173,14 @@ fn openai_attachment(attachment: &Attachment) -> Value {
             "filename": attachment.filename,
             "file_data": data_uri(mime, data),
         }}),
+        // A PDF given as a `data:` URI is inline data too.
+        AttachmentSource::Uri(uri) if media_type(attachment) == "application/pdf" => match inline(uri) {
+            Some(file_data) => json!({"type": "file", "file": {
+                "filename": attachment.filename,
+                "file_data": file_data,
+            }}),
+            None => json!({"type": "text", "text": attachment_note(attachment)}),
+        },
         _ => json!({"type": "text", "text": attachment_note(attachment)}),
     }
 }

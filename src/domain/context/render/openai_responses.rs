@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri, native_list};
+use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri, fetchable, inline, native_list};
 use crate::domain::{
     context::{
         ContextMessage, Format,
@@ -173,9 +173,10 @@ fn input_part(attachment: &Attachment) -> Value {
     let is_image = OPENAI_IMAGE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(mime));
     let file_name = || input_file_name(&attachment.filename, mime);
     match (&attachment.source, is_image) {
-        (AttachmentSource::Uri(uri), true) => {
-            json!({"type": "input_image", "image_url": uri, "detail": "auto"})
-        }
+        (AttachmentSource::Uri(uri), true) => match fetchable(uri) {
+            Some(url) => json!({"type": "input_image", "image_url": url, "detail": "auto"}),
+            None => json!({"type": "input_text", "text": attachment_note(attachment)}),
+        },
         (AttachmentSource::Data(data), true) => json!({
             "type": "input_image",
             "image_url": data_uri(mime, data),
@@ -189,9 +190,15 @@ fn input_part(attachment: &Attachment) -> Value {
             }),
             None => json!({"type": "input_text", "text": attachment_note(attachment)}),
         },
-        (AttachmentSource::Uri(_), false) => {
-            json!({"type": "input_text", "text": attachment_note(attachment)})
-        }
+        // A file given as a `data:` URI is inline data too.
+        (AttachmentSource::Uri(uri), false) => match (inline(uri), file_name()) {
+            (Some(file_data), Some(filename)) => json!({
+                "type": "input_file",
+                "filename": filename,
+                "file_data": file_data,
+            }),
+            _ => json!({"type": "input_text", "text": attachment_note(attachment)}),
+        },
     }
 }
 

@@ -49,10 +49,10 @@ const ALLOCATE: &str = "INSERT INTO conversations
              turn_offset = coalesce(conversations.token_offset + $7, conversations.turn_offset),
              turn_offset_before = conversations.turn_offset,
              updated_at = greatest(conversations.updated_at, EXCLUDED.updated_at),
-             usage_input = conversations.usage_input + EXCLUDED.usage_input,
-             usage_output = conversations.usage_output + EXCLUDED.usage_output,
-             usage_cached = conversations.usage_cached + EXCLUDED.usage_cached,
-             usage_reasoning = conversations.usage_reasoning + EXCLUDED.usage_reasoning
+             usage_input = least(conversations.usage_input::numeric + EXCLUDED.usage_input, 9223372036854775807),
+             usage_output = least(conversations.usage_output::numeric + EXCLUDED.usage_output, 9223372036854775807),
+             usage_cached = least(conversations.usage_cached::numeric + EXCLUDED.usage_cached, 9223372036854775807),
+             usage_reasoning = least(conversations.usage_reasoning::numeric + EXCLUDED.usage_reasoning, 9223372036854775807)
          WHERE conversations.expire_time IS NULL OR conversations.expire_time > EXCLUDED.updated_at
          RETURNING last_sequence, token_offset, turn_offset_before";
 

@@ -90,6 +90,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "search",
         sql: include_str!("0014_search.sql"),
     },
+    Migration {
+        version: 15,
+        name: "native text",
+        sql: include_str!("0015_native_text.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.

@@ -261,23 +261,25 @@ class Summary(_message.Message):
     def __init__(self, text: _Optional[str] = ..., through_sequence: _Optional[int] = ..., tokens: _Optional[int] = ..., summarizer: _Optional[str] = ..., version: _Optional[int] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PreparedRequest(_message.Message):
-    __slots__ = ("rendered", "messages", "base_through_sequence", "through_sequence", "response_format", "max_output_tokens")
+    __slots__ = ("rendered", "messages", "base_through_sequence", "through_sequence", "response_format", "max_output_tokens", "log_changes")
     RENDERED_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     BASE_THROUGH_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     THROUGH_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LOG_CHANGES_FIELD_NUMBER: _ClassVar[int]
     rendered: str
     messages: _containers.RepeatedCompositeFieldContainer[_messages_pb2.Message]
     base_through_sequence: int
     through_sequence: int
     response_format: str
     max_output_tokens: int
-    def __init__(self, rendered: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., base_through_sequence: _Optional[int] = ..., through_sequence: _Optional[int] = ..., response_format: _Optional[str] = ..., max_output_tokens: _Optional[int] = ...) -> None: ...
+    log_changes: int
+    def __init__(self, rendered: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., base_through_sequence: _Optional[int] = ..., through_sequence: _Optional[int] = ..., response_format: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., log_changes: _Optional[int] = ...) -> None: ...
 
 class SummarizeRequest(_message.Message):
-    __slots__ = ("conversation_id", "keep_recent_tokens", "tokenizer", "mode", "summary_text", "through_sequence", "expected_through_sequence", "max_summary_tokens")
+    __slots__ = ("conversation_id", "keep_recent_tokens", "tokenizer", "mode", "summary_text", "through_sequence", "expected_through_sequence", "max_summary_tokens", "expected_log_changes")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     KEEP_RECENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +288,7 @@ class SummarizeRequest(_message.Message):
     THROUGH_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_THROUGH_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     MAX_SUMMARY_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_LOG_CHANGES_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     keep_recent_tokens: int
     tokenizer: _messages_pb2.Tokenizer
@@ -294,7 +297,8 @@ class SummarizeRequest(_message.Message):
     through_sequence: int
     expected_through_sequence: int
     max_summary_tokens: int
-    def __init__(self, conversation_id: _Optional[str] = ..., keep_recent_tokens: _Optional[int] = ..., tokenizer: _Optional[_Union[_messages_pb2.Tokenizer, str]] = ..., mode: _Optional[_Union[SummarizeMode, str]] = ..., summary_text: _Optional[str] = ..., through_sequence: _Optional[int] = ..., expected_through_sequence: _Optional[int] = ..., max_summary_tokens: _Optional[int] = ...) -> None: ...
+    expected_log_changes: int
+    def __init__(self, conversation_id: _Optional[str] = ..., keep_recent_tokens: _Optional[int] = ..., tokenizer: _Optional[_Union[_messages_pb2.Tokenizer, str]] = ..., mode: _Optional[_Union[SummarizeMode, str]] = ..., summary_text: _Optional[str] = ..., through_sequence: _Optional[int] = ..., expected_through_sequence: _Optional[int] = ..., max_summary_tokens: _Optional[int] = ..., expected_log_changes: _Optional[int] = ...) -> None: ...
 
 class SummarizeResponse(_message.Message):
     __slots__ = ("summary", "changed", "prepared")

@@ -79,14 +79,16 @@ class GetWorkingMemoryResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[WorkingMemory, _Mapping]] = ..., prepared: _Optional[_Union[_context_pb2.PreparedRequest, _Mapping]] = ...) -> None: ...
 
 class UpdateWorkingMemoryRequest(_message.Message):
-    __slots__ = ("conversation_id", "memory", "expected_version")
+    __slots__ = ("conversation_id", "memory", "expected_version", "expected_log_changes")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_LOG_CHANGES_FIELD_NUMBER: _ClassVar[int]
     conversation_id: str
     memory: WorkingMemory
     expected_version: int
-    def __init__(self, conversation_id: _Optional[str] = ..., memory: _Optional[_Union[WorkingMemory, _Mapping]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+    expected_log_changes: int
+    def __init__(self, conversation_id: _Optional[str] = ..., memory: _Optional[_Union[WorkingMemory, _Mapping]] = ..., expected_version: _Optional[int] = ..., expected_log_changes: _Optional[int] = ...) -> None: ...
 
 class UpdateWorkingMemoryResponse(_message.Message):
     __slots__ = ("memory",)

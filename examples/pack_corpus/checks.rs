@@ -1,0 +1,53 @@
+//! What the pack itself must show, beyond what the provider rules check on the rendering:
+//! the promises of the stats and of context editing.
+
+use std::collections::HashMap;
+
+use ctxd::domain::{Role, context::ContextPack};
+
+/// The start of a cleared result's placeholder (docs/design.md, "Context editing").
+const CLEARED: &str = "[tool result cleared to save context";
+
+/// The problems `pack` shows: a cleared result whose call keeps its arguments though the
+/// request asked to clear them (and the call carries no reasoning, signature or native JSON),
+/// and `over_budget` on a pack that fits its budget.
+pub(crate) fn pack_problems(pack: &ContextPack, clears_arguments: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    if clears_arguments {
+        let calls: HashMap<&str, (&ctxd::domain::Message, &str)> = pack
+            .messages
+            .iter()
+            .flat_map(|m| {
+                m.message
+                    .tool_calls
+                    .iter()
+                    .map(move |c| (c.id.as_str(), (&m.message, c.arguments.as_str())))
+            })
+            .collect();
+        for m in pack.messages.iter().filter(|m| m.message.role == Role::Tool) {
+            if !m.message.content.starts_with(CLEARED) {
+                continue;
+            }
+            let id = m.message.tool_call_id.as_deref().unwrap_or_default();
+            let Some((call, arguments)) = calls.get(id) else {
+                continue;
+            };
+            let plain = call.native.is_none()
+                && call.reasoning.is_empty()
+                && call.tool_calls.iter().all(|c| c.signature.is_empty());
+            if plain && !call.pinned && *arguments != "{}" {
+                problems.push(format!(
+                    "call {id:?} keeps its arguments though its result was cleared"
+                ));
+            }
+        }
+    }
+    let stats = &pack.stats;
+    if stats.over_budget && stats.total_tokens <= stats.budget_tokens {
+        problems.push(format!(
+            "over_budget though the pack fits ({} of {} tokens)",
+            stats.total_tokens, stats.budget_tokens
+        ));
+    }
+    problems
+}
