@@ -17,7 +17,7 @@ use crate::{
         },
     },
     response_budget::Reservation,
-    store::{SearchSpec, Store},
+    store::{SearchPage, SearchSpec, Store},
     tokenize::Tokenizer,
 };
 
@@ -120,19 +120,7 @@ impl Service {
         if after.is_some_and(|token| token.rewinds != page.rewinds) {
             return Err(page_token_violation(&PageTokenError::Rewound));
         }
-        let next_page_token = match (page.more, page.found.last()) {
-            (true, Some(last)) => Some(
-                PageToken {
-                    through: page.through,
-                    rewinds: page.rewinds,
-                    score: last.score,
-                    sequence: last.message.sequence,
-                    fingerprint: print,
-                }
-                .encode(),
-            ),
-            _ => None,
-        };
+        let next_page_token = next_page_token(&page, print);
         // Snippets stem the words before the first match: on the CPU pool when the texts are
         // large.
         let hits = offload(tenant.as_str(), loaded, move |_| {
@@ -159,6 +147,19 @@ impl Service {
             next_page_token,
         })
     }
+}
+
+/// The token of the page after `page`, if more hits follow.
+fn next_page_token(page: &SearchPage, fingerprint: u64) -> Option<String> {
+    let last = page.found.last().filter(|_| page.more)?;
+    let token = PageToken {
+        through: page.through,
+        rewinds: page.rewinds,
+        score: last.score,
+        sequence: last.message.sequence,
+        fingerprint,
+    };
+    Some(token.encode())
 }
 
 fn page_token_violation(error: &PageTokenError) -> ServiceError {

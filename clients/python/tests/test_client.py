@@ -235,7 +235,12 @@ def test_update_fork_rewind_summarize(client, conv_id):
     assert s.changed and s.summary.through_sequence > 0
     assert client.rewind_conversation(conv_id, after_sequence=4, expected_last_sequence=6).last_sequence == 4
     assert client.redact_message(conv_id, 1).message.content == "[redacted]"
-    memory = client.update_working_memory(conv_id, {"goals": [{"text": "ship it", "sourceSequences": ["2"]}]}).memory
+    goals = {"goals": [{"text": "ship it", "sourceSequences": ["2"]}]}
+    with pytest.raises(errors.Aborted):  # a first memory after a redaction or rewind needs log_changes
+        client.update_working_memory(conv_id, goals)
+    log_changes = client.get_working_memory(conv_id, prepare=True).prepared.log_changes
+    assert log_changes == 2  # one rewind, one redaction
+    memory = client.update_working_memory(conv_id, goals, expected_log_changes=log_changes).memory
     assert [g.text for g in memory.goals] == ["ship it"]
     assert client.get_working_memory(conv_id).memory.version == memory.version
     for c in (conv_id, conv_id + "/fork"):

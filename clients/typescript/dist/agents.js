@@ -531,6 +531,7 @@ export class CtxdSession {
                 summaryText: text,
                 throughSequence: prepared.throughSequence,
                 expectedThroughSequence: prepared.baseThroughSequence,
+                expectedLogChanges: prepared.logChanges,
             });
             changed = res.changed;
         }

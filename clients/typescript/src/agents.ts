@@ -538,6 +538,7 @@ export class CtxdSession implements Session {
         summaryText: text,
         throughSequence: prepared.throughSequence,
         expectedThroughSequence: prepared.baseThroughSequence,
+        expectedLogChanges: prepared.logChanges,
       });
       changed = res.changed;
     } else {

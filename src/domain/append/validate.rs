@@ -100,6 +100,12 @@ pub fn check_message(message: &Message, path: &str, limits: &AppendLimits) -> Vi
     check_sizes(message, path, limits, &mut v);
     check_native(message, path, limits, &mut v);
     check_usage(message, path, &mut v);
+    check_read_back(message, path, limits, &mut v);
+    v
+}
+
+/// What is accepted must be readable: the message and its rendering within the largest response.
+fn check_read_back(message: &Message, path: &str, limits: &AppendLimits, v: &mut Violations) {
     let read_back = read_back_bytes(message);
     if read_back > limits.max_read_bytes {
         v.add(
@@ -111,7 +117,6 @@ pub fn check_message(message: &Message, path: &str, limits: &AppendLimits) -> Vi
             ),
         );
     }
-    v
 }
 
 /// The most a read answers with for `message`: the message as loaded, and its rendering in a

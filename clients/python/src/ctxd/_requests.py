@@ -183,6 +183,7 @@ def summarize(
     summary_text: str,
     through_sequence: int,
     expected_through_sequence: int | None,
+    expected_log_changes: int | None,
     max_summary_tokens: int,
 ) -> context_pb2.SummarizeRequest:
     req = context_pb2.SummarizeRequest(
@@ -196,6 +197,8 @@ def summarize(
     )
     if expected_through_sequence is not None:
         req.expected_through_sequence = expected_through_sequence
+    if expected_log_changes is not None:
+        req.expected_log_changes = expected_log_changes
     return req
 
 
@@ -223,11 +226,13 @@ def working_memory(value: memory_pb2.WorkingMemory | Mapping[str, Any]) -> memor
 
 
 def update_working_memory(
-    conversation_id: str, memory: Any, *, expected_version: int | None
+    conversation_id: str, memory: Any, *, expected_version: int | None, expected_log_changes: int | None
 ) -> memory_pb2.UpdateWorkingMemoryRequest:
     req = memory_pb2.UpdateWorkingMemoryRequest(conversation_id=conversation_id, memory=working_memory(memory))
     if expected_version is not None:
         req.expected_version = expected_version
+    if expected_log_changes is not None:
+        req.expected_log_changes = expected_log_changes
     return req
 
 

@@ -265,6 +265,7 @@ class CtxdSession:
             summary_text=text,
             through_sequence=prepared.through_sequence,
             expected_through_sequence=prepared.base_through_sequence,
+            expected_log_changes=prepared.log_changes,
             max_summary_tokens=self.max_summary_tokens,
         )
 

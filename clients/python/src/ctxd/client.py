@@ -322,11 +322,18 @@ class Client:
         summary_text: str = "",
         through_sequence: int = 0,
         expected_through_sequence: int | None = None,
+        expected_log_changes: int | None = None,
         max_summary_tokens: int = 0,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> context_pb2.SummarizeResponse:
-        """Advances the rolling summary: mode `"server"` (default), `"prepare"` or `"provided"`."""
+        """Advances the rolling summary: mode `"server"` (default), `"prepare"` or `"provided"`.
+
+        With `"provided"`, pass the `prepared` request's `base_through_sequence` as
+        `expected_through_sequence` and its `log_changes` as `expected_log_changes`: the call is
+        refused (ABORTED) if the watermark moved or messages were redacted or rewound since the
+        PREPARE. Without `expected_log_changes`, a first summary of a conversation that was ever
+        redacted or rewound is refused the same way."""
         req = rq.summarize(
             conversation_id,
             mode=mode,
@@ -335,6 +342,7 @@ class Client:
             summary_text=summary_text,
             through_sequence=through_sequence,
             expected_through_sequence=expected_through_sequence,
+            expected_log_changes=expected_log_changes,
             max_summary_tokens=max_summary_tokens,
         )
         return self._call("Summarize", req, timeout, metadata)
@@ -357,10 +365,18 @@ class Client:
         memory: memory_pb2.WorkingMemory | Mapping[str, Any],
         *,
         expected_version: int | None = None,
+        expected_log_changes: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> memory_pb2.UpdateWorkingMemoryResponse:
-        req = rq.update_working_memory(conversation_id, memory, expected_version=expected_version)
+        """Merges `memory` (bring your own LLM); ABORTED if `expected_version` is given and the
+        stored version differs. For items from a prepared extraction (`get_working_memory(...,
+        prepare=True)`), pass its `prepared.log_changes` as `expected_log_changes`: ABORTED if
+        messages were redacted or rewound since. Without it, a first memory of a conversation that
+        was ever redacted or rewound is refused the same way."""
+        req = rq.update_working_memory(
+            conversation_id, memory, expected_version=expected_version, expected_log_changes=expected_log_changes
+        )
         return self._call("UpdateWorkingMemory", req, timeout, metadata)
 
     # -- conversations -----------------------------------------------------------------------
@@ -678,10 +694,18 @@ class AsyncClient:
         summary_text: str = "",
         through_sequence: int = 0,
         expected_through_sequence: int | None = None,
+        expected_log_changes: int | None = None,
         max_summary_tokens: int = 0,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> context_pb2.SummarizeResponse:
+        """Advances the rolling summary: mode `"server"` (default), `"prepare"` or `"provided"`.
+
+        With `"provided"`, pass the `prepared` request's `base_through_sequence` as
+        `expected_through_sequence` and its `log_changes` as `expected_log_changes`: the call is
+        refused (ABORTED) if the watermark moved or messages were redacted or rewound since the
+        PREPARE. Without `expected_log_changes`, a first summary of a conversation that was ever
+        redacted or rewound is refused the same way."""
         req = rq.summarize(
             conversation_id,
             mode=mode,
@@ -690,6 +714,7 @@ class AsyncClient:
             summary_text=summary_text,
             through_sequence=through_sequence,
             expected_through_sequence=expected_through_sequence,
+            expected_log_changes=expected_log_changes,
             max_summary_tokens=max_summary_tokens,
         )
         return await self._call("Summarize", req, timeout, metadata)
@@ -712,10 +737,18 @@ class AsyncClient:
         memory: memory_pb2.WorkingMemory | Mapping[str, Any],
         *,
         expected_version: int | None = None,
+        expected_log_changes: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> memory_pb2.UpdateWorkingMemoryResponse:
-        req = rq.update_working_memory(conversation_id, memory, expected_version=expected_version)
+        """Merges `memory` (bring your own LLM); ABORTED if `expected_version` is given and the
+        stored version differs. For items from a prepared extraction (`get_working_memory(...,
+        prepare=True)`), pass its `prepared.log_changes` as `expected_log_changes`: ABORTED if
+        messages were redacted or rewound since. Without it, a first memory of a conversation that
+        was ever redacted or rewound is refused the same way."""
+        req = rq.update_working_memory(
+            conversation_id, memory, expected_version=expected_version, expected_log_changes=expected_log_changes
+        )
         return await self._call("UpdateWorkingMemory", req, timeout, metadata)
 
     async def get_conversation(

@@ -661,6 +661,14 @@ export type PreparedRequest = Message<"ctxd.v1.PreparedRequest"> & {
      * @generated from field: uint32 max_output_tokens = 6;
      */
     maxOutputTokens: number;
+    /**
+     * The conversation's redactions and rewinds so far, when the request was prepared. Send it
+     * back with the result (`expected_log_changes`): a result made from messages removed since
+     * is refused (ABORTED), so that removed text never comes back through it.
+     *
+     * @generated from field: uint64 log_changes = 7;
+     */
+    logChanges: bigint;
 };
 /**
  * Describes the message ctxd.v1.PreparedRequest.
@@ -722,6 +730,15 @@ export type SummarizeRequest = Message<"ctxd.v1.SummarizeRequest"> & {
      * @generated from field: uint32 max_summary_tokens = 8;
      */
     maxSummaryTokens: number;
+    /**
+     * SUMMARIZE_MODE_PROVIDED: the `log_changes` of the PREPARE the summary was made from;
+     * ABORTED, with the current value, if messages were redacted or rewound since. Without it,
+     * a first summary of a conversation that was ever redacted or rewound is refused the same
+     * way (nothing tells what the caller's model read).
+     *
+     * @generated from field: optional uint64 expected_log_changes = 9;
+     */
+    expectedLogChanges?: bigint | undefined;
 };
 /**
  * Describes the message ctxd.v1.SummarizeRequest.

@@ -236,6 +236,14 @@ export type UpdateWorkingMemoryRequest = Message<"ctxd.v1.UpdateWorkingMemoryReq
      * @generated from field: optional uint64 expected_version = 3;
      */
     expectedVersion?: bigint | undefined;
+    /**
+     * The `log_changes` of the prepared extraction the items came from; ABORTED, with the
+     * current value, if messages were redacted or rewound since. Without it, a first memory of a
+     * conversation that was ever redacted or rewound is refused the same way.
+     *
+     * @generated from field: optional uint64 expected_log_changes = 4;
+     */
+    expectedLogChanges?: bigint | undefined;
 };
 /**
  * Describes the message ctxd.v1.UpdateWorkingMemoryRequest.
