@@ -35,7 +35,8 @@ pub(crate) fn pack_problems(pack: &ContextPack, clears_arguments: bool) -> Vec<S
             let plain = call.native.is_none()
                 && call.reasoning.is_empty()
                 && call.tool_calls.iter().all(|c| c.signature.is_empty());
-            if plain && !call.pinned && *arguments != "{}" {
+            let empty = arguments.trim().is_empty() || *arguments == "{}";
+            if plain && !call.pinned && !empty {
                 problems.push(format!(
                     "call {id:?} keeps its arguments though its result was cleared"
                 ));
@@ -50,4 +51,28 @@ pub(crate) fn pack_problems(pack: &ContextPack, clears_arguments: bool) -> Vec<S
         ));
     }
     problems
+}
+
+/// Prints `pack` (`CORPUS_DUMP=seed:n:r`): each message's source, sequence, role, tokens, the
+/// start of its text and its calls, then the stats.
+pub(crate) fn dump(pack: &ContextPack) {
+    for m in &pack.messages {
+        let text: String = m.message.content.chars().take(60).collect();
+        let calls: Vec<String> = m
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| format!("{}({})", c.id, c.arguments.chars().take(30).collect::<String>()))
+            .collect();
+        eprintln!(
+            "{:?} {:?} {:?} {} {text:?} {calls:?} {:?} pinned={}",
+            m.source,
+            m.sequence.map(|s| s.get()),
+            m.message.role,
+            m.tokens,
+            m.message.tool_call_id,
+            m.message.pinned
+        );
+    }
+    eprintln!("{:?}", pack.stats);
 }

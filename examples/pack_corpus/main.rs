@@ -746,6 +746,9 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                     eprintln!("{case}: the recalled turn is over the budget or not last");
                     failures += 1;
                 }
+                if std::env::var("CORPUS_DUMP").is_ok_and(|c| c == case) {
+                    checks::dump(pack);
+                }
                 for problem in checks::pack_problems(pack, clears_arguments) {
                     eprintln!("{case}: {problem}");
                     failures += 1;

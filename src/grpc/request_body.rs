@@ -195,10 +195,10 @@ impl Body for CheckedBody {
 /// A body read error as the caller's: INVALID_ARGUMENT, unless it already says more.
 fn unreadable(status: Status) -> Status {
     match status.code() {
-        tonic::Code::Internal | tonic::Code::Unknown => Status::invalid_argument(format!(
-            "the request body could not be read: {}",
-            status.message()
-        )),
+        // The transport's own words (hyper's "IncompleteBody") say nothing to a caller.
+        tonic::Code::Internal | tonic::Code::Unknown => Status::invalid_argument(
+            "the request body could not be read whole: it ended early or its framing is broken",
+        ),
         _ => status,
     }
 }

@@ -35,7 +35,7 @@ async fn a_request_of_too_many_entries_is_refused_before_it_is_decoded(kind: Sto
     assert_field_violation(&status, "messages");
     assert!(status.message().contains("entries"), "{status:?}");
     // The same over Connect, in both encodings.
-    let http = reqwest::Client::new();
+    let http = http();
     let url = format!("http://{}/ctxd.v1.ContextService/AppendMessage", app.addr);
     let json = format!(
         "{{\"conversationId\":\"entries\",\"messages\":[{}{{}}]}}",
@@ -548,4 +548,56 @@ async fn attachment_uris_are_checked_and_sent_only_where_the_provider_fetches(ki
             .collect();
         assert_eq!(images, [format!("data:image/png;base64,{png}")], "{format:?}");
     }
+}
+
+/// An HTTP client (reqwest's rustls needs the process-wide provider; a second install is a
+/// no-op).
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+/// Sends `request` (HTTP/1.1, written by hand) to `app`, half-closes, and reads the answer.
+async fn http1(app: &TestApp, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    );
+    let _ = read.await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn protocol_edge_cases_get_the_callers_statuses() {
+    let app = spawn_app(StoreKind::InMemory).await;
+    // A deadline of 0 ms has passed: not answered 200.
+    let response = http()
+        .post(format!("http://{}/ctxd.v1.ContextService/CountTokens", app.addr))
+        .header("content-type", "application/json")
+        .header("connect-timeout-ms", "0")
+        .body(r#"{"text":"hi"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(response.status(), 200);
+    assert!(response.text().await.unwrap().contains("deadline_exceeded"));
+    // A transfer coding the server does not decode is refused, not read as the body.
+    let gzip = b"POST /ctxd.v1.ContextService/CountTokens HTTP/1.1\r\nHost: x\r\n\
+        Content-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n\
+        d\r\n{\"text\":\"hi\"}\r\n0\r\n\r\n";
+    let answer = http1(&app, gzip).await;
+    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // A gRPC-Web body that ends before its Content-Length is the caller's fault.
+    let mut cut = b"POST /ctxd.v1.ContextService/CountTokens HTTP/1.1\r\nHost: x\r\n\
+        Content-Type: application/grpc-web+proto\r\nContent-Length: 100\r\n\r\n"
+        .to_vec();
+    cut.extend_from_slice(&[0, 0, 0, 0, 95, 0x0a, 0x02, b'h', b'i']);
+    let answer = http1(&app, &cut).await.to_ascii_lowercase();
+    assert!(!answer.contains("grpc-status: 13"), "{answer}");
+    assert!(!answer.contains("incompletebody"), "{answer}");
 }

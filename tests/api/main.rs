@@ -7,6 +7,7 @@ mod append;
 mod attachments;
 mod auth;
 mod cache;
+mod conformance;
 mod connect;
 mod context;
 mod conversations;

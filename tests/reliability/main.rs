@@ -10,6 +10,7 @@ mod appenders;
 mod bodies;
 mod connections;
 mod cpu;
+mod degradations;
 mod forks;
 mod held;
 mod hostile;
@@ -163,6 +164,9 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("bodies") {
         reports.push(bodies::hostile_bodies(binary, &cluster, &work).await?);
+    }
+    if wanted("degradations") {
+        reports.push(degradations::degradations(binary, &cluster, &work).await?);
     }
     if wanted("held") {
         reports.push(held::held_memory(binary, &cluster, &work).await?);

@@ -651,9 +651,19 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
             .filter(|m| m.sequence.get() <= through && !m.message.exclude_from_context)
             .find(|m| !shown.contains(&m.sequence));
         if let Some(hole) = hole {
+            // A summary that does not fit, even cut, is left out as the history it covers is:
+            // the truncation notice names the range.
+            let named = pack
+                .messages
+                .iter()
+                .filter(|m| m.source == Source::TruncationNotice)
+                .any(|m| {
+                    notice_range(&m.message.content)
+                        .is_some_and(|(a, b)| (a..=b).contains(&hole.sequence.get()))
+                });
             prop_assert!(
-                summary.is_some() || pack.stats.over_budget,
-                "message {} is covered by the summary, and neither is in the pack",
+                summary.is_some() || pack.stats.over_budget || named,
+                "message {} is covered by the summary, and neither is in the pack nor named by a notice",
                 hole.sequence
             );
         }
@@ -700,6 +710,14 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
 }
 
 /// An assistant reply of the log that a pack may leave out when it would end the pack.
+/// The sequences a truncation notice names: `(sequences A to B)`.
+fn notice_range(text: &str) -> Option<(u64, u64)> {
+    let rest = text.split("(sequences ").nth(1)?;
+    let (first, rest) = rest.split_once(" to ")?;
+    let last = rest.split(')').next()?;
+    Some((first.parse().ok()?, last.parse().ok()?))
+}
+
 fn is_reply(m: &StoredMessage) -> bool {
     m.message.role == Role::Assistant && m.message.tool_calls.is_empty() && !m.message.pinned
 }

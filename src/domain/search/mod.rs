@@ -24,8 +24,8 @@ pub const MAX_SEARCHED_BYTES: usize = 64 * 1024;
 /// entry costs tens of bytes on either store, and 64 KiB of distinct two-letter words (CJK text
 /// without spaces) would otherwise make 20,000 of them (measured: 38x the text in the in-memory
 /// store's RSS, 19x in PostgreSQL's table and index). Prose of that length holds 2,000 to
-/// 3,000 distinct words.
-pub const MAX_DOCUMENT_TERMS: usize = 4_096;
+/// 3,000 distinct words; a message's first 2,048 are what a search of it is about.
+pub const MAX_DOCUMENT_TERMS: usize = 2_048;
 /// Words longer than this (hashes, base64, minified code) are not indexed.
 pub const MAX_WORD_BYTES: usize = 64;
 /// The most distinct terms a query looks for; the rest of a longer query is ignored.

@@ -206,25 +206,47 @@ impl ContextPacker {
         None
     }
 
-    /// Clears the window's messages at `indices`, with their accounting.
+    /// Clears the window's tool results at `indices`, with their accounting; with
+    /// `clear_arguments`, the calls of the cleared results too (their arguments emptied,
+    /// whatever that saves, unless it would cost more).
     fn clear_window(&mut self, indices: &[usize]) {
         let names = call_names(&self.window.messages);
-        let cleared_ids: HashSet<String> = indices
+        let messages = &self.window.messages;
+        let results: Vec<usize> = indices
             .iter()
-            .filter(|&&i| self.window.messages[i].message.role == Role::Tool)
-            .filter_map(|&i| self.window.messages[i].message.tool_call_id.clone())
+            .copied()
+            .filter(|&i| messages[i].message.role == Role::Tool)
             .collect();
-        for &i in indices {
+        let cleared_ids: HashSet<String> = results
+            .iter()
+            .filter_map(|&i| messages[i].message.tool_call_id.clone())
+            .collect();
+        let clear_arguments = self
+            .request
+            .clear_tool_results
+            .as_ref()
+            .is_some_and(|c| c.clear_arguments);
+        let callers = (0..messages.len()).filter(|&i| {
+            let m = &messages[i];
+            clear_arguments
+                && plain_call(m)
+                && !self.is_pinned(m)
+                && m.message.tool_calls.iter().any(|c| cleared_ids.contains(&c.id))
+        });
+        let callers: Vec<usize> = callers.collect();
+        for i in results.into_iter().chain(callers) {
             let cleared = self.cleared(&self.window.messages[i], &names, &cleared_ids);
-            let saved = self.window.messages[i].tokens.saturating_sub(cleared.tokens);
-            if saved == 0 {
+            let before = self.window.messages[i].tokens;
+            let saved = before.saturating_sub(cleared.tokens);
+            let result = cleared.message.role == Role::Tool;
+            if cleared.tokens > before || (result && saved == 0) {
                 continue;
             }
             if let Some(sequence) = cleared.sequence {
                 // Not verbatim any more (a result's content, a call's arguments).
                 self.shaping.cleared.insert(sequence);
             }
-            if cleared.message.role == Role::Tool {
+            if result {
                 self.stats.tool_results_cleared += 1;
                 // Its head and tail, if it was cut, are gone with the rest.
                 if let Some(sequence) = cleared.sequence {

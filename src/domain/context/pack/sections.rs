@@ -32,8 +32,8 @@ impl ContextPacker {
             return;
         }
         if !self.add_summary() {
-            // Everything it covers is left out, and it cannot say what that was.
-            self.stats.over_budget = true;
+            // It does not fit even cut: it is left out as the history it covers is, and the
+            // truncation notice (whose room is kept) names what that was. The pack fits.
             self.walk.phase = Phase::Done;
             return;
         }

@@ -1,0 +1,186 @@
+//! Classes a hidden conformance sweep of native appends, attachments, clearing and recall
+//! found (Conformance IV), each as a regression test on both stores: the rest (pending images,
+//! data-URI PDFs, narrow images, refusals) are in `attachments.rs` and the domain's tests.
+
+use ctxd::proto;
+use serde_json::Value;
+
+use crate::{
+    contract_tests,
+    helpers::{StoreKind, TestApp, assistant, assistant_calling, spawn_app, tool_result, user},
+};
+
+contract_tests!(
+    clearing_empties_the_arguments_of_every_cleared_results_call_in_every_format,
+    a_summary_too_large_to_fit_is_named_by_the_notice_and_the_pack_is_not_over_budget,
+);
+
+fn formats() -> [proto::Format; 4] {
+    [
+        proto::Format::OpenaiChat,
+        proto::Format::AnthropicMessages,
+        proto::Format::OpenaiResponses,
+        proto::Format::Gemini,
+    ]
+}
+
+/// A call named `id` with arguments, as a model makes it.
+fn calling(id: &str, arguments: &str) -> proto::Message {
+    let mut message = assistant_calling(&[id]);
+    message.tool_calls[0].name = "read_file".into();
+    message.tool_calls[0].arguments = arguments.into();
+    message
+}
+
+async fn pack(app: &TestApp, request: proto::BuildContextRequest) -> proto::BuildContextResponse {
+    app.client
+        .clone()
+        .build_context(request)
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn clearing_empties_the_arguments_of_every_cleared_results_call_in_every_format(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let output = "log line: service started, listening, handling requests. ".repeat(40);
+    for turn in 0..6 {
+        let id = format!("call_{turn}");
+        app.append_ok(
+            "clear",
+            vec![
+                user(&format!("Read the log, step {turn}.")),
+                calling(&id, r#"{"path": "/var/log/app/service.log"}"#),
+                tool_result(&id, &output),
+                assistant("Read it."),
+            ],
+        )
+        .await;
+    }
+    // One call with two results, the newer kept whole (keep_recent 1).
+    let mut two = assistant_calling(&["call_a", "call_b"]);
+    for call in &mut two.tool_calls {
+        call.name = "read_file".into();
+        call.arguments = r#"{"path": "/var/log/app/other.log"}"#.into();
+    }
+    app.append_ok(
+        "clear",
+        vec![
+            user("Both logs."),
+            two,
+            tool_result("call_a", &output),
+            tool_result("call_b", &output),
+        ],
+    )
+    .await;
+    app.append_ok("clear", vec![assistant("Done."), user("Thanks.")])
+        .await;
+    for history_policy in [proto::HistoryPolicy::CacheStable, proto::HistoryPolicy::Newest] {
+        for format in formats() {
+            let request = proto::BuildContextRequest {
+                conversation_id: "clear".into(),
+                budget: Some(proto::Budget {
+                    max_tokens: 1_600,
+                    ..Default::default()
+                }),
+                format: format as i32,
+                history_policy: history_policy as i32,
+                clear_tool_results: Some(proto::ClearToolResults {
+                    keep_recent: 1,
+                    exclude_tools: vec![],
+                    clear_arguments: true,
+                }),
+                ..Default::default()
+            };
+            let built = pack(&app, request).await;
+            let stats = built.stats.unwrap();
+            assert!(
+                stats.tool_results_cleared > 0,
+                "{format:?} {history_policy:?}: {stats:?}"
+            );
+            let cleared: Vec<&str> = built
+                .messages
+                .iter()
+                .filter(|m| m.content.starts_with("[tool result cleared"))
+                .map(|m| m.tool_call_id.as_str())
+                .collect();
+            for m in &built.messages {
+                for call in &m.tool_calls {
+                    if cleared.contains(&call.id.as_str()) {
+                        assert_eq!(call.arguments, "{}", "{format:?} {history_policy:?}: {}", call.id);
+                    }
+                }
+            }
+            // And in what the provider receives.
+            let rendered = built.rendered;
+            let paths = rendered.matches("/var/log/app/").count();
+            let kept_whole = built
+                .messages
+                .iter()
+                .flat_map(|m| &m.tool_calls)
+                .filter(|c| c.arguments != "{}")
+                .count();
+            assert_eq!(paths, kept_whole, "{format:?} {history_policy:?}: {rendered}");
+            let _: Value = serde_json::from_str(&rendered).unwrap();
+        }
+    }
+}
+
+async fn a_summary_too_large_to_fit_is_named_by_the_notice_and_the_pack_is_not_over_budget(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    app.append_ok(
+        "summary",
+        vec![
+            user("Plan the trip."),
+            assistant("Sure."),
+            user("Book the hotel."),
+            assistant("Booked."),
+            user("Now the flights."),
+            assistant_calling(&["call_f"]),
+        ],
+    )
+    .await;
+    let summary = proto::SummarizeRequest {
+        conversation_id: "summary".into(),
+        mode: proto::SummarizeMode::Provided as i32,
+        summary_text: "The user plans a trip to Lisbon in May with two colleagues. ".repeat(30),
+        through_sequence: 4,
+        ..Default::default()
+    };
+    app.client.clone().summarize(summary).await.unwrap();
+    let mut named = 0;
+    for format in formats() {
+        for max_tokens in (40..=160).step_by(4) {
+            let request = proto::BuildContextRequest {
+                conversation_id: "summary".into(),
+                budget: Some(proto::Budget {
+                    max_tokens,
+                    ..Default::default()
+                }),
+                format: format as i32,
+                tokenizer: proto::Tokenizer::Cl100kBase as i32,
+                final_assistant: proto::FinalAssistant::Omit as i32,
+                pending_messages: vec![tool_result("call_f", "2 flights found")],
+                ..Default::default()
+            };
+            let built = pack(&app, request).await;
+            let stats = built.stats.unwrap();
+            assert_eq!(
+                stats.over_budget,
+                stats.total_tokens > stats.budget_tokens,
+                "{format:?} at {max_tokens}: over_budget says whether the pack fits: {stats:?}"
+            );
+            let has = |source: proto::ContextSource| built.messages.iter().any(|m| m.source == source as i32);
+            if !has(proto::ContextSource::Summary) && !stats.over_budget {
+                let notice = built
+                    .messages
+                    .iter()
+                    .find(|m| m.source == proto::ContextSource::TruncationNotice as i32)
+                    .unwrap_or_else(|| panic!("{format:?} at {max_tokens}: the summary left out silently"));
+                assert!(notice.content.contains("sequences 1 to"), "{}", notice.content);
+                named += 1;
+            }
+        }
+    }
+    assert!(named > 0, "no budget left the summary out for the notice");
+}
