@@ -40,11 +40,15 @@ use tenant_slots::TenantSlots;
 /// forks must not take the database pool from every other call.
 pub const FORKS_PER_TENANT: usize = 2;
 
-/// Searches one tenant may run at once on a replica: a search of a long conversation ranks
-/// thousands of candidates, and one tenant's storm of them must not take the database and the
-/// CPU from every other call (measured: 16 clients searching a 100k-message conversation
-/// raised another tenant's append and BuildContext p99 5-7x; docs/reliability.md).
-pub const SEARCHES_PER_TENANT: usize = 4;
+/// Searches one tenant runs at once on a replica; the others wait their turn, at most
+/// [`SEARCH_QUEUE_WAIT`]. A search of a long conversation ranks thousands of candidates, and
+/// one tenant's storm of them must not take every core from the others' calls (measured: 16
+/// clients searching a 100k-message conversation raised another tenant's append and
+/// BuildContext p99 5-7x; docs/reliability.md).
+pub const SEARCHES_PER_TENANT: usize = 1;
+
+/// How long a search waits for its tenant's running one before RESOURCE_EXHAUSTED.
+pub const SEARCH_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Texts and requests larger than this are tokenized on the blocking pool, off the async
 /// workers.

@@ -1,6 +1,6 @@
 //! SearchMessages, and the recalled turn BuildContext adds (docs/design.md, "Recall").
 
-use super::{Service, ServiceError, offload};
+use super::{SEARCH_QUEUE_WAIT, Service, ServiceError, offload};
 use crate::{
     domain::{
         ConversationId, Role, Sequence, TenantId, Violations,
@@ -77,7 +77,7 @@ impl Service {
         tenant: &TenantId,
         request: SearchRequest,
     ) -> Result<SearchOutcome, ServiceError> {
-        let Some(_slot) = self.searches.try_take(tenant) else {
+        let Some(_slot) = self.searches.take(tenant, SEARCH_QUEUE_WAIT).await else {
             return Err(ServiceError::TenantBusy {
                 what: "searches",
                 limit: self.searches.per_tenant(),

@@ -4,7 +4,10 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, PoisonError},
+    time::Duration,
 };
+
+use tokio::sync::Notify;
 
 use crate::domain::TenantId;
 
@@ -13,6 +16,8 @@ use crate::domain::TenantId;
 pub(crate) struct TenantSlots {
     per_tenant: usize,
     held: Mutex<HashMap<TenantId, usize>>,
+    /// Wakes the calls waiting in [`TenantSlots::take`] when a slot is given back.
+    freed: Notify,
 }
 
 /// One call's slot, given back when dropped.
@@ -28,6 +33,7 @@ impl TenantSlots {
         Arc::new(Self {
             per_tenant,
             held: Mutex::default(),
+            freed: Notify::new(),
         })
     }
 
@@ -51,6 +57,24 @@ impl TenantSlots {
     }
 }
 
+impl TenantSlots {
+    /// A slot for `tenant`, waiting at most `wait` for one of its calls to end: its calls queue
+    /// behind each other instead of running side by side; `None` past the wait.
+    pub(crate) async fn take(self: &Arc<Self>, tenant: &TenantId, wait: Duration) -> Option<Slot> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before the check, so a slot given back in between wakes it.
+            freed.as_mut().enable();
+            if let Some(slot) = self.try_take(tenant) {
+                return Some(slot);
+            }
+            tokio::time::timeout_at(deadline, freed).await.ok()?;
+        }
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut held = self.slots.held.lock().unwrap_or_else(PoisonError::into_inner);
@@ -60,6 +84,8 @@ impl Drop for Slot {
                 held.remove(&self.tenant);
             }
         }
+        drop(held);
+        self.slots.freed.notify_waiters();
     }
 }
 
@@ -77,5 +103,24 @@ mod tests {
         assert!(slots.try_take(&b).is_some(), "another tenant is not affected");
         drop(first);
         assert!(slots.try_take(&a).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_waiting_call_gets_the_slot_its_tenants_call_gives_back() {
+        let slots = TenantSlots::new(1);
+        let acme = TenantId::parse("acme").unwrap();
+        let first = slots.try_take(&acme).unwrap();
+        let waiting = {
+            let (slots, acme) = (slots.clone(), acme.clone());
+            tokio::spawn(async move { slots.take(&acme, Duration::from_secs(5)).await.is_some() })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(first);
+        assert!(waiting.await.unwrap(), "woken when the slot came back");
+        let _held = slots.try_take(&acme).unwrap();
+        assert!(
+            slots.take(&acme, Duration::from_millis(20)).await.is_none(),
+            "past the wait"
+        );
     }
 }

@@ -72,7 +72,7 @@ async fn index_amplification(binary: &Path, work: &Path, report: &mut Report) ->
             percentile(&mut appends, 0.5).as_secs_f64() * 1e3
         ),
     );
-    report.expect(ratio < 10.0, format!("index amplification {ratio:.1}x"));
+    report.expect(ratio < 16.0, format!("index amplification {ratio:.1}x"));
     Ok(())
 }
 
@@ -91,6 +91,8 @@ async fn connect_json_readers(replica: &Replica, report: &mut Report) -> anyhow:
             })
             .await?;
     }
+    // reqwest's rustls needs the process-wide provider (a second install is a no-op).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     let url = format!("http://{}/ctxd.v1.ContextService/ListMessages", replica.addr);
     let mut readers = JoinSet::new();
@@ -134,13 +136,18 @@ async fn connect_json_readers(replica: &Replica, report: &mut Report) -> anyhow:
 
 /// One tenant's 4 MiB native appends (4 clients) against another's CountTokens.
 async fn native_appends_against_light_calls(replica: &Replica, report: &mut Report) -> anyhow::Result<()> {
-    // 4 MiB of text in 200 blocks, as a long answer with citations comes.
-    let block = "The quarterly figures show steady growth across regions. ".repeat(350);
+    // 4 MiB of opaque blocks (server tool results ctxd keeps as they came) and a short answer.
+    let found = "The quarterly figures show steady growth across regions. ".repeat(350);
     let blocks: Vec<String> = (0..200)
-        .map(|i| format!("{{\"type\":\"text\",\"text\":\"{i}: {block}\"}}"))
+        .map(|i| {
+            format!(
+                "{{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_{i}\",\"name\":\"web_search\",\
+                 \"input\":{{\"q\":\"{i}: {found}\"}}}}"
+            )
+        })
         .collect();
     let reply = format!(
-        "{{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{}]}}",
+        "{{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{},{{\"type\":\"text\",\"text\":\"Done.\"}}]}}",
         blocks.join(",")
     );
     let deadline = Instant::now() + Duration::from_secs(6);
@@ -231,6 +238,18 @@ async fn search_storm_against_appends(replica: &Replica, report: &mut Report) ->
             ))
             .await?;
     }
+    let mut idle = Vec::new();
+    for n in 0..100 {
+        let started = Instant::now();
+        let request = proto::AppendMessageRequest {
+            conversation_id: "bystander".into(),
+            messages: vec![user(format!("idle message {n}"))],
+            ..Default::default()
+        };
+        client.append_message(as_tenant("bystander", request)).await?;
+        idle.push(started.elapsed());
+    }
+    let idle_p99 = percentile(&mut idle, 0.99);
     let query: String = (0..32).map(|i| format!("{} w{i} ", words[i % 8])).collect();
     let deadline = Instant::now() + Duration::from_secs(6);
     let mut storm = JoinSet::new();
@@ -248,7 +267,11 @@ async fn search_storm_against_appends(replica: &Replica, report: &mut Report) ->
                 };
                 match client.search_messages(as_tenant("searcher", request)).await {
                     Ok(_) => ok += 1,
-                    Err(s) if s.code() == Code::ResourceExhausted => busy += 1,
+                    // Refused: back off as a retrying client does.
+                    Err(s) if s.code() == Code::ResourceExhausted => {
+                        busy += 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                     Err(_) => {}
                 }
             }
@@ -271,14 +294,16 @@ async fn search_storm_against_appends(replica: &Replica, report: &mut Report) ->
     let outcomes = storm.join_all().await;
     let (ok, busy): (usize, usize) = outcomes.iter().fold((0, 0), |(a, b), (o, r)| (a + o, b + r));
     let p99 = percentile(&mut samples, 0.99);
+    let ratio = p99.as_secs_f64() / idle_p99.as_secs_f64().max(1e-6);
     report.figure(
         "another tenant's appends under a 16-client search storm",
         format!(
-            "then p99 5-7x idle; now p99 {:.1} ms over {} appends; searches {ok} answered, {busy} RESOURCE_EXHAUSTED (4 at once per tenant)",
+            "then p99 5-7x idle; now p99 {:.1} ms, {ratio:.1}x idle ({:.1} ms), over {} appends; searches {ok} answered, {busy} RESOURCE_EXHAUSTED (one at a time per tenant, the rest queued up to 2 s)",
             p99.as_secs_f64() * 1e3,
+            idle_p99.as_secs_f64() * 1e3,
             samples.len()
         ),
     );
-    report.expect(p99 < Duration::from_millis(250), format!("append p99 {p99:?}"));
+    report.expect(ratio < 4.0, format!("append p99 {p99:?}, {ratio:.1}x idle"));
     Ok(())
 }
