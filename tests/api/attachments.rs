@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::{
     contract_tests,
-    helpers::{StoreKind, TestApp, assert_field_violation, spawn_app, user},
+    helpers::{StoreKind, assert_field_violation, spawn_app, user},
 };
 
 contract_tests!(
@@ -43,29 +43,6 @@ fn with_image(text: &str, uri: String) -> proto::Message {
     }
 }
 
-async fn pack(
-    app: &TestApp,
-    conversation: &str,
-    format: proto::Format,
-    max_tokens: u32,
-) -> proto::BuildContextResponse {
-    let request = proto::BuildContextRequest {
-        conversation_id: conversation.into(),
-        budget: Some(proto::Budget {
-            max_tokens,
-            ..Default::default()
-        }),
-        format: format as i32,
-        ..Default::default()
-    };
-    app.client
-        .clone()
-        .build_context(request)
-        .await
-        .unwrap()
-        .into_inner()
-}
-
 async fn images_are_measured_counted_per_provider_and_sent_inline(kind: StoreKind) {
     let app = spawn_app(kind).await;
     let data_uri = format!("data:image/png;base64,{}", STANDARD.encode(png(1024, 1024)));
@@ -86,14 +63,14 @@ async fn images_are_measured_counted_per_provider_and_sent_inline(kind: StoreKin
         (proto::Format::AnthropicMessages, 1_369),
         (proto::Format::Gemini, 1_120),
     ] {
-        let with = pack(&app, "img", format, 100_000).await;
-        let without = pack(&app, "txt", format, 100_000).await;
+        let with = app.pack("img", format, 100_000).await;
+        let without = app.pack("txt", format, 100_000).await;
         let cost =
             |p: &proto::BuildContextResponse| p.messages.iter().find(|m| m.sequence == 1).unwrap().tokens;
         assert_eq!(cost(&with), cost(&without) + image, "{format:?}");
         // A budget that holds the text but not the image as the provider counts it.
         let tight = with.stats.as_ref().unwrap().total_tokens - 1;
-        let refused = pack(&app, "img", format, tight).await;
+        let refused = app.pack("img", format, tight).await;
         let stats = refused.stats.unwrap();
         assert!(
             stats.over_budget || stats.total_tokens <= tight,
@@ -225,12 +202,8 @@ async fn a_pdf_given_as_a_data_uri_goes_to_openai_as_a_file(kind: StoreKind) {
         ..user("Summarize the paper.")
     };
     app.append_ok("pdf", vec![message]).await;
-    let chat: Value = serde_json::from_str(
-        &pack(&app, "pdf", proto::Format::OpenaiChat, 100_000)
-            .await
-            .rendered,
-    )
-    .unwrap();
+    let chat: Value =
+        serde_json::from_str(&app.pack("pdf", proto::Format::OpenaiChat, 100_000).await.rendered).unwrap();
     let parts = chat[0]["content"].as_array().unwrap();
     let file = parts
         .iter()
@@ -245,7 +218,7 @@ async fn a_pdf_given_as_a_data_uri_goes_to_openai_as_a_file(kind: StoreKind) {
         "{chat}"
     );
     let responses: Value = serde_json::from_str(
-        &pack(&app, "pdf", proto::Format::OpenaiResponses, 100_000)
+        &app.pack("pdf", proto::Format::OpenaiResponses, 100_000)
             .await
             .rendered,
     )
@@ -266,8 +239,10 @@ async fn a_narrow_image_costs_what_anthropic_publishes(kind: StoreKind) {
         .await;
     app.append_ok("txt", vec![user("A tall chart.")]).await;
     let cost = |p: &proto::BuildContextResponse| p.messages.iter().find(|m| m.sequence == 1).unwrap().tokens;
-    let with = pack(&app, "narrow", proto::Format::AnthropicMessages, 100_000).await;
-    let without = pack(&app, "txt", proto::Format::AnthropicMessages, 100_000).await;
+    let with = app
+        .pack("narrow", proto::Format::AnthropicMessages, 100_000)
+        .await;
+    let without = app.pack("txt", proto::Format::AnthropicMessages, 100_000).await;
     // Scaled to 63x1568: (63 x 1568) / 750 = 131.7, where whole 28-pixel patches make 168.
     assert_eq!(cost(&with) - cost(&without), 132);
 }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::{
     contract_tests,
-    helpers::{StoreKind, TestApp, assistant, assistant_calling, spawn_app, tool_result, user},
+    helpers::{StoreKind, assistant, assistant_calling, spawn_app, tool_result, user},
 };
 
 contract_tests!(
@@ -30,15 +30,6 @@ fn calling(id: &str, arguments: &str) -> proto::Message {
     message.tool_calls[0].name = "read_file".into();
     message.tool_calls[0].arguments = arguments.into();
     message
-}
-
-async fn pack(app: &TestApp, request: proto::BuildContextRequest) -> proto::BuildContextResponse {
-    app.client
-        .clone()
-        .build_context(request)
-        .await
-        .unwrap()
-        .into_inner()
 }
 
 async fn clearing_empties_the_arguments_of_every_cleared_results_call_in_every_format(kind: StoreKind) {
@@ -92,7 +83,7 @@ async fn clearing_empties_the_arguments_of_every_cleared_results_call_in_every_f
                 }),
                 ..Default::default()
             };
-            let built = pack(&app, request).await;
+            let built = app.build(request).await;
             let stats = built.stats.unwrap();
             assert!(
                 stats.tool_results_cleared > 0,
@@ -163,7 +154,7 @@ async fn a_summary_too_large_to_fit_is_named_by_the_notice_and_the_pack_is_not_o
                 pending_messages: vec![tool_result("call_f", "2 flights found")],
                 ..Default::default()
             };
-            let built = pack(&app, request).await;
+            let built = app.build(request).await;
             let stats = built.stats.unwrap();
             assert_eq!(
                 stats.over_budget,

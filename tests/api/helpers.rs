@@ -192,6 +192,35 @@ impl TestApp {
             .into_inner()
     }
 
+    /// The pack `request` asks for, which must be built.
+    pub async fn build(&self, request: proto::BuildContextRequest) -> proto::BuildContextResponse {
+        self.client
+            .clone()
+            .build_context(request)
+            .await
+            .expect("BuildContext succeeds")
+            .into_inner()
+    }
+
+    /// The pack of `conversation` in `format` at `max_tokens`, which must be built.
+    pub async fn pack(
+        &self,
+        conversation: &str,
+        format: proto::Format,
+        max_tokens: u32,
+    ) -> proto::BuildContextResponse {
+        self.build(proto::BuildContextRequest {
+            conversation_id: conversation.into(),
+            budget: Some(proto::Budget {
+                max_tokens,
+                ..Default::default()
+            }),
+            format: format as i32,
+            ..Default::default()
+        })
+        .await
+    }
+
     /// Every message of a conversation, following pages.
     pub async fn all_messages(&self, conversation: &str) -> Result<Vec<proto::Message>, Status> {
         self.all_messages_as("default", conversation).await
