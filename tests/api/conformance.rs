@@ -11,6 +11,7 @@ use crate::{
 };
 
 contract_tests!(
+    a_blank_user_message_ends_the_replies_left_out_where_the_format_sends_it,
     clearing_empties_the_arguments_of_every_cleared_results_call_in_every_format,
     a_summary_too_large_to_fit_is_named_by_the_notice_and_the_pack_is_not_over_budget,
 );
@@ -174,4 +175,45 @@ async fn a_summary_too_large_to_fit_is_named_by_the_notice_and_the_pack_is_not_o
         }
     }
     assert!(named > 0, "no budget left the summary out for the notice");
+}
+
+async fn a_blank_user_message_ends_the_replies_left_out_where_the_format_sends_it(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    app.append_ok(
+        "blank",
+        vec![
+            user("Plan the trip."),
+            assistant("Here is the plan."),
+            user(" "),
+            assistant("Anything else?"),
+        ],
+    )
+    .await;
+    for (format, expected) in [
+        // The OpenAI formats send the blank turn: only the reply after it ends the pack.
+        (proto::Format::OpenaiChat, vec![1, 2, 3]),
+        (proto::Format::OpenaiResponses, vec![1, 2, 3]),
+        // Anthropic and Gemini leave blank text out: both replies would end the pack.
+        (proto::Format::AnthropicMessages, vec![1, 3]),
+        (proto::Format::Gemini, vec![1, 3]),
+    ] {
+        let request = proto::BuildContextRequest {
+            conversation_id: "blank".into(),
+            budget: Some(proto::Budget {
+                max_tokens: 1_000,
+                ..Default::default()
+            }),
+            format: format as i32,
+            final_assistant: proto::FinalAssistant::Omit as i32,
+            ..Default::default()
+        };
+        let built = app.build(request).await;
+        let sequences: Vec<u64> = built
+            .messages
+            .iter()
+            .filter(|m| m.source == proto::ContextSource::History as i32)
+            .map(|m| m.sequence)
+            .collect();
+        assert_eq!(sequences, expected, "{format:?}: no hole in the history");
+    }
 }

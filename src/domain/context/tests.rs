@@ -18,7 +18,7 @@ use super::{
     anchor::LogEnd,
     cost::{adjusted, attachments_delta, context_text, message_cost_with_text},
     initial_page_limit,
-    render::{anthropic_renders, render},
+    render::{render, renders_as_turn},
 };
 use crate::{
     domain::{
@@ -691,11 +691,10 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
     );
     match case.final_assistant.omits(Format::OpenAiChat) {
         true => {
-            let last_turn = pack
-                .messages
-                .iter()
-                .rev()
-                .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+            let last_turn =
+                pack.messages.iter().rev().find(|m| {
+                    m.message.role != Role::System && renders_as_turn(Format::OpenAiChat, &m.message)
+                });
             let ends_on_reply =
                 last_turn.is_some_and(|m| m.source == Source::History && m.message.role == Role::Assistant);
             prop_assert!(
@@ -982,7 +981,7 @@ proptest! {
                     && m.message.tool_calls.is_empty() && !m.message.pinned;
                 if reply {
                     ending.push(m.clone());
-                } else if m.message.role != Role::System && anthropic_renders(&m.message) {
+                } else if m.message.role != Role::System && renders_as_turn(format, &m.message) {
                     break;
                 }
             }
@@ -1023,7 +1022,7 @@ proptest! {
             // Left out before the budget is shared: never more over budget than the kept pack,
             // but for the closing turn's room when the mandatory parts alone leave none.
             prop_assert!(!left.stats.over_budget || kept.stats.over_budget || closing);
-            let last_turn = left_messages.iter().rev().find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+            let last_turn = left_messages.iter().rev().find(|m| m.message.role != Role::System && renders_as_turn(format, &m.message));
             prop_assert_eq!(closing, last_turn.is_some_and(|m| m.source == Source::History && m.message.role == Role::Assistant));
         }
     }

@@ -8,7 +8,7 @@ use crate::{
         context::{
             ContextMessage, ContextRequest, ContextSnapshot, Format, Source,
             cost::{native_cost, saturate, text_message_cost},
-            render::anthropic_renders,
+            render::{anthropic_renders, renders_as_turn},
         },
         message::{Message, Role, StoredMessage},
     },
@@ -48,7 +48,7 @@ impl LeftOut {
         let pending_turn = request
             .pending
             .iter()
-            .any(|m| !matches!(m.role, Role::Tool | Role::System) && anthropic_renders(m));
+            .any(|m| !matches!(m.role, Role::Tool | Role::System) && renders_as_turn(request.format, m));
         Self {
             trailing_replies: request.final_assistant.omits(request.format) && !pending_turn,
             omitted: Vec::new(),
@@ -96,7 +96,9 @@ impl ContextPacker {
         // A call ends it once its group is known to be complete (in `take`): an incomplete one
         // is left out of the pack.
         let call = !m.tool_calls.is_empty();
-        if !call && !matches!(m.role, Role::Tool | Role::System) && anthropic_renders(m) {
+        // A turn of the pack's format ends it (blank text is one for the OpenAI formats, and
+        // nothing for Anthropic's and Gemini's, which leave it out).
+        if !call && !matches!(m.role, Role::Tool | Role::System) && renders_as_turn(self.request.format, m) {
             self.left_out.trailing_replies = false;
         }
         false
@@ -116,7 +118,7 @@ impl ContextPacker {
                 && !self.is_pinned(m);
             if history_reply {
                 omitted.push(i);
-            } else if m.message.role != Role::System && anthropic_renders(&m.message) {
+            } else if m.message.role != Role::System && renders_as_turn(self.request.format, &m.message) {
                 break;
             }
         }
@@ -145,10 +147,11 @@ impl ContextPacker {
     /// placeholder [`CLOSING_TURN`] closes it. A pending assistant message is the caller's own
     /// prefill and stays last.
     pub(super) fn close_with_user_turn(&mut self, messages: &mut Vec<ContextMessage>) {
+        let format = self.request.format;
         let last_turn = messages
             .iter()
             .rev()
-            .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+            .find(|m| m.message.role != Role::System && renders_as_turn(format, &m.message));
         let stored_reply =
             last_turn.is_some_and(|m| m.message.role == Role::Assistant && m.source == Source::History);
         if !stored_reply {
