@@ -13,9 +13,11 @@ mod gemini;
 mod native;
 mod openai_chat;
 mod openai_responses;
+mod turns;
 
 pub use anthropic::anthropic_renders;
 use native::{native_list, sendable_call};
+pub use turns::renders_as_turn;
 
 use std::borrow::Cow;
 
@@ -134,30 +136,6 @@ fn id_digest(id: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// Whether `message` shows in a pack of `format` as something other than a system part: the
-/// turns whose order the provider checks. Anthropic and Gemini leave out blank text (they
-/// refuse it, [`anthropic_renders`]); Chat Completions sends every message as it is; Responses
-/// leaves out only empty text.
-pub fn renders_as_turn(format: Format, message: &Message) -> bool {
-    match format {
-        Format::AnthropicMessages | Format::Gemini => anthropic_renders(message),
-        Format::OpenAiChat => message.role != crate::domain::message::Role::System,
-        Format::OpenAiResponses => {
-            use crate::domain::message::Role;
-            let visible = || {
-                !super::cost::context_text(message).is_empty()
-                    || message.native.as_ref().is_some_and(|n| n.has_reply())
-            };
-            match message.role {
-                Role::System => false,
-                Role::Tool => true,
-                Role::User => !message.attachments.is_empty() || visible(),
-                Role::Assistant => !message.tool_calls.is_empty() || visible(),
-            }
-        }
-    }
 }
 
 /// `data:` URI of inline bytes.
