@@ -6,8 +6,10 @@
 #  3. the tests (node:test) against the server: every transport, the helpers, CtxdSession with
 #     the Agents SDK's ScriptedModel, the AI SDK helpers with MockLanguageModelV4
 #  4. the universal entry point in Deno (npm package `deno`, pinned) over Connect and gRPC-Web
-#  5. `npm install <path>` into a fresh project, linked and copied (--install-links), and a call
-# No provider network is used. Takes well under a minute once npm's cache is warm.
+#  5. a fresh project installs @ctxd/client (the `npm pack` tarball; the folder with
+#     install-links=true), then `ai` and `@openai/agents` in a second npm install, and runs an app
+# No provider network is used (the npm registry is, for the installs). Takes about a minute
+# once npm's cache is warm.
 set -euo pipefail
 url=${1:?usage: ci.sh http://127.0.0.1:PORT}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,26 +41,38 @@ echo "== Deno (universal entry, fetch)"
 CTXD_URL=$url DENO_NO_UPDATE_CHECK=1 DENO_NO_PROMPT=1 npx --no-install deno run --quiet --no-lock \
   --allow-net --allow-env=CTXD_URL --allow-read test/deno/smoke.mjs
 
-echo "== npm install <path>"
+echo "== install into a fresh project: @ctxd/client, then the frameworks in a second npm install"
+# What a user does: install @ctxd/client from the repository, later `npm install` the frameworks
+# (which rewrites node_modules), then run the app. Two ways that survive the second install:
+#  - tarball: `npm pack` here, `npm install <tarball>` there (package.json records the file);
+#  - folder: `npm install <path>` with `install-links=true` in the project's .npmrc (a copy).
+# (A plain folder install is a symlink back here: its dependencies would come from this folder's
+# node_modules, and without them the app fails with ERR_MODULE_NOT_FOUND.) The app
+# (test/install/app.mjs) runs both adapters with the frameworks at the versions pinned here and
+# in the README, @ai-sdk/openai-compatible included.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-cat > "$scratch/use.mjs" <<'JS'
-import { createCtxdClient, Role } from "@ctxd/client/node";
-import * as web from "@ctxd/client";
-import { CtxdSession } from "@ctxd/client/agents";
-import { loadChat } from "@ctxd/client/ai";
-const [url] = process.argv.slice(2);
-const grpc = createCtxdClient({ baseUrl: url });
-const id = `ts-client/install/${process.pid}-${Date.now()}`;
-const r = await grpc.appendMessage({ conversationId: id, messages: [{ role: Role.USER, content: "hi" }] });
-const fetched = await web.createCtxdClient({ baseUrl: url }).getConversation({ conversationId: id });
-if (r.lastSequence !== 1n || fetched.conversation.lastSequence !== 1n || typeof CtxdSession !== "function" || typeof loadChat !== "function") process.exit(1);
-console.log("ok installed package: gRPC append, Connect read, adapters load");
-JS
-for mode in link copy; do
-  dir="$scratch/$mode" && mkdir -p "$dir" && cp "$scratch/use.mjs" "$dir/"
-  (cd "$dir" && npm init -y >/dev/null && \
-   npm install --no-audit --no-fund --loglevel=error $([ $mode = copy ] && echo --install-links) "$here" >/dev/null && \
-   echo -n "$mode: " && node use.mjs "$url")
+pin() { node -p "require('./package.json').devDependencies['$1']"; }
+frameworks="ai@$(pin ai) @openai/agents@$(pin @openai/agents) zod@$(pin zod) @ai-sdk/openai-compatible@3.0.92"
+tarball=$(npm pack --silent --pack-destination "$scratch" | tail -n 1)
+for mode in tarball folder; do
+  dir="$scratch/$mode" && mkdir -p "$dir" && cp test/install/app.mjs "$dir/"
+  (
+    cd "$dir"
+    npm init -y >/dev/null
+    if [ "$mode" = tarball ]; then
+      npm install --no-audit --no-fund --loglevel=error "$scratch/$tarball" >/dev/null
+    else
+      echo "install-links=true" > .npmrc
+      npm install --no-audit --no-fund --loglevel=error "$here" >/dev/null
+    fi
+    # shellcheck disable=SC2086
+    npm install --no-audit --no-fund --loglevel=error $frameworks >/dev/null
+    if [ -L node_modules/@ctxd/client ] || [ ! -d node_modules/@connectrpc/connect-node ]; then
+      echo "FAIL $mode: @ctxd/client is a symlink or its dependencies are missing after the second npm install" >&2
+      exit 1
+    fi
+    echo -n "$mode: " && node app.mjs "$url"
+  )
 done
 echo "clients/typescript: all checks passed"

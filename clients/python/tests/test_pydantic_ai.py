@@ -1,6 +1,9 @@
 """ctxd.pydantic_ai.CtxdConversationStore with Pydantic AI's own test models."""
 
 import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
@@ -9,6 +12,7 @@ from pydantic_ai.conversation_store import ConversationConflict, ConversationSto
 from pydantic_ai.messages import ModelResponse, TextPart, ThinkingPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import UsageLimits
 
 import ctxd
 from ctxd.pydantic_ai import CtxdConversationStore
@@ -39,6 +43,17 @@ class Scripted:
             ThinkingPart("I need the weather.", id="th_1", signature="SIG-1", provider_name="anthropic"),
             ToolCallPart("get_weather", {"city": "Paris"}, tool_call_id="call_1"),
         ])
+
+
+def readme_function(name: str):
+    """The function `name` as README.md defines it (the code block is run as it is shown)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        if f"def {name}(" in block:
+            namespace: dict = {}
+            exec(compile(block, "README.md", "exec"), namespace)
+            return namespace[name]
+    raise AssertionError(f"README.md defines no {name}")
 
 
 async def run_turn(store, agent, conv_id, prompt, scope=None):
@@ -140,3 +155,92 @@ async def test_branch_fork_list_delete(aclient, conv_id):
     await store.delete(conv_id + "/fork2")
     assert await store.load(conv_id) is None
     assert not (await aclient.list_conversations(labels={"pydantic-ai.branch-of": conv_id})).conversations
+
+
+async def test_round_trip_is_equal_with_provider_timestamps(aclient, conv_id):
+    """OpenAI, Google, Mistral and Hugging Face models put the provider's timestamp, a datetime,
+    in `provider_details`, a dict of Any that JSON gives back as a string: the store puts it back."""
+    def answer(messages, info: AgentInfo) -> ModelResponse:
+        return ModelResponse(
+            parts=[TextPart("18C.", provider_details={"created": datetime(2026, 1, 2, tzinfo=timezone.utc),
+                                                      "note": "2026-01-02T00:00:00Z"})],
+            provider_name="openai",
+            provider_details={"timestamp": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), "service_tier": "default"},
+        )
+
+    store = CtxdConversationStore(aclient)
+    agent = weather_agent(FunctionModel(answer))
+    await run_turn(store, agent, conv_id, "Weather?")
+    second = await run_turn(store, agent, conv_id, "Again?")
+    loaded = await store.load(conv_id)
+    assert loaded.messages == second.all_messages()
+    response = loaded.messages[-1]
+    assert response.provider_details["timestamp"] == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert response.parts[0].provider_details["note"] == "2026-01-02T00:00:00Z"  # a string stays a string
+    stored = (await aclient.list_messages(conv_id)).messages[-1]
+    assert json.loads(stored.metadata["pydantic_ai.datetimes"]) == [
+        ["parts", 0, "provider_details", "created"], ["provider_details", "timestamp"]]
+    # A save of the loaded conversation (compared by ==, not by the load's marks) stores nothing new.
+    assert await store.save(Conversation(conversation_id=conv_id, messages=loaded.messages,
+                                         revision=loaded.revision)) == []
+
+
+class Sensor:
+    """A FunctionModel function: reads a sensor (a few hundred tokens) on each prompt, then
+    answers; records what each request was sent."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, messages, info: AgentInfo) -> ModelResponse:
+        self.calls.append(list(messages))
+        if any(p.part_kind == "tool-return" for p in messages[-1].parts):
+            return ModelResponse(parts=[TextPart(f"Turn {len(self.calls) // 2}: normal.")])
+        return ModelResponse(parts=[ToolCallPart("read_sensor", {"turn": len(self.calls)}, tool_call_id="call_1")])
+
+
+async def test_budgeted_load_packs_and_save_appends(aclient, conv_id):
+    script = Sensor()
+    agent = Agent(FunctionModel(script), instructions="Report the readings.")
+
+    @agent.tool_plain
+    def read_sensor(turn: int) -> str:
+        """The sensor's readings."""
+        return " ".join(f"sensor-{turn}-reading-{k}" for k in range(60))
+
+    store = CtxdConversationStore(aclient, budget_tokens=2000)
+    summaries = 0
+    for turn in range(1, 31):
+        conversation = await store.load(conv_id) or Conversation(conversation_id=conv_id)
+        if turn > 1:
+            stats = store.last_pack.stats
+            assert stats.total_tokens <= stats.budget_tokens == 1500
+            summaries += stats.summary_through_sequence > 0
+        # A conversation's usage carries over, and UsageLimits count it: 60 requests is over the default 50.
+        result = await agent.run(f"Turn {turn}: read the sensor.", conversation=conversation,
+                                 usage_limits=UsageLimits(request_limit=None))
+        await store.save(result)
+
+    whole = await store.load(conv_id, budget_tokens=None)
+    assert len(whole.messages) == 30 * 4 and (await store.read_record(conv_id)).branches == []
+    assert [p.content for p in whole.messages[-4].parts if p.part_kind == "user-prompt"] == ["Turn 30: read the sensor."]
+    packed = await store.load(conv_id)
+    # The pack: the summary as a system prompt, then the newest stored messages, unchanged.
+    notes, *recent = packed.messages
+    assert notes.parts[0].part_kind == "system-prompt" and notes.parts[0].content.startswith("Summary of the conversation")
+    assert 4 <= len(recent) < 40 and recent == whole.messages[-len(recent):]
+    assert recent[0].parts[0].part_kind == "user-prompt"
+    assert summaries > 10
+    # What the model was sent on the last turn began with the summary.
+    assert script.calls[-1][0].parts[0].content.startswith("Summary of the conversation")
+    assert len(script.calls[-1]) < 40
+
+
+async def test_readme_chat_turn(aclient, conv_id):
+    chat_turn = readme_function("chat_turn")
+    script = Scripted()
+    agent = weather_agent(FunctionModel(script))
+    assert await chat_turn(aclient, agent, conv_id, "Weather in Paris?") == "Answer 2: 18C."
+    assert await chat_turn(aclient, agent, conv_id, "And now?") == "Answer 4: 18C."
+    assert [p.content for p in script.calls[2][0].parts if p.part_kind == "user-prompt"] == ["Weather in Paris?"]
+    assert len((await CtxdConversationStore(aclient).load(conv_id)).messages) == 8

@@ -1,7 +1,8 @@
 import { Code } from "@connectrpc/connect";
+import { DEFAULT_BUDGET_TOKENS } from "./core.js";
 import { isCode } from "./errors.js";
 import { Format } from "./gen/ctxd/v1/messages_pb.js";
-import { ContextSource, SummarizeMode } from "./gen/ctxd/v1/context_pb.js";
+import { ContextSource, HistoryPolicy, SummarizeMode, } from "./gen/ctxd/v1/context_pb.js";
 // ---------------------------------------------------------------------------------------------
 // SDK item <-> Responses wire item
 // ---------------------------------------------------------------------------------------------
@@ -312,29 +313,179 @@ export function fromResponsesItem(wire, callNames = new Map()) {
             return { type: "unknown", id: w.id, providerData: w };
     }
 }
+// ---------------------------------------------------------------------------------------------
+// Keys, usage and appends
+// ---------------------------------------------------------------------------------------------
+/** Responses input items that answer a client-executed call (a tool message in ctxd). */
+const OUTPUT_TYPES = new Set([
+    "function_call_output",
+    "custom_tool_call_output",
+    "computer_call_output",
+    "local_shell_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+]);
+/** A wire item the model produced (ctxd stores a run of them as one assistant message). */
+function isModelSide(w) {
+    if (w.type === undefined || w.type === "message")
+        return w.role === "assistant";
+    return !OUTPUT_TYPES.has(w.type);
+}
+/** JSON with sorted keys: equal for JSON-equal values. */
+function stable(v) {
+    if (Array.isArray(v))
+        return `[${v.map(stable).join(",")}]`;
+    if (isRecord(v))
+        return `{${Object.keys(v).sort().filter((k) => v[k] !== undefined).map((k) => `${JSON.stringify(k)}:${stable(v[k])}`).join(",")}}`;
+    return JSON.stringify(v) ?? "null";
+}
+/** An item's exact wire form, as a key. */
+const wireKey = (item) => stable(toResponsesItem(item));
 /**
- * An Agents SDK `Session` (and `OpenAIResponsesCompactionAwareSession`) stored in ctxd.
+ * What an item is, whatever the ids and metadata the SDK or a pack add or strip: calls and their
+ * results by call id (unique in a conversation), messages by role and text, reasoning by content.
+ */
+function itemKey(item) {
+    const w = toResponsesItem(item);
+    const type = w.type ?? "message";
+    if (type === "message") {
+        const c = w.content;
+        const text = Array.isArray(c) ? c.map((p) => (typeof p?.text === "string" ? p.text : typeof p?.refusal === "string" ? p.refusal : stable(p))).join("\u0000") : typeof c === "string" ? c : stable(c);
+        return `m:${w.role}:${text}`;
+    }
+    if (typeof w.call_id === "string")
+        return `${OUTPUT_TYPES.has(type) ? "o" : "c"}:${type}:${w.call_id}`;
+    if (type === "reasoning")
+        return `r:${w.encrypted_content ?? ""}:${stable(w.summary ?? [])}`;
+    return `x:${type}:${typeof w.id === "string" ? w.id : stable(w)}`;
+}
+const add = (m, k) => m.set(k, (m.get(k) ?? 0) + 1);
+function take(m, k) {
+    const n = m.get(k) ?? 0;
+    if (n <= 0)
+        return false;
+    if (n === 1)
+        m.delete(k);
+    else
+        m.set(k, n - 1);
+    return true;
+}
+/** How much of each run's Usage (RunContext.usage, which only grows) is already stored. */
+const usageMarks = new WeakMap();
+/**
+ * The first time the session sees a run's RunContext (the runner's first session call of the
+ * run: getItems, before any model call), the usage it already carries belongs to the part of the
+ * run made before it was serialized (a RunState resumed after tool approvals) and was stored by
+ * the process that ran it: only what comes after counts.
+ */
+function firstSight(context) {
+    const usage = context?.usage;
+    if (isRecord(usage) && !usageMarks.has(usage))
+        usageMarks.set(usage, markOf(usage));
+}
+/** Where a Usage stands now. */
+function markOf(usage) {
+    const len = (v) => (Array.isArray(v) ? v.length : 0);
+    return { input: Number(usage.inputTokens) || 0, output: Number(usage.outputTokens) || 0, inputDetails: len(usage.inputTokensDetails), outputDetails: len(usage.outputTokensDetails) };
+}
+/** The part of a run's usage not stored yet, and how to mark it stored. */
+function unstoredUsage(usage) {
+    if (!isRecord(usage))
+        return undefined;
+    const u = usage;
+    const mark = usageMarks.get(usage) ?? { input: 0, output: 0, inputDetails: 0, outputDetails: 0 };
+    const now = markOf(u);
+    const sum = (details, from, to, key) => (Array.isArray(details) ? details.slice(from, to) : []).reduce((n, d) => n + (Number(d?.[key]) || 0), 0);
+    const wire = {
+        input_tokens: Math.max(0, now.input - mark.input),
+        output_tokens: Math.max(0, now.output - mark.output),
+        input_tokens_details: { cached_tokens: sum(u.inputTokensDetails, mark.inputDetails, now.inputDetails, "cached_tokens") },
+        output_tokens_details: { reasoning_tokens: sum(u.outputTokensDetails, mark.outputDetails, now.outputDetails, "reasoning_tokens") },
+    };
+    const empty = !wire.input_tokens && !wire.output_tokens && !wire.input_tokens_details.cached_tokens && !wire.output_tokens_details.reasoning_tokens;
+    return empty ? undefined : { wire, commit: () => usageMarks.set(usage, now) };
+}
+// ---------------------------------------------------------------------------------------------
+// The session
+// ---------------------------------------------------------------------------------------------
+/** The default `budgetTokens` (32,000; why: see its definition in core.ts and the README). */
+export { DEFAULT_BUDGET_TOKENS };
+const ZERO_USAGE = { inputTokens: 0, outputTokens: 0, totalTokens: 0, inputTokensDetails: {}, outputTokensDetails: {}, endpoint: "ctxd.summarize" };
+/**
+ * An Agents SDK `Session` (with `OpenAIResponsesCompactionAwareSession` and
+ * `RunContextAwareSession`) stored in ctxd, handing the model context packs.
  *
- *   const session = new CtxdSession({ sessionId: "user-42/support", client });
- *   await run(agent, "Hello", { session });
+ *   const session = new CtxdSession({ sessionId: "user-42/support", client, budgetTokens: 32_000 });
+ *   await run(agent, "Hello", { session, callModelInputFilter: session.callModelInputFilter });
  */
 export class CtxdSession {
     sessionId;
     client;
+    /** The runner passes its RunContext to every session call (usage is read from it). */
+    acceptsRunContext = true;
+    budgetTokens;
+    reserveTokens;
+    wholeLog;
+    options;
     compaction;
     pageSize;
+    run;
     constructor(options) {
         if (!options?.sessionId)
             throw new TypeError("CtxdSession: sessionId is required");
         if (!options.client)
             throw new TypeError("CtxdSession: client is required");
+        const budget = options.budgetTokens ?? DEFAULT_BUDGET_TOKENS;
+        if (!Number.isInteger(budget) || budget <= 0 || budget > 10_000_000) {
+            throw new TypeError(`CtxdSession: budgetTokens must be an integer from 1 to 10,000,000, got ${budget}`);
+        }
         this.sessionId = options.sessionId;
         this.client = options.client;
+        this.options = options;
+        const reserve = options.reserveTokens ?? Math.floor(budget / 4);
+        if (!Number.isInteger(reserve) || reserve < 0 || reserve >= budget) {
+            throw new TypeError(`CtxdSession: reserveTokens must be an integer from 0 to budgetTokens - 1, got ${reserve}`);
+        }
+        this.budgetTokens = budget;
+        this.reserveTokens = reserve;
+        this.wholeLog = options.wholeLog === true;
         this.compaction = options.compaction ?? {};
         this.pageSize = options.pageSize ?? 1000;
     }
     async getSessionId() {
         return this.sessionId;
+    }
+    /** The BuildContext request of the session's packs. */
+    packRequest(extra = {}) {
+        const o = this.options;
+        return {
+            conversationId: this.sessionId,
+            budget: { maxTokens: this.budgetTokens },
+            format: Format.OPENAI_RESPONSES,
+            ...(o.tokenizer === undefined ? {} : { tokenizer: o.tokenizer }),
+            omitWorkingMemory: o.workingMemory === false,
+            ...(o.historyPolicy === undefined ? {} : { historyPolicy: o.historyPolicy }),
+            ...(o.reasoning === undefined ? {} : { reasoning: o.reasoning }),
+            ...(o.toolOutputMaxTokens ? { toolOutputMaxTokens: o.toolOutputMaxTokens } : {}),
+            ...(o.clearToolResults ? { clearToolResults: o.clearToolResults } : {}),
+            ...(o.recall ? { recall: o.recall === true ? {} : o.recall } : {}),
+            ...extra,
+        };
+    }
+    /** What getItems' pack holds: the budget less the reserve. */
+    packRoom() {
+        return this.budgetTokens - this.reserveTokens;
+    }
+    /** The session's pack (undefined when the conversation does not exist yet). */
+    async pack(extra = {}) {
+        try {
+            return await this.client.buildContext(this.packRequest(extra));
+        }
+        catch (e) {
+            if (isCode(e, Code.NotFound))
+                return undefined;
+            throw e;
+        }
     }
     /** The conversation's last sequence and summary watermark (0, 0 when it does not exist). */
     async state() {
@@ -347,6 +498,43 @@ export class CtxdSession {
                 return { last: 0n, summaryThrough: 0n };
             throw e;
         }
+    }
+    /**
+     * The history to give the model: the session's pack (BuildContext, FORMAT_OPENAI_RESPONSES,
+     * within `budgetTokens`: summary, working memory, the newest history that fits, recall) as
+     * Responses input items, or with `wholeLog` the log after the summary. `limit`: the newest
+     * `limit` of those items, in order (the SDK's meaning).
+     */
+    async getItems(limit, runContext) {
+        if (limit !== undefined && limit <= 0)
+            return [];
+        let items;
+        if (this.wholeLog)
+            items = await this.logItems(limit);
+        else {
+            const pack = await this.pack({ budget: { maxTokens: this.budgetTokens, reserveOutputTokens: this.reserveTokens } });
+            items = pack ? this.packItems(pack, "getItems") : [];
+            if (limit !== undefined)
+                items = items.slice(-limit);
+        }
+        if (runContext !== undefined && limit === undefined)
+            this.beginRun(runContext, items);
+        return items;
+    }
+    packItems(pack, use) {
+        this.options.onPack?.(pack, use);
+        const names = new Map();
+        return (pack.rendered ? JSON.parse(pack.rendered) : []).map((w) => fromResponsesItem(w, names));
+    }
+    /** The runner's getItems starts a run: what it gave the model, and (for a new RunContext) fresh bookkeeping. */
+    beginRun(context, items) {
+        firstSight(context);
+        const history = items.map(itemKey);
+        // The same RunContext with items stored ahead of the runner: a read in the middle of a run.
+        if (this.run && this.run.context === context && this.run.ahead.size > 0)
+            this.run.history = history;
+        else
+            this.run = { context, history, stored: new Map(), ahead: new Map(), injected: new Set() };
     }
     /** Items of messages after..through (inclusive), in order, per message. */
     async read(after, through) {
@@ -364,9 +552,6 @@ export class CtxdSession {
             if (page.messages.length === 0)
                 break;
             const rendered = page.rendered ? JSON.parse(page.rendered) : [];
-            // Split the page's rendering back into messages: render each message's share by counting
-            // the items of the same page rendered one message at a time is costly, so use the page as
-            // a whole and attribute items to messages only when needed (popItem reads one message).
             perMessage.push({ sequence: page.messages[page.messages.length - 1].sequence, wire: rendered });
             const next = page.nextAfterSequence;
             cursor = next === 0n ? through : next;
@@ -375,9 +560,8 @@ export class CtxdSession {
         const items = perMessage.flatMap((m) => m.wire.map((w) => fromResponsesItem(w, names)));
         return { items, perMessage };
     }
-    async getItems(limit) {
-        if (limit !== undefined && limit <= 0)
-            return [];
+    /** wholeLog's getItems: the summary as a system item, then the log after its watermark. */
+    async logItems(limit) {
         const { last, summaryThrough } = await this.state();
         if (last === 0n)
             return [];
@@ -413,21 +597,168 @@ export class CtxdSession {
         const summary = pack.messages.find((m) => m.source === ContextSource.SUMMARY);
         return summary ? { type: "message", role: "system", content: summary.content } : undefined;
     }
-    async addItems(items) {
+    /**
+     * Appends items natively in order. The usage not stored yet goes on the last run of model
+     * items (one assistant message), appended as a Responses `Response` object so that ctxd reads
+     * it into Message.usage; the items before and after it go as input arrays, each append guarded
+     * by the previous one's last sequence, and rewound if a later one fails (all or nothing).
+     */
+    async append(items, context) {
         if (!items.length)
             return;
+        const usage = context?.usage;
+        firstSight(context);
         const wire = items.map(toResponsesItem);
-        await this.client.appendMessage({
-            conversationId: this.sessionId,
-            native: { format: Format.OPENAI_RESPONSES, json: JSON.stringify(wire) },
-        });
+        const pending = unstoredUsage(usage);
+        let end = wire.length;
+        while (end > 0 && !isModelSide(wire[end - 1]))
+            end--;
+        if (!pending || end === 0) {
+            await this.client.appendMessage({ conversationId: this.sessionId, native: { format: Format.OPENAI_RESPONSES, json: JSON.stringify(wire) } });
+            return;
+        }
+        let start = end;
+        while (start > 0 && isModelSide(wire[start - 1]))
+            start--;
+        const parts = [];
+        if (start > 0)
+            parts.push(JSON.stringify(wire.slice(0, start)));
+        parts.push(JSON.stringify({ object: "response", output: wire.slice(start, end), usage: pending.wire }));
+        if (end < wire.length)
+            parts.push(JSON.stringify(wire.slice(end)));
+        let first;
+        let expected;
+        for (const json of parts) {
+            try {
+                const res = await this.client.appendMessage({
+                    conversationId: this.sessionId,
+                    native: { format: Format.OPENAI_RESPONSES, json },
+                    ...(expected === undefined ? {} : { expectedLastSequence: expected }),
+                });
+                first ??= res.firstSequence;
+                expected = res.lastSequence;
+            }
+            catch (e) {
+                // All or nothing: take back what the earlier requests stored.
+                if (first !== undefined && expected !== undefined) {
+                    await this.client.rewindConversation({ conversationId: this.sessionId, afterSequence: first - 1n, expectedLastSequence: expected }).catch(() => undefined);
+                }
+                throw e;
+            }
+        }
+        pending.commit();
     }
+    /**
+     * Appends the items in one go (natively, as Responses input items), with the usage the run
+     * reported since the last append on the newest assistant message (Message.usage). Items that
+     * callModelInputFilter already stored during this run are not stored again.
+     */
+    async addItems(items, runContext) {
+        if (!items.length)
+            return;
+        const run = this.run;
+        let fresh = items;
+        if (run && (run.ahead.size || run.injected.size)) {
+            // The runner hands over the run's input as the model got it (which, with the filter, may
+            // hold pack items: summary, notice, history the start-of-run pack lacked), then the run's
+            // output. Skipped: what the filter stored ahead; calls and results the log holds (call ids
+            // are unique); pack items before the last of those (the output after it is new).
+            const keys = items.map(itemKey);
+            const claimed = keys.map((k) => take(run.ahead, k));
+            const last = claimed.lastIndexOf(true);
+            const history = new Set(run.history);
+            const logged = (k) => /^[co]:/.test(k) && (run.stored.has(k) || run.injected.has(k) || history.has(k));
+            fresh = items.filter((_, i) => !claimed[i] && !logged(keys[i]) && !(i < last && run.injected.has(keys[i])));
+        }
+        await this.append(fresh, runContext ?? run?.context);
+        if (run)
+            for (const it of fresh)
+                add(run.stored, itemKey(it));
+    }
+    /**
+     * A `callModelInputFilter` (RunConfig / run options) that makes every model call of a run a
+     * pack within `budgetTokens`, not only the history getItems gave at its start: before each
+     * call it stores the run's items that the log lacks (the new input, the model's calls and
+     * their results; addItems later skips them), compacts when due, and hands the model the
+     * session's pack, reusing the runner's own item objects where the pack holds them unchanged.
+     *
+     *   await run(agent, input, { session, callModelInputFilter: session.callModelInputFilter });
+     *
+     * ctxd keeps the current turn (from the newest user message on) whole: a single tool loop
+     * longer than the budget is sent whole, with `stats.over_budget` (see `onPack`).
+     */
+    callModelInputFilter = async ({ modelData }) => {
+        const run = this.run;
+        if (this.wholeLog)
+            return modelData;
+        if (!run) {
+            warnOnce(this, "CtxdSession.callModelInputFilter: the run does not use this session (pass { session, callModelInputFilter: session.callModelInputFilter }); the input is left as it is");
+            return modelData;
+        }
+        const input = modelData.input;
+        // The run's input is what getItems gave (possibly without orphan calls) and then its own items.
+        let start = 0;
+        for (let j = 0; start < input.length; start++) {
+            const k = itemKey(input[start]);
+            let m = j;
+            while (m < run.history.length && run.history[m] !== k)
+                m++;
+            if (m === run.history.length)
+                break;
+            j = m + 1;
+        }
+        const tail = input.slice(start);
+        const historyCalls = new Set(run.history.filter((k) => k.startsWith("c:") || k.startsWith("o:")));
+        if (tail.some((it) => historyCalls.has(itemKey(it)))) {
+            warnOnce(run, "CtxdSession.callModelInputFilter: the model input does not start with the session's history (a sessionInputCallback reordered it?); the input is left as it is");
+            return modelData;
+        }
+        const known = new Map(run.stored);
+        const missing = tail.filter((it) => !take(known, itemKey(it)));
+        if (missing.length) {
+            await this.append(missing, run.context);
+            for (const it of missing) {
+                const k = itemKey(it);
+                add(run.stored, k);
+                add(run.ahead, k);
+            }
+        }
+        let pack = await this.pack();
+        if (pack && (await this.compactionDue(pack)) && (await this.compact(false)).compacted)
+            pack = await this.pack();
+        if (!pack)
+            return modelData;
+        this.options.onPack?.(pack, "modelInput");
+        // The runner's own objects where the pack holds them unchanged: the SDK then knows which of
+        // its items the model got (session persistence, server conversation tracking).
+        const pool = new Map();
+        const names = new Map();
+        for (const it of input) {
+            const k = wireKey(it);
+            pool.set(k, [...(pool.get(k) ?? []), it]);
+            const w = it;
+            if (w.type === "function_call" && typeof w.callId === "string")
+                names.set(w.callId, w.name);
+        }
+        const out = (pack.rendered ? JSON.parse(pack.rendered) : []).map((w) => {
+            const item = fromResponsesItem(w, names);
+            const own = pool.get(wireKey(item))?.shift();
+            if (own)
+                return own;
+            // Not one of the input's items: the summary, memory, a notice, history the start-of-run
+            // pack lacked, or an item the pack changed (a cleared or cut result). The runner may take
+            // it for input to store; addItems skips it.
+            run.injected.add(itemKey(item));
+            return item;
+        });
+        return { ...modelData, input: out };
+    };
     /**
      * Removes and returns the newest item: RewindConversation removes the last message; when that
      * message held several items (a model turn's reasoning, text and calls are one ctxd message),
      * the others are appended again, guarded by expected_last_sequence.
      */
-    async popItem() {
+    async popItem(_runContext) {
         for (let attempt = 0;; attempt++) {
             const { last } = await this.state();
             if (last === 0n)
@@ -470,7 +801,10 @@ export class CtxdSession {
             }
             for (const w of keep)
                 fromResponsesItem(w, names);
-            return fromResponsesItem(popped, names);
+            const item = fromResponsesItem(popped, names);
+            if (this.run)
+                take(this.run.stored, itemKey(item));
+            return item;
         }
     }
     async callName(callId, before) {
@@ -483,7 +817,8 @@ export class CtxdSession {
                     return c.name;
         return undefined;
     }
-    async clearSession() {
+    async clearSession(_runContext) {
+        this.run = undefined;
         try {
             await this.client.deleteConversation({ conversationId: this.sessionId });
         }
@@ -493,60 +828,115 @@ export class CtxdSession {
         }
     }
     /**
-     * The SDK's compaction hook (OpenAIResponsesCompactionAwareSession), run by the runner after a
-     * turn is persisted: advances ctxd's rolling summary with Summarize when the history no longer
-     * fits `compaction.triggerTokens` (or when `force`). getItems then returns the summary as a
-     * system message followed by the items after the summary's watermark; the log keeps everything
-     * (ListMessages, `getAllItems`).
+     * The runner's replacement of history by a provider `compaction` item and what follows it:
+     * ctxd keeps the log, so the items are appended (packs carry the compaction item, and the SDK
+     * reads history from the newest one on). Without this, the SDK would clear the session and
+     * write the replacement back.
      */
-    async runCompaction(args) {
-        const trigger = this.compaction.triggerTokens ?? 0;
-        if (!args?.force) {
-            if (trigger <= 0)
-                return null;
-            const { last } = await this.state();
-            if (last === 0n)
-                return null;
-            const probe = await this.client.buildContext({
-                conversationId: this.sessionId,
-                budget: { maxTokens: trigger },
+    async replaceHistoryWithCompaction(items, runContext) {
+        await this.addItems(items, runContext);
+    }
+    /** Whether automatic compaction is due (`pack`: the session's pack, when at hand). */
+    async compactionDue(pack) {
+        const c = this.compaction;
+        if (c.auto === false)
+            return false;
+        if (c.triggerTokens && c.triggerTokens > 0) {
+            const probe = await this.pack({
+                budget: { maxTokens: c.triggerTokens },
                 omitMessages: true,
                 omitWorkingMemory: true,
-                format: Format.OPENAI_RESPONSES,
-                historyPolicy: 2, // newest that fits: needs_summary as soon as anything is dropped
+                recall: undefined,
+                historyPolicy: HistoryPolicy.NEWEST, // needs_summary as soon as anything is dropped
             });
-            if (!probe.needsSummary)
-                return null;
+            return probe?.needsSummary ?? false;
         }
-        const keepRecentTokens = this.compaction.keepRecentTokens ?? 2000;
-        let changed;
-        if (this.compaction.summarize) {
-            const { prepared } = await this.client.summarize({ conversationId: this.sessionId, keepRecentTokens, mode: SummarizeMode.PREPARE });
-            if (!prepared || prepared.throughSequence === prepared.baseThroughSequence)
-                return null;
-            const text = await this.compaction.summarize(prepared);
-            const res = await this.client.summarize({
-                conversationId: this.sessionId,
-                mode: SummarizeMode.PROVIDED,
-                summaryText: text,
-                throughSequence: prepared.throughSequence,
-                expectedThroughSequence: prepared.baseThroughSequence,
-                expectedLogChanges: prepared.logChanges,
-            });
-            changed = res.changed;
+        if (this.wholeLog)
+            return false;
+        pack ??= await this.pack({ omitMessages: true });
+        return pack?.needsSummary ?? false;
+    }
+    /** One Summarize (server, or prepare + the caller's model + provided): whether it stored a new summary. */
+    async summarizeOnce(keepRecentTokens) {
+        const common = {
+            conversationId: this.sessionId,
+            keepRecentTokens,
+            ...(this.options.tokenizer === undefined ? {} : { tokenizer: this.options.tokenizer }),
+            maxSummaryTokens: this.compaction.maxSummaryTokens ?? Math.max(1, Math.floor(this.packRoom() / 8)),
+        };
+        const summarize = this.compaction.summarize;
+        if (!summarize) {
+            const res = await this.client.summarize({ ...common, mode: SummarizeMode.SERVER });
+            return { changed: res.changed, through: res.summary?.throughSequence ?? 0n };
         }
-        else {
-            const res = await this.client.summarize({ conversationId: this.sessionId, keepRecentTokens, mode: SummarizeMode.SERVER });
-            changed = res.changed;
-        }
-        if (!changed)
+        const { prepared } = await this.client.summarize({ ...common, mode: SummarizeMode.PREPARE });
+        if (!prepared || prepared.throughSequence === prepared.baseThroughSequence)
+            return { changed: false, through: prepared?.baseThroughSequence ?? 0n };
+        const text = await summarize(prepared);
+        const res = await this.client.summarize({
+            ...common,
+            mode: SummarizeMode.PROVIDED,
+            summaryText: text,
+            throughSequence: prepared.throughSequence,
+            expectedThroughSequence: prepared.baseThroughSequence,
+            expectedLogChanges: prepared.logChanges,
+        });
+        return { changed: res.changed, through: res.summary?.throughSequence ?? prepared.throughSequence };
+    }
+    /** Summarize, keeping `keepRecentTokens` verbatim; forced, whatever can be (keeping nothing) when that left nothing. */
+    async compact(force) {
+        const keep = this.compaction.keepRecentTokens ?? Math.floor(this.packRoom() / 2);
+        const once = async (k) => {
+            try {
+                return await this.summarizeOnce(k);
+            }
+            catch (e) {
+                if (isCode(e, Code.NotFound))
+                    return { changed: false, through: 0n };
+                throw e;
+            }
+        };
+        let res = await once(keep);
+        if (!res.changed && force && keep > 0)
+            res = await once(0);
+        const usage = { ...ZERO_USAGE };
+        if (res.changed)
+            return { usage, compacted: true, throughSequence: res.through };
+        const { last, summaryThrough } = await this.state();
+        const reason = last === 0n
+            ? "the session is empty: there is nothing to summarize"
+            : summaryThrough >= last
+                ? `everything is summarized already: the summary covers sequences 1 to ${summaryThrough}, the last message`
+                : `Summarize found nothing to fold in after sequence ${summaryThrough} (of ${last}): what follows is kept verbatim`;
+        return { usage, compacted: false, throughSequence: summaryThrough, reason };
+    }
+    /**
+     * Compaction: the SDK's hook (OpenAIResponsesCompactionAwareSession), run by the runner after
+     * a turn is stored. Advances ctxd's rolling summary with Summarize when due (see
+     * CtxdSessionCompactionOptions: tokens, never item counts); returns null when it was not due or
+     * found nothing new. `{ force: true }` always summarizes what it can (keeping
+     * `keepRecentTokens` verbatim, or nothing when that leaves nothing to summarize) and never
+     * returns null: `compacted: false` with a `reason` says why nothing was (an empty session, or
+     * one summarized to its last message). Packs then carry the summary in place of what it covers;
+     * the log keeps everything (ListMessages, `getAllItems`).
+     */
+    async runCompaction(args, _runContext) {
+        const force = args?.force === true;
+        if (!force && !(await this.compactionDue()))
             return null;
-        const usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0, inputTokensDetails: {}, outputTokensDetails: {}, endpoint: "ctxd.summarize" };
-        return { usage };
+        const result = await this.compact(force);
+        return result.compacted || force ? result : null;
     }
     /** Every item of the log, ignoring the summary (the UI's full history). */
     async getAllItems() {
         const { last } = await this.state();
         return last === 0n ? [] : (await this.read(0n, last)).items;
     }
+}
+const warned = new WeakSet();
+function warnOnce(holder, message) {
+    if (warned.has(holder))
+        return;
+    warned.add(holder);
+    console.warn(message);
 }

@@ -1,9 +1,10 @@
 import type { ModelMessage, UIMessage } from "ai";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { CtxdClient } from "./core.js";
-import { type MessageSchema } from "./gen/ctxd/v1/messages_pb.js";
-import { type Budget } from "./gen/ctxd/v1/context_pb.js";
+import { DEFAULT_BUDGET_TOKENS, type CtxdClient } from "./core.js";
+import { type MessageSchema, type Tokenizer } from "./gen/ctxd/v1/messages_pb.js";
+import { type Budget, type BuildContextResponse, type ClearToolResultsSchema, type HistoryPolicy, type RecallSchema } from "./gen/ctxd/v1/context_pb.js";
 type MessageInit = MessageInitShape<typeof MessageSchema>;
+export { DEFAULT_BUDGET_TOKENS };
 type Json = Record<string, any>;
 export declare const UI_MESSAGE_KEY = "ai.ui_message";
 export declare const UI_MESSAGE_ID_KEY = "ai.ui_message_id";
@@ -38,8 +39,23 @@ export interface PersistOptions {
  */
 export declare function persistOnFinish(client: CtxdClient, conversationId: string, options?: PersistOptions): (event: Json) => Promise<void>;
 export interface BuildPromptOptions {
-    /** Token budget of the pack (default { maxTokens: 100_000 }). */
+    /**
+     * Token budget of the whole prompt: system prompt, summary, memory, history and `pending`
+     * (default DEFAULT_BUDGET_TOKENS, 32,000). Tool schemas are not counted: leave room for them.
+     */
+    budgetTokens?: number;
+    /** The other Budget fields (`reserveOutputTokens` is kept free inside the budget); `budget.maxTokens`, when set, wins over `budgetTokens`. */
     budget?: Partial<Pick<Budget, "maxTokens" | "reserveOutputTokens" | "maxMessages" | "maxTurns">>;
+    /** The model's tokenizer (default: the server's, o200k unless configured; TOKENIZER_APPROX for models without a known one). */
+    tokenizer?: Tokenizer;
+    /** Where history begins when not all of it fits (default: cache-stable, so provider prompt caches hit). */
+    historyPolicy?: HistoryPolicy;
+    /** Recall (SearchMessages): true for the defaults (the newest user message as the query), or the Recall fields. Off unless set. */
+    recall?: boolean | MessageInitShape<typeof RecallSchema>;
+    /** Clear older tool results (context editing). Off unless set. */
+    clearToolResults?: MessageInitShape<typeof ClearToolResultsSchema>;
+    /** Called with the BuildContext response the prompt is made of (stats: tokens, what was left out). */
+    onPack?: (pack: BuildContextResponse) => void;
     /** Dynamic system prompt, placed first (never stored). */
     system?: string;
     /** Messages not stored yet (the new user turn), placed last. */
@@ -51,10 +67,11 @@ export interface BuildPromptOptions {
     omitWorkingMemory?: boolean;
 }
 /**
- * The prompt for streamText/generateText from a BuildContext pack: the system prompt, summary
- * and working memory as system messages first, then the history that fits the budget (tool
- * calls as `tool-call` parts, results as `tool` messages), then `pending`. Pass it as
- * `messages` with `allowSystemInMessages: true`, or split it with `splitSystem`.
+ * The prompt for streamText/generateText from a BuildContext pack within `budgetTokens`
+ * (default 32,000): the system prompt, summary and working memory as system messages first,
+ * then the newest history that fits (cache-stable; tool calls as `tool-call` parts, results as
+ * `tool` messages, a call and its results kept or left out together), then `pending`. Pass it
+ * as `messages` with `allowSystemInMessages: true`, or split it with `splitSystem`.
  */
 export declare function buildPrompt(client: CtxdClient, conversationId: string, options?: BuildPromptOptions): Promise<ModelMessage[]>;
 /** Splits a prompt into `{ instructions, messages }` (leading system messages as instructions). */
@@ -62,4 +79,3 @@ export declare function splitSystem(prompt: ModelMessage[]): {
     instructions: string | undefined;
     messages: ModelMessage[];
 };
-export {};

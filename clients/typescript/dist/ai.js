@@ -1,7 +1,8 @@
 import { Code } from "@connectrpc/connect";
+import { DEFAULT_BUDGET_TOKENS } from "./core.js";
 import { isCode } from "./errors.js";
 import { Format, Role } from "./gen/ctxd/v1/messages_pb.js";
-import { HistoryPolicy } from "./gen/ctxd/v1/context_pb.js";
+export { DEFAULT_BUDGET_TOKENS };
 export const UI_MESSAGE_KEY = "ai.ui_message";
 export const UI_MESSAGE_ID_KEY = "ai.ui_message_id";
 function textOf(parts) {
@@ -333,10 +334,11 @@ function contextToModelMessages(pack) {
     return out;
 }
 /**
- * The prompt for streamText/generateText from a BuildContext pack: the system prompt, summary
- * and working memory as system messages first, then the history that fits the budget (tool
- * calls as `tool-call` parts, results as `tool` messages), then `pending`. Pass it as
- * `messages` with `allowSystemInMessages: true`, or split it with `splitSystem`.
+ * The prompt for streamText/generateText from a BuildContext pack within `budgetTokens`
+ * (default 32,000): the system prompt, summary and working memory as system messages first,
+ * then the newest history that fits (cache-stable; tool calls as `tool-call` parts, results as
+ * `tool` messages, a call and its results kept or left out together), then `pending`. Pass it
+ * as `messages` with `allowSystemInMessages: true`, or split it with `splitSystem`.
  */
 export async function buildPrompt(client, conversationId, options = {}) {
     const pending = options.pending?.length ? modelMessagesToCtxd(options.pending) : [];
@@ -344,14 +346,17 @@ export async function buildPrompt(client, conversationId, options = {}) {
     try {
         pack = await client.buildContext({
             conversationId,
-            budget: { maxTokens: 100_000, ...options.budget },
+            budget: { ...options.budget, maxTokens: options.budget?.maxTokens || (options.budgetTokens ?? DEFAULT_BUDGET_TOKENS) },
             systemPrompt: options.system ?? "",
             pendingMessages: pending,
             format: Format.OPENAI_CHAT,
+            ...(options.tokenizer === undefined ? {} : { tokenizer: options.tokenizer }),
             toolOutputMaxTokens: options.toolOutputMaxTokens ?? 0,
             omitSummary: options.omitSummary ?? false,
             omitWorkingMemory: options.omitWorkingMemory ?? false,
-            historyPolicy: HistoryPolicy.UNSPECIFIED,
+            ...(options.historyPolicy === undefined ? {} : { historyPolicy: options.historyPolicy }),
+            ...(options.recall ? { recall: options.recall === true ? {} : options.recall } : {}),
+            ...(options.clearToolResults ? { clearToolResults: options.clearToolResults } : {}),
         });
     }
     catch (e) {
@@ -360,6 +365,7 @@ export async function buildPrompt(client, conversationId, options = {}) {
             throw e;
         return [...(options.system ? [{ role: "system", content: options.system }] : []), ...(options.pending ?? [])];
     }
+    options.onPack?.(pack);
     return contextToModelMessages(pack.messages);
 }
 /** Splits a prompt into `{ instructions, messages }` (leading system messages as instructions). */

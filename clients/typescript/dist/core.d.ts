@@ -1,5 +1,16 @@
 import { type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { ContextService } from "./gen/ctxd/v1/context_service_pb.js";
+/**
+ * The default token budget of the packs the framework adapters build (CtxdSession
+ * `budgetTokens`, buildPrompt `budgetTokens`): 32,000. It fits the context window of every
+ * current tool-calling model with room left for instructions, tool schemas and the reply
+ * (GPT-4o / 4.1 / 5, Claude, Gemini and Llama 3.1+ take 128k or more; 32k-window local models
+ * fit too), bounds each call's input cost (at most 32k input tokens, most of them a cached
+ * prefix with cache-stable packs), and is about where more context stops helping an agent
+ * (models use the middle of very long inputs poorly). Raise it for long-document work on
+ * long-context models; lower it for small local models (an 8k model: about 6,000).
+ */
+export declare const DEFAULT_BUDGET_TOKENS = 32000;
 /** The typed ctxd client: one method per ContextService RPC (appendMessage, buildContext, ...). */
 export type CtxdClient = Client<typeof ContextService>;
 /** Wire protocol: gRPC (HTTP/2, Node only), Connect (unary JSON or binary), gRPC-Web. */

@@ -1,6 +1,17 @@
 // Transport-independent part of the client: options, auth/tenant headers, the typed client.
 import { createClient } from "@connectrpc/connect";
 import { ContextService } from "./gen/ctxd/v1/context_service_pb.js";
+/**
+ * The default token budget of the packs the framework adapters build (CtxdSession
+ * `budgetTokens`, buildPrompt `budgetTokens`): 32,000. It fits the context window of every
+ * current tool-calling model with room left for instructions, tool schemas and the reply
+ * (GPT-4o / 4.1 / 5, Claude, Gemini and Llama 3.1+ take 128k or more; 32k-window local models
+ * fit too), bounds each call's input cost (at most 32k input tokens, most of them a cached
+ * prefix with cache-stable packs), and is about where more context stops helping an agent
+ * (models use the middle of very long inputs poorly). Raise it for long-document work on
+ * long-context models; lower it for small local models (an 8k model: about 6,000).
+ */
+export const DEFAULT_BUDGET_TOKENS = 32_000;
 /** The interceptor that sets the auth, tenant and extra headers on every call. */
 export function headersInterceptor(options) {
     return (next) => async (req) => {

@@ -1,19 +1,45 @@
 // CtxdSession: an OpenAI Agents SDK (`@openai/agents`) Session kept in ctxd.
 //
+// The model gets a context pack, not the log: getItems is BuildContext in FORMAT_OPENAI_RESPONSES
+// (the pack's `rendered` Responses input items) within `budgetTokens`, and `callModelInputFilter`
+// makes every model call of a run such a pack (the run's items are stored as they are made, just
+// before each call). `wholeLog: true` returns the log instead. Compaction (Summarize) triggers on
+// tokens, and the usage the runner reports is stored on the assistant messages (Message.usage).
+//
 // Items go in natively (AppendMessage `native`, FORMAT_OPENAI_RESPONSES) as Responses API input
-// items, and come back from ListMessages(format=FORMAT_OPENAI_RESPONSES). The JS SDK's
-// AgentInputItem is not the Responses wire shape (camelCase `callId`, `function_call_result`
-// with a `name` for `function_call_output`, reasoning `content` for `summary`, `providerData`
-// for the wire's extra fields), so items are converted both ways the way the SDK's own
-// converters do (@openai/agents-openai openaiResponsesConverter: getInputItems /
+// items. The JS SDK's AgentInputItem is not the Responses wire shape (camelCase `callId`,
+// `function_call_result` with a `name` for `function_call_output`, reasoning `content` for
+// `summary`, `providerData` for the wire's extra fields), so items are converted both ways the way
+// the SDK's own converters do (@openai/agents-openai openaiResponsesConverter: getInputItems /
 // convertToOutputItem, which the package does not export), which round-trips the items the
 // runner stores; see README "What round-trips".
-import type { AgentInputItem, OpenAIResponsesCompactionArgs, OpenAIResponsesCompactionResult, Session } from "@openai/agents-core";
+import type {
+  AgentInputItem,
+  CallModelInputFilterArgs,
+  ModelInputData,
+  OpenAIResponsesCompactionArgs,
+  OpenAIResponsesCompactionAwareSession,
+  OpenAIResponsesCompactionResult,
+  RunContext,
+  RunContextAwareSession,
+  Usage as AgentsUsage,
+} from "@openai/agents-core";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import type { CtxdClient } from "./core.js";
+import { DEFAULT_BUDGET_TOKENS, type CtxdClient } from "./core.js";
 import { isCode } from "./errors.js";
-import { Format } from "./gen/ctxd/v1/messages_pb.js";
-import { ContextSource, SummarizeMode, type PreparedRequest } from "./gen/ctxd/v1/context_pb.js";
+import { Format, type Tokenizer } from "./gen/ctxd/v1/messages_pb.js";
+import {
+  ContextSource,
+  HistoryPolicy,
+  SummarizeMode,
+  type BuildContextRequestSchema,
+  type BuildContextResponse,
+  type ClearToolResultsSchema,
+  type PreparedRequest,
+  type ReasoningPolicy,
+  type RecallSchema,
+} from "./gen/ctxd/v1/context_pb.js";
 
 type Json = Record<string, any>;
 
@@ -304,17 +330,143 @@ export function fromResponsesItem(wire: Json, callNames: Map<string, string> = n
 }
 
 // ---------------------------------------------------------------------------------------------
+// Keys, usage and appends
+// ---------------------------------------------------------------------------------------------
+
+/** Responses input items that answer a client-executed call (a tool message in ctxd). */
+const OUTPUT_TYPES = new Set([
+  "function_call_output",
+  "custom_tool_call_output",
+  "computer_call_output",
+  "local_shell_call_output",
+  "shell_call_output",
+  "apply_patch_call_output",
+]);
+
+/** A wire item the model produced (ctxd stores a run of them as one assistant message). */
+function isModelSide(w: Json): boolean {
+  if (w.type === undefined || w.type === "message") return w.role === "assistant";
+  return !OUTPUT_TYPES.has(w.type);
+}
+
+/** JSON with sorted keys: equal for JSON-equal values. */
+function stable(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
+  if (isRecord(v)) return `{${Object.keys(v).sort().filter((k) => v[k] !== undefined).map((k) => `${JSON.stringify(k)}:${stable(v[k])}`).join(",")}}`;
+  return JSON.stringify(v) ?? "null";
+}
+
+/** An item's exact wire form, as a key. */
+const wireKey = (item: AgentInputItem) => stable(toResponsesItem(item));
+
+/**
+ * What an item is, whatever the ids and metadata the SDK or a pack add or strip: calls and their
+ * results by call id (unique in a conversation), messages by role and text, reasoning by content.
+ */
+function itemKey(item: AgentInputItem): string {
+  const w = toResponsesItem(item);
+  const type = w.type ?? "message";
+  if (type === "message") {
+    const c = w.content;
+    const text = Array.isArray(c) ? c.map((p: Json) => (typeof p?.text === "string" ? p.text : typeof p?.refusal === "string" ? p.refusal : stable(p))).join("\u0000") : typeof c === "string" ? c : stable(c);
+    return `m:${w.role}:${text}`;
+  }
+  if (typeof w.call_id === "string") return `${OUTPUT_TYPES.has(type) ? "o" : "c"}:${type}:${w.call_id}`;
+  if (type === "reasoning") return `r:${w.encrypted_content ?? ""}:${stable(w.summary ?? [])}`;
+  return `x:${type}:${typeof w.id === "string" ? w.id : stable(w)}`;
+}
+
+type Multiset = Map<string, number>;
+const add = (m: Multiset, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
+function take(m: Multiset, k: string): boolean {
+  const n = m.get(k) ?? 0;
+  if (n <= 0) return false;
+  if (n === 1) m.delete(k);
+  else m.set(k, n - 1);
+  return true;
+}
+
+/** A Responses `usage` block, as AppendMessage reads it from a `Response` object. */
+type WireUsage = {
+  input_tokens: number;
+  output_tokens: number;
+  input_tokens_details: { cached_tokens: number };
+  output_tokens_details: { reasoning_tokens: number };
+};
+type UsageMark = { input: number; output: number; inputDetails: number; outputDetails: number };
+/** How much of each run's Usage (RunContext.usage, which only grows) is already stored. */
+const usageMarks = new WeakMap<object, UsageMark>();
+
+/**
+ * The first time the session sees a run's RunContext (the runner's first session call of the
+ * run: getItems, before any model call), the usage it already carries belongs to the part of the
+ * run made before it was serialized (a RunState resumed after tool approvals) and was stored by
+ * the process that ran it: only what comes after counts.
+ */
+function firstSight(context: RunContext<any> | undefined): void {
+  const usage = context?.usage as unknown as Json | undefined;
+  if (isRecord(usage) && !usageMarks.has(usage)) usageMarks.set(usage, markOf(usage));
+}
+
+/** Where a Usage stands now. */
+function markOf(usage: Json): UsageMark {
+  const len = (v: unknown) => (Array.isArray(v) ? v.length : 0);
+  return { input: Number(usage.inputTokens) || 0, output: Number(usage.outputTokens) || 0, inputDetails: len(usage.inputTokensDetails), outputDetails: len(usage.outputTokensDetails) };
+}
+
+/** The part of a run's usage not stored yet, and how to mark it stored. */
+function unstoredUsage(usage: AgentsUsage | undefined): { wire: WireUsage; commit: () => void } | undefined {
+  if (!isRecord(usage)) return undefined;
+  const u = usage as Json;
+  const mark = usageMarks.get(usage) ?? { input: 0, output: 0, inputDetails: 0, outputDetails: 0 };
+  const now = markOf(u);
+  const sum = (details: unknown, from: number, to: number, key: string) =>
+    (Array.isArray(details) ? details.slice(from, to) : []).reduce((n: number, d: Json) => n + (Number(d?.[key]) || 0), 0);
+  const wire: WireUsage = {
+    input_tokens: Math.max(0, now.input - mark.input),
+    output_tokens: Math.max(0, now.output - mark.output),
+    input_tokens_details: { cached_tokens: sum(u.inputTokensDetails, mark.inputDetails, now.inputDetails, "cached_tokens") },
+    output_tokens_details: { reasoning_tokens: sum(u.outputTokensDetails, mark.outputDetails, now.outputDetails, "reasoning_tokens") },
+  };
+  const empty = !wire.input_tokens && !wire.output_tokens && !wire.input_tokens_details.cached_tokens && !wire.output_tokens_details.reasoning_tokens;
+  return empty ? undefined : { wire, commit: () => usageMarks.set(usage, now) };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The session
 // ---------------------------------------------------------------------------------------------
 
+/** The default `budgetTokens` (32,000; why: see its definition in core.ts and the README). */
+export { DEFAULT_BUDGET_TOKENS };
+
+type RecallInit = MessageInitShape<typeof RecallSchema>;
+type ClearToolResultsInit = MessageInitShape<typeof ClearToolResultsSchema>;
+type BuildContextInit = MessageInitShape<typeof BuildContextRequestSchema>;
+/** What a probe changes in the session's BuildContext request. */
+type PackOverrides = {
+  budget?: { maxTokens: number; reserveOutputTokens?: number };
+  omitMessages?: boolean;
+  omitWorkingMemory?: boolean;
+  recall?: undefined;
+  historyPolicy?: HistoryPolicy;
+};
+
 export interface CtxdSessionCompactionOptions {
-  /** Tokens of newest history Summarize leaves verbatim (default 2000). */
-  keepRecentTokens?: number;
   /**
-   * Compact when the history no longer fits this many tokens (BuildContext `needs_summary` at
-   * this budget). Default 0: compact only when the runner or caller forces it.
+   * Compact automatically (default true): the runner calls runCompaction after each turn it
+   * stores, and `callModelInputFilter` checks before each model call. Compaction runs when the
+   * session's pack leaves out history that no summary covers (BuildContext `needs_summary` at
+   * `budgetTokens`), or, with `triggerTokens`, as soon as the history after the summary no
+   * longer fits that many tokens. Never on item counts. false: only `runCompaction({ force:
+   * true })` summarizes. With `wholeLog: true`, automatic compaction needs `triggerTokens`.
    */
+  auto?: boolean;
+  /** Compact once the history after the summary passes this many tokens (0 or unset: the pack's `needs_summary`). */
   triggerTokens?: number;
+  /** Tokens of newest history Summarize leaves verbatim (default: half of what getItems' pack holds, `budgetTokens - reserveTokens`). */
+  keepRecentTokens?: number;
+  /** Upper bound on the summary's tokens (default: an eighth of what getItems' pack holds, so that a summary never crowds out the history). */
+  maxSummaryTokens?: number;
   /**
    * Bring your own LLM: gets ctxd's prepared summarization request (OpenAI chat messages in
    * `prepared.rendered`) and returns the summary text, stored with SUMMARIZE_MODE_PROVIDED.
@@ -328,37 +480,149 @@ export interface CtxdSessionOptions {
   sessionId: string;
   /** A client from createCtxdClient (`@ctxd/client` or `@ctxd/client/node`). */
   client: CtxdClient;
-  /** Compaction (runCompaction) backed by ctxd's Summarize; see CtxdSessionCompactionOptions. */
+  /**
+   * The tokens the model may be sent per call: the input items (the agent's instructions and tool
+   * schemas go beside them). Default DEFAULT_BUDGET_TOKENS, 32,000.
+   */
+  budgetTokens?: number;
+  /**
+   * Part of `budgetTokens` that getItems leaves free, for what the runner adds to the history
+   * it returns (the run's new input, and the calls and results of its tool loop). Default a
+   * quarter of the budget. callModelInputFilter packs each call whole and needs none.
+   */
+  reserveTokens?: number;
+  /** The model's tokenizer (default: the server's, o200k unless configured; TOKENIZER_APPROX for models without a known one). */
+  tokenizer?: Tokenizer;
+  /** Put the conversation's working memory in the packs when it has one (default true). */
+  workingMemory?: boolean;
+  /** Recall (SearchMessages) in the packs: true for the defaults (the newest user message as the query), or the Recall fields. Off unless set. */
+  recall?: boolean | RecallInit;
+  /** Clear older tool results in the packs (context editing). Off unless set. */
+  clearToolResults?: ClearToolResultsInit;
+  /** Where history begins when not all of it fits (default: cache-stable, so provider prompt caches hit). */
+  historyPolicy?: HistoryPolicy;
+  /** Which stored reasoning the packs carry (default: the current turn's). */
+  reasoning?: ReasoningPolicy;
+  /** Tool outputs longer than this are cut to head + tail in the packs (default 0: never). */
+  toolOutputMaxTokens?: number;
+  /**
+   * getItems returns the whole log (after the rolling summary, which comes first as a system
+   * item) instead of a pack, as before packing existed; callModelInputFilter then leaves the
+   * runner's input alone. For a UI's history, exports and tests of what was stored; the model
+   * should get packs.
+   */
+  wholeLog?: boolean;
+  /** Compaction (Summarize); see CtxdSessionCompactionOptions. */
   compaction?: CtxdSessionCompactionOptions;
+  /** Called with each pack the session hands out: from getItems ("getItems") or to a model call ("modelInput"). */
+  onPack?: (pack: BuildContextResponse, use: "getItems" | "modelInput") => void;
   /** ListMessages page size (default 1000, the server's cap). */
   pageSize?: number;
 }
 
+/** What runCompaction did: the SDK's result (`usage`, zero: ctxd spends no model tokens of the run) and more. */
+export interface CtxdCompactionResult extends OpenAIResponsesCompactionResult {
+  /** True when a new summary was stored. */
+  compacted: boolean;
+  /** The summary's watermark afterwards: it covers sequences 1 to this (0: no summary). */
+  throughSequence: bigint;
+  /** Why nothing was summarized (when `compacted` is false). */
+  reason?: string;
+}
+
+/** What the session knows of the run in progress (set by the runner's getItems). */
+interface RunBookkeeping {
+  context: RunContext<any> | undefined;
+  /** itemKey of each item getItems gave the run. */
+  history: string[];
+  /** This run's items that the log holds (stored by addItems, or by the filter ahead of the runner). */
+  stored: Multiset;
+  /** Of those, the ones the filter stored and the runner has not handed to addItems yet. */
+  ahead: Multiset;
+  /** Pack items the filter handed to the model that are not items of the run's input (summary, notice, older history...). */
+  injected: Set<string>;
+}
+
 type Window = { items: AgentInputItem[]; perMessage: { sequence: bigint; wire: Json[] }[] };
 
+const ZERO_USAGE = { inputTokens: 0, outputTokens: 0, totalTokens: 0, inputTokensDetails: {}, outputTokensDetails: {}, endpoint: "ctxd.summarize" };
+
 /**
- * An Agents SDK `Session` (and `OpenAIResponsesCompactionAwareSession`) stored in ctxd.
+ * An Agents SDK `Session` (with `OpenAIResponsesCompactionAwareSession` and
+ * `RunContextAwareSession`) stored in ctxd, handing the model context packs.
  *
- *   const session = new CtxdSession({ sessionId: "user-42/support", client });
- *   await run(agent, "Hello", { session });
+ *   const session = new CtxdSession({ sessionId: "user-42/support", client, budgetTokens: 32_000 });
+ *   await run(agent, "Hello", { session, callModelInputFilter: session.callModelInputFilter });
  */
-export class CtxdSession implements Session {
+export class CtxdSession implements RunContextAwareSession, OpenAIResponsesCompactionAwareSession {
   readonly sessionId: string;
   readonly client: CtxdClient;
+  /** The runner passes its RunContext to every session call (usage is read from it). */
+  readonly acceptsRunContext = true as const;
+  readonly budgetTokens: number;
+  readonly reserveTokens: number;
+  readonly wholeLog: boolean;
+  private readonly options: CtxdSessionOptions;
   private readonly compaction: CtxdSessionCompactionOptions;
   private readonly pageSize: number;
+  private run: RunBookkeeping | undefined;
 
   constructor(options: CtxdSessionOptions) {
     if (!options?.sessionId) throw new TypeError("CtxdSession: sessionId is required");
     if (!options.client) throw new TypeError("CtxdSession: client is required");
+    const budget = options.budgetTokens ?? DEFAULT_BUDGET_TOKENS;
+    if (!Number.isInteger(budget) || budget <= 0 || budget > 10_000_000) {
+      throw new TypeError(`CtxdSession: budgetTokens must be an integer from 1 to 10,000,000, got ${budget}`);
+    }
     this.sessionId = options.sessionId;
     this.client = options.client;
+    this.options = options;
+    const reserve = options.reserveTokens ?? Math.floor(budget / 4);
+    if (!Number.isInteger(reserve) || reserve < 0 || reserve >= budget) {
+      throw new TypeError(`CtxdSession: reserveTokens must be an integer from 0 to budgetTokens - 1, got ${reserve}`);
+    }
+    this.budgetTokens = budget;
+    this.reserveTokens = reserve;
+    this.wholeLog = options.wholeLog === true;
     this.compaction = options.compaction ?? {};
     this.pageSize = options.pageSize ?? 1000;
   }
 
   async getSessionId(): Promise<string> {
     return this.sessionId;
+  }
+
+  /** The BuildContext request of the session's packs. */
+  private packRequest(extra: PackOverrides = {}): BuildContextInit {
+    const o = this.options;
+    return {
+      conversationId: this.sessionId,
+      budget: { maxTokens: this.budgetTokens },
+      format: Format.OPENAI_RESPONSES,
+      ...(o.tokenizer === undefined ? {} : { tokenizer: o.tokenizer }),
+      omitWorkingMemory: o.workingMemory === false,
+      ...(o.historyPolicy === undefined ? {} : { historyPolicy: o.historyPolicy }),
+      ...(o.reasoning === undefined ? {} : { reasoning: o.reasoning }),
+      ...(o.toolOutputMaxTokens ? { toolOutputMaxTokens: o.toolOutputMaxTokens } : {}),
+      ...(o.clearToolResults ? { clearToolResults: o.clearToolResults } : {}),
+      ...(o.recall ? { recall: o.recall === true ? {} : o.recall } : {}),
+      ...extra,
+    };
+  }
+
+  /** What getItems' pack holds: the budget less the reserve. */
+  private packRoom(): number {
+    return this.budgetTokens - this.reserveTokens;
+  }
+
+  /** The session's pack (undefined when the conversation does not exist yet). */
+  private async pack(extra: PackOverrides = {}): Promise<BuildContextResponse | undefined> {
+    try {
+      return await this.client.buildContext(this.packRequest(extra));
+    } catch (e) {
+      if (isCode(e, Code.NotFound)) return undefined;
+      throw e;
+    }
   }
 
   /** The conversation's last sequence and summary watermark (0, 0 when it does not exist). */
@@ -370,6 +634,40 @@ export class CtxdSession implements Session {
       if (isCode(e, Code.NotFound)) return { last: 0n, summaryThrough: 0n };
       throw e;
     }
+  }
+
+  /**
+   * The history to give the model: the session's pack (BuildContext, FORMAT_OPENAI_RESPONSES,
+   * within `budgetTokens`: summary, working memory, the newest history that fits, recall) as
+   * Responses input items, or with `wholeLog` the log after the summary. `limit`: the newest
+   * `limit` of those items, in order (the SDK's meaning).
+   */
+  async getItems(limit?: number, runContext?: RunContext<any>): Promise<AgentInputItem[]> {
+    if (limit !== undefined && limit <= 0) return [];
+    let items: AgentInputItem[];
+    if (this.wholeLog) items = await this.logItems(limit);
+    else {
+      const pack = await this.pack({ budget: { maxTokens: this.budgetTokens, reserveOutputTokens: this.reserveTokens } });
+      items = pack ? this.packItems(pack, "getItems") : [];
+      if (limit !== undefined) items = items.slice(-limit);
+    }
+    if (runContext !== undefined && limit === undefined) this.beginRun(runContext, items);
+    return items;
+  }
+
+  private packItems(pack: BuildContextResponse, use: "getItems" | "modelInput"): AgentInputItem[] {
+    this.options.onPack?.(pack, use);
+    const names = new Map<string, string>();
+    return (pack.rendered ? (JSON.parse(pack.rendered) as Json[]) : []).map((w) => fromResponsesItem(w, names));
+  }
+
+  /** The runner's getItems starts a run: what it gave the model, and (for a new RunContext) fresh bookkeeping. */
+  private beginRun(context: RunContext<any>, items: AgentInputItem[]): void {
+    firstSight(context);
+    const history = items.map(itemKey);
+    // The same RunContext with items stored ahead of the runner: a read in the middle of a run.
+    if (this.run && this.run.context === context && this.run.ahead.size > 0) this.run.history = history;
+    else this.run = { context, history, stored: new Map(), ahead: new Map(), injected: new Set() };
   }
 
   /** Items of messages after..through (inclusive), in order, per message. */
@@ -387,9 +685,6 @@ export class CtxdSession implements Session {
       });
       if (page.messages.length === 0) break;
       const rendered = page.rendered ? (JSON.parse(page.rendered) as Json[]) : [];
-      // Split the page's rendering back into messages: render each message's share by counting
-      // the items of the same page rendered one message at a time is costly, so use the page as
-      // a whole and attribute items to messages only when needed (popItem reads one message).
       perMessage.push({ sequence: page.messages[page.messages.length - 1]!.sequence, wire: rendered });
       const next = page.nextAfterSequence;
       cursor = next === 0n ? through : next;
@@ -399,8 +694,8 @@ export class CtxdSession implements Session {
     return { items, perMessage };
   }
 
-  async getItems(limit?: number): Promise<AgentInputItem[]> {
-    if (limit !== undefined && limit <= 0) return [];
+  /** wholeLog's getItems: the summary as a system item, then the log after its watermark. */
+  private async logItems(limit?: number): Promise<AgentInputItem[]> {
     const { last, summaryThrough } = await this.state();
     if (last === 0n) return [];
     const floor = summaryThrough;
@@ -433,21 +728,155 @@ export class CtxdSession implements Session {
     return summary ? ({ type: "message", role: "system", content: summary.content } as AgentInputItem) : undefined;
   }
 
-  async addItems(items: AgentInputItem[]): Promise<void> {
+  /**
+   * Appends items natively in order. The usage not stored yet goes on the last run of model
+   * items (one assistant message), appended as a Responses `Response` object so that ctxd reads
+   * it into Message.usage; the items before and after it go as input arrays, each append guarded
+   * by the previous one's last sequence, and rewound if a later one fails (all or nothing).
+   */
+  private async append(items: AgentInputItem[], context: RunContext<any> | undefined): Promise<void> {
     if (!items.length) return;
+    const usage = context?.usage as AgentsUsage | undefined;
+    firstSight(context);
     const wire = items.map(toResponsesItem);
-    await this.client.appendMessage({
-      conversationId: this.sessionId,
-      native: { format: Format.OPENAI_RESPONSES, json: JSON.stringify(wire) },
-    });
+    const pending = unstoredUsage(usage);
+    let end = wire.length;
+    while (end > 0 && !isModelSide(wire[end - 1]!)) end--;
+    if (!pending || end === 0) {
+      await this.client.appendMessage({ conversationId: this.sessionId, native: { format: Format.OPENAI_RESPONSES, json: JSON.stringify(wire) } });
+      return;
+    }
+    let start = end;
+    while (start > 0 && isModelSide(wire[start - 1]!)) start--;
+    const parts: string[] = [];
+    if (start > 0) parts.push(JSON.stringify(wire.slice(0, start)));
+    parts.push(JSON.stringify({ object: "response", output: wire.slice(start, end), usage: pending.wire }));
+    if (end < wire.length) parts.push(JSON.stringify(wire.slice(end)));
+    let first: bigint | undefined;
+    let expected: bigint | undefined;
+    for (const json of parts) {
+      try {
+        const res = await this.client.appendMessage({
+          conversationId: this.sessionId,
+          native: { format: Format.OPENAI_RESPONSES, json },
+          ...(expected === undefined ? {} : { expectedLastSequence: expected }),
+        });
+        first ??= res.firstSequence;
+        expected = res.lastSequence;
+      } catch (e) {
+        // All or nothing: take back what the earlier requests stored.
+        if (first !== undefined && expected !== undefined) {
+          await this.client.rewindConversation({ conversationId: this.sessionId, afterSequence: first - 1n, expectedLastSequence: expected }).catch(() => undefined);
+        }
+        throw e;
+      }
+    }
+    pending.commit();
   }
+
+  /**
+   * Appends the items in one go (natively, as Responses input items), with the usage the run
+   * reported since the last append on the newest assistant message (Message.usage). Items that
+   * callModelInputFilter already stored during this run are not stored again.
+   */
+  async addItems(items: AgentInputItem[], runContext?: RunContext<any>): Promise<void> {
+    if (!items.length) return;
+    const run = this.run;
+    let fresh = items;
+    if (run && (run.ahead.size || run.injected.size)) {
+      // The runner hands over the run's input as the model got it (which, with the filter, may
+      // hold pack items: summary, notice, history the start-of-run pack lacked), then the run's
+      // output. Skipped: what the filter stored ahead; calls and results the log holds (call ids
+      // are unique); pack items before the last of those (the output after it is new).
+      const keys = items.map(itemKey);
+      const claimed = keys.map((k) => take(run.ahead, k));
+      const last = claimed.lastIndexOf(true);
+      const history = new Set(run.history);
+      const logged = (k: string) => /^[co]:/.test(k) && (run.stored.has(k) || run.injected.has(k) || history.has(k));
+      fresh = items.filter((_, i) => !claimed[i] && !logged(keys[i]!) && !(i < last && run.injected.has(keys[i]!)));
+    }
+    await this.append(fresh, runContext ?? run?.context);
+    if (run) for (const it of fresh) add(run.stored, itemKey(it));
+  }
+
+  /**
+   * A `callModelInputFilter` (RunConfig / run options) that makes every model call of a run a
+   * pack within `budgetTokens`, not only the history getItems gave at its start: before each
+   * call it stores the run's items that the log lacks (the new input, the model's calls and
+   * their results; addItems later skips them), compacts when due, and hands the model the
+   * session's pack, reusing the runner's own item objects where the pack holds them unchanged.
+   *
+   *   await run(agent, input, { session, callModelInputFilter: session.callModelInputFilter });
+   *
+   * ctxd keeps the current turn (from the newest user message on) whole: a single tool loop
+   * longer than the budget is sent whole, with `stats.over_budget` (see `onPack`).
+   */
+  readonly callModelInputFilter = async ({ modelData }: CallModelInputFilterArgs<any>): Promise<ModelInputData> => {
+    const run = this.run;
+    if (this.wholeLog) return modelData;
+    if (!run) {
+      warnOnce(this, "CtxdSession.callModelInputFilter: the run does not use this session (pass { session, callModelInputFilter: session.callModelInputFilter }); the input is left as it is");
+      return modelData;
+    }
+    const input = modelData.input;
+    // The run's input is what getItems gave (possibly without orphan calls) and then its own items.
+    let start = 0;
+    for (let j = 0; start < input.length; start++) {
+      const k = itemKey(input[start]!);
+      let m = j;
+      while (m < run.history.length && run.history[m] !== k) m++;
+      if (m === run.history.length) break;
+      j = m + 1;
+    }
+    const tail = input.slice(start);
+    const historyCalls = new Set(run.history.filter((k) => k.startsWith("c:") || k.startsWith("o:")));
+    if (tail.some((it) => historyCalls.has(itemKey(it)))) {
+      warnOnce(run, "CtxdSession.callModelInputFilter: the model input does not start with the session's history (a sessionInputCallback reordered it?); the input is left as it is");
+      return modelData;
+    }
+    const known = new Map(run.stored);
+    const missing = tail.filter((it) => !take(known, itemKey(it)));
+    if (missing.length) {
+      await this.append(missing, run.context);
+      for (const it of missing) {
+        const k = itemKey(it);
+        add(run.stored, k);
+        add(run.ahead, k);
+      }
+    }
+    let pack = await this.pack();
+    if (pack && (await this.compactionDue(pack)) && (await this.compact(false)).compacted) pack = await this.pack();
+    if (!pack) return modelData;
+    this.options.onPack?.(pack, "modelInput");
+    // The runner's own objects where the pack holds them unchanged: the SDK then knows which of
+    // its items the model got (session persistence, server conversation tracking).
+    const pool = new Map<string, AgentInputItem[]>();
+    const names = new Map<string, string>();
+    for (const it of input) {
+      const k = wireKey(it);
+      pool.set(k, [...(pool.get(k) ?? []), it]);
+      const w = it as Json;
+      if (w.type === "function_call" && typeof w.callId === "string") names.set(w.callId, w.name);
+    }
+    const out = (pack.rendered ? (JSON.parse(pack.rendered) as Json[]) : []).map((w) => {
+      const item = fromResponsesItem(w, names);
+      const own = pool.get(wireKey(item))?.shift();
+      if (own) return own;
+      // Not one of the input's items: the summary, memory, a notice, history the start-of-run
+      // pack lacked, or an item the pack changed (a cleared or cut result). The runner may take
+      // it for input to store; addItems skips it.
+      run.injected.add(itemKey(item));
+      return item;
+    });
+    return { ...modelData, input: out };
+  };
 
   /**
    * Removes and returns the newest item: RewindConversation removes the last message; when that
    * message held several items (a model turn's reasoning, text and calls are one ctxd message),
    * the others are appended again, guarded by expected_last_sequence.
    */
-  async popItem(): Promise<AgentInputItem | undefined> {
+  async popItem(_runContext?: RunContext<any>): Promise<AgentInputItem | undefined> {
     for (let attempt = 0; ; attempt++) {
       const { last } = await this.state();
       if (last === 0n) return undefined;
@@ -483,7 +912,9 @@ export class CtxdSession implements Session {
         });
       }
       for (const w of keep) fromResponsesItem(w, names);
-      return fromResponsesItem(popped, names);
+      const item = fromResponsesItem(popped, names);
+      if (this.run) take(this.run.stored, itemKey(item));
+      return item;
     }
   }
 
@@ -495,7 +926,8 @@ export class CtxdSession implements Session {
     return undefined;
   }
 
-  async clearSession(): Promise<void> {
+  async clearSession(_runContext?: RunContext<any>): Promise<void> {
+    this.run = undefined;
     try {
       await this.client.deleteConversation({ conversationId: this.sessionId });
     } catch (e) {
@@ -504,50 +936,100 @@ export class CtxdSession implements Session {
   }
 
   /**
-   * The SDK's compaction hook (OpenAIResponsesCompactionAwareSession), run by the runner after a
-   * turn is persisted: advances ctxd's rolling summary with Summarize when the history no longer
-   * fits `compaction.triggerTokens` (or when `force`). getItems then returns the summary as a
-   * system message followed by the items after the summary's watermark; the log keeps everything
-   * (ListMessages, `getAllItems`).
+   * The runner's replacement of history by a provider `compaction` item and what follows it:
+   * ctxd keeps the log, so the items are appended (packs carry the compaction item, and the SDK
+   * reads history from the newest one on). Without this, the SDK would clear the session and
+   * write the replacement back.
    */
-  async runCompaction(args?: OpenAIResponsesCompactionArgs): Promise<OpenAIResponsesCompactionResult | null> {
-    const trigger = this.compaction.triggerTokens ?? 0;
-    if (!args?.force) {
-      if (trigger <= 0) return null;
-      const { last } = await this.state();
-      if (last === 0n) return null;
-      const probe = await this.client.buildContext({
-        conversationId: this.sessionId,
-        budget: { maxTokens: trigger },
+  async replaceHistoryWithCompaction(items: AgentInputItem[], runContext?: RunContext<any>): Promise<void> {
+    await this.addItems(items, runContext);
+  }
+
+  /** Whether automatic compaction is due (`pack`: the session's pack, when at hand). */
+  private async compactionDue(pack?: BuildContextResponse): Promise<boolean> {
+    const c = this.compaction;
+    if (c.auto === false) return false;
+    if (c.triggerTokens && c.triggerTokens > 0) {
+      const probe = await this.pack({
+        budget: { maxTokens: c.triggerTokens },
         omitMessages: true,
         omitWorkingMemory: true,
-        format: Format.OPENAI_RESPONSES,
-        historyPolicy: 2, // newest that fits: needs_summary as soon as anything is dropped
+        recall: undefined,
+        historyPolicy: HistoryPolicy.NEWEST, // needs_summary as soon as anything is dropped
       });
-      if (!probe.needsSummary) return null;
+      return probe?.needsSummary ?? false;
     }
-    const keepRecentTokens = this.compaction.keepRecentTokens ?? 2000;
-    let changed: boolean;
-    if (this.compaction.summarize) {
-      const { prepared } = await this.client.summarize({ conversationId: this.sessionId, keepRecentTokens, mode: SummarizeMode.PREPARE });
-      if (!prepared || prepared.throughSequence === prepared.baseThroughSequence) return null;
-      const text = await this.compaction.summarize(prepared);
-      const res = await this.client.summarize({
-        conversationId: this.sessionId,
-        mode: SummarizeMode.PROVIDED,
-        summaryText: text,
-        throughSequence: prepared.throughSequence,
-        expectedThroughSequence: prepared.baseThroughSequence,
-        expectedLogChanges: prepared.logChanges,
-      });
-      changed = res.changed;
-    } else {
-      const res = await this.client.summarize({ conversationId: this.sessionId, keepRecentTokens, mode: SummarizeMode.SERVER });
-      changed = res.changed;
+    if (this.wholeLog) return false;
+    pack ??= await this.pack({ omitMessages: true });
+    return pack?.needsSummary ?? false;
+  }
+
+  /** One Summarize (server, or prepare + the caller's model + provided): whether it stored a new summary. */
+  private async summarizeOnce(keepRecentTokens: number): Promise<{ changed: boolean; through: bigint }> {
+    const common = {
+      conversationId: this.sessionId,
+      keepRecentTokens,
+      ...(this.options.tokenizer === undefined ? {} : { tokenizer: this.options.tokenizer }),
+      maxSummaryTokens: this.compaction.maxSummaryTokens ?? Math.max(1, Math.floor(this.packRoom() / 8)),
+    };
+    const summarize = this.compaction.summarize;
+    if (!summarize) {
+      const res = await this.client.summarize({ ...common, mode: SummarizeMode.SERVER });
+      return { changed: res.changed, through: res.summary?.throughSequence ?? 0n };
     }
-    if (!changed) return null;
-    const usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0, inputTokensDetails: {}, outputTokensDetails: {}, endpoint: "ctxd.summarize" };
-    return { usage } as unknown as OpenAIResponsesCompactionResult;
+    const { prepared } = await this.client.summarize({ ...common, mode: SummarizeMode.PREPARE });
+    if (!prepared || prepared.throughSequence === prepared.baseThroughSequence) return { changed: false, through: prepared?.baseThroughSequence ?? 0n };
+    const text = await summarize(prepared);
+    const res = await this.client.summarize({
+      ...common,
+      mode: SummarizeMode.PROVIDED,
+      summaryText: text,
+      throughSequence: prepared.throughSequence,
+      expectedThroughSequence: prepared.baseThroughSequence,
+      expectedLogChanges: prepared.logChanges,
+    });
+    return { changed: res.changed, through: res.summary?.throughSequence ?? prepared.throughSequence };
+  }
+
+  /** Summarize, keeping `keepRecentTokens` verbatim; forced, whatever can be (keeping nothing) when that left nothing. */
+  private async compact(force: boolean): Promise<CtxdCompactionResult> {
+    const keep = this.compaction.keepRecentTokens ?? Math.floor(this.packRoom() / 2);
+    const once = async (k: number) => {
+      try {
+        return await this.summarizeOnce(k);
+      } catch (e) {
+        if (isCode(e, Code.NotFound)) return { changed: false, through: 0n };
+        throw e;
+      }
+    };
+    let res = await once(keep);
+    if (!res.changed && force && keep > 0) res = await once(0);
+    const usage = { ...ZERO_USAGE } as unknown as CtxdCompactionResult["usage"];
+    if (res.changed) return { usage, compacted: true, throughSequence: res.through };
+    const { last, summaryThrough } = await this.state();
+    const reason = last === 0n
+      ? "the session is empty: there is nothing to summarize"
+      : summaryThrough >= last
+        ? `everything is summarized already: the summary covers sequences 1 to ${summaryThrough}, the last message`
+        : `Summarize found nothing to fold in after sequence ${summaryThrough} (of ${last}): what follows is kept verbatim`;
+    return { usage, compacted: false, throughSequence: summaryThrough, reason };
+  }
+
+  /**
+   * Compaction: the SDK's hook (OpenAIResponsesCompactionAwareSession), run by the runner after
+   * a turn is stored. Advances ctxd's rolling summary with Summarize when due (see
+   * CtxdSessionCompactionOptions: tokens, never item counts); returns null when it was not due or
+   * found nothing new. `{ force: true }` always summarizes what it can (keeping
+   * `keepRecentTokens` verbatim, or nothing when that leaves nothing to summarize) and never
+   * returns null: `compacted: false` with a `reason` says why nothing was (an empty session, or
+   * one summarized to its last message). Packs then carry the summary in place of what it covers;
+   * the log keeps everything (ListMessages, `getAllItems`).
+   */
+  async runCompaction(args?: OpenAIResponsesCompactionArgs, _runContext?: RunContext<any>): Promise<CtxdCompactionResult | null> {
+    const force = args?.force === true;
+    if (!force && !(await this.compactionDue())) return null;
+    const result = await this.compact(force);
+    return result.compacted || force ? result : null;
   }
 
   /** Every item of the log, ignoring the summary (the UI's full history). */
@@ -555,4 +1037,11 @@ export class CtxdSession implements Session {
     const { last } = await this.state();
     return last === 0n ? [] : (await this.read(0n, last)).items;
   }
+}
+
+const warned = new WeakSet<object>();
+function warnOnce(holder: object, message: string): void {
+  if (warned.has(holder)) return;
+  warned.add(holder);
+  console.warn(message);
 }

@@ -9,12 +9,21 @@
 import type { ModelMessage, UIMessage } from "ai";
 import { Code } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { CtxdClient } from "./core.js";
+import { DEFAULT_BUDGET_TOKENS, type CtxdClient } from "./core.js";
 import { isCode } from "./errors.js";
-import { Format, Role, type Message, type MessageSchema } from "./gen/ctxd/v1/messages_pb.js";
-import { HistoryPolicy, type Budget, type ContextMessage } from "./gen/ctxd/v1/context_pb.js";
+import { Format, Role, type Message, type MessageSchema, type Tokenizer } from "./gen/ctxd/v1/messages_pb.js";
+import {
+  type Budget,
+  type BuildContextResponse,
+  type ClearToolResultsSchema,
+  type ContextMessage,
+  type HistoryPolicy,
+  type RecallSchema,
+} from "./gen/ctxd/v1/context_pb.js";
 
 type MessageInit = MessageInitShape<typeof MessageSchema>;
+
+export { DEFAULT_BUDGET_TOKENS };
 type Json = Record<string, any>;
 
 export const UI_MESSAGE_KEY = "ai.ui_message";
@@ -260,8 +269,23 @@ export function persistOnFinish(client: CtxdClient, conversationId: string, opti
 }
 
 export interface BuildPromptOptions {
-  /** Token budget of the pack (default { maxTokens: 100_000 }). */
+  /**
+   * Token budget of the whole prompt: system prompt, summary, memory, history and `pending`
+   * (default DEFAULT_BUDGET_TOKENS, 32,000). Tool schemas are not counted: leave room for them.
+   */
+  budgetTokens?: number;
+  /** The other Budget fields (`reserveOutputTokens` is kept free inside the budget); `budget.maxTokens`, when set, wins over `budgetTokens`. */
   budget?: Partial<Pick<Budget, "maxTokens" | "reserveOutputTokens" | "maxMessages" | "maxTurns">>;
+  /** The model's tokenizer (default: the server's, o200k unless configured; TOKENIZER_APPROX for models without a known one). */
+  tokenizer?: Tokenizer;
+  /** Where history begins when not all of it fits (default: cache-stable, so provider prompt caches hit). */
+  historyPolicy?: HistoryPolicy;
+  /** Recall (SearchMessages): true for the defaults (the newest user message as the query), or the Recall fields. Off unless set. */
+  recall?: boolean | MessageInitShape<typeof RecallSchema>;
+  /** Clear older tool results (context editing). Off unless set. */
+  clearToolResults?: MessageInitShape<typeof ClearToolResultsSchema>;
+  /** Called with the BuildContext response the prompt is made of (stats: tokens, what was left out). */
+  onPack?: (pack: BuildContextResponse) => void;
   /** Dynamic system prompt, placed first (never stored). */
   system?: string;
   /** Messages not stored yet (the new user turn), placed last. */
@@ -317,10 +341,11 @@ function contextToModelMessages(pack: ContextMessage[]): ModelMessage[] {
 }
 
 /**
- * The prompt for streamText/generateText from a BuildContext pack: the system prompt, summary
- * and working memory as system messages first, then the history that fits the budget (tool
- * calls as `tool-call` parts, results as `tool` messages), then `pending`. Pass it as
- * `messages` with `allowSystemInMessages: true`, or split it with `splitSystem`.
+ * The prompt for streamText/generateText from a BuildContext pack within `budgetTokens`
+ * (default 32,000): the system prompt, summary and working memory as system messages first,
+ * then the newest history that fits (cache-stable; tool calls as `tool-call` parts, results as
+ * `tool` messages, a call and its results kept or left out together), then `pending`. Pass it
+ * as `messages` with `allowSystemInMessages: true`, or split it with `splitSystem`.
  */
 export async function buildPrompt(client: CtxdClient, conversationId: string, options: BuildPromptOptions = {}): Promise<ModelMessage[]> {
   const pending = options.pending?.length ? modelMessagesToCtxd(options.pending) : [];
@@ -328,20 +353,24 @@ export async function buildPrompt(client: CtxdClient, conversationId: string, op
   try {
     pack = await client.buildContext({
       conversationId,
-      budget: { maxTokens: 100_000, ...options.budget },
+      budget: { ...options.budget, maxTokens: options.budget?.maxTokens || (options.budgetTokens ?? DEFAULT_BUDGET_TOKENS) },
       systemPrompt: options.system ?? "",
       pendingMessages: pending,
       format: Format.OPENAI_CHAT,
+      ...(options.tokenizer === undefined ? {} : { tokenizer: options.tokenizer }),
       toolOutputMaxTokens: options.toolOutputMaxTokens ?? 0,
       omitSummary: options.omitSummary ?? false,
       omitWorkingMemory: options.omitWorkingMemory ?? false,
-      historyPolicy: HistoryPolicy.UNSPECIFIED,
+      ...(options.historyPolicy === undefined ? {} : { historyPolicy: options.historyPolicy }),
+      ...(options.recall ? { recall: options.recall === true ? {} : options.recall } : {}),
+      ...(options.clearToolResults ? { clearToolResults: options.clearToolResults } : {}),
     });
   } catch (e) {
     // A chat with no message yet: the prompt is the system prompt and the pending messages.
     if (!isCode(e, Code.NotFound)) throw e;
     return [...(options.system ? [{ role: "system", content: options.system } as ModelMessage] : []), ...(options.pending ?? [])];
   }
+  options.onPack?.(pack);
   return contextToModelMessages(pack.messages);
 }
 

@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { streamText, generateText, tool, isStepCount, convertToModelMessages, createIdGenerator } from "ai";
 import { MockLanguageModelV4, convertArrayToReadableStream } from "ai/test";
 import { z } from "zod";
-import { createCtxdClient, Role } from "@ctxd/client";
-import { loadChat, persistOnFinish, buildPrompt, splitSystem } from "@ctxd/client/ai";
+import { createCtxdClient, Role, ContextSource } from "@ctxd/client";
+import { loadChat, persistOnFinish, buildPrompt, splitSystem, DEFAULT_BUDGET_TOKENS } from "@ctxd/client/ai";
 import { baseUrl, uniqueId } from "./env.mjs";
 
 // The universal (fetch) client over Connect: what an edge route handler would use.
@@ -150,4 +150,59 @@ test("generateText onFinish (ModelMessages) persisted with the turn's prompt", a
   const next = await buildPrompt(client, chatId, { budget: { maxTokens: 4000 } });
   assert.deepEqual(next.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
   assert.equal(next[3].content[0].text, "Oslo: 18C.");
+});
+
+test("buildPrompt packs within the budget: newest history that fits, calls with their results", async () => {
+  const chatId = uniqueId("ai-budget");
+  // 60 turns, each: question, a tool call, its (long) result, the answer.
+  const messages = [];
+  for (let t = 0; t < 60; t++) {
+    messages.push({ role: Role.USER, content: `Question ${t}: what is the reading at station ${t}?` });
+    messages.push({ role: Role.ASSISTANT, content: "", toolCalls: [{ id: `call_b${t}`, name: "read_station", arguments: JSON.stringify({ station: t }) }] });
+    messages.push({ role: Role.TOOL, toolCallId: `call_b${t}`, content: JSON.stringify({ station: t, readings: Array.from({ length: 20 }, (_, i) => i * t) }) });
+    messages.push({ role: Role.ASSISTANT, content: `Station ${t} reads ${19 * t} at most.` });
+  }
+  for (let i = 0; i < messages.length; i += 100) await client.appendMessage({ conversationId: chatId, messages: messages.slice(i, i + 100) });
+
+  const text = (prompt) => prompt.map((m) => (typeof m.content === "string" ? m.content : m.content.map((p) => p.text ?? JSON.stringify(p.input ?? p.output ?? "")).join(" "))).join("\n");
+  const { tokens: chatTokens } = await client.countTokens({ text: text((await buildPrompt(client, chatId, { budgetTokens: 1_000_000 })) ) });
+
+  for (const budgetTokens of [600, 1500, 4000]) {
+    let pack;
+    const prompt = await buildPrompt(client, chatId, {
+      budgetTokens,
+      system: "You read weather stations.",
+      pending: [{ role: "user", content: "And station 60?" }],
+      onPack: (p) => (pack = p),
+    });
+    assert.equal(pack.stats.budgetTokens, budgetTokens);
+    assert.ok(pack.stats.totalTokens <= budgetTokens && !pack.stats.overBudget, `${pack.stats.totalTokens} tokens for a budget of ${budgetTokens}`);
+    const { tokens } = await client.countTokens({ text: text(prompt) });
+    assert.ok(tokens <= budgetTokens && tokens < chatTokens, `prompt text ${tokens} tokens, chat ${chatTokens}`);
+    assert.ok(pack.messages.some((m) => m.source === ContextSource.TRUNCATION_NOTICE), "what was left out is said");
+    // First the system prompt (and the notice), last the pending question; the newest turn is in.
+    assert.equal(prompt[0].content, "You read weather stations.");
+    assert.deepEqual(prompt.at(-1), { role: "user", content: "And station 60?" });
+    assert.equal(prompt.at(-2).content[0].text, "Station 59 reads 1121 at most.");
+    // Every tool-call part is answered by the tool message after it, and every result has its call.
+    for (const [i, m] of prompt.entries()) {
+      if (m.role === "assistant") for (const part of m.content.filter((p) => p.type === "tool-call")) {
+        assert.equal(prompt[i + 1]?.role, "tool");
+        assert.ok(prompt[i + 1].content.some((r) => r.toolCallId === part.toolCallId), `call ${part.toolCallId} answered`);
+      }
+      if (m.role === "tool") for (const r of m.content) {
+        assert.ok(prompt[i - 1]?.role === "assistant" && prompt[i - 1].content.some((p) => p.toolCallId === r.toolCallId), `result ${r.toolCallId} after its call`);
+      }
+    }
+  }
+
+  // Without a budget: DEFAULT_BUDGET_TOKENS.
+  let pack;
+  await buildPrompt(client, chatId, { onPack: (p) => (pack = p) });
+  assert.equal(DEFAULT_BUDGET_TOKENS, 32_000);
+  assert.equal(pack.stats.budgetTokens, DEFAULT_BUDGET_TOKENS);
+  // budget.maxTokens wins over budgetTokens; reserveOutputTokens is kept free inside it.
+  await buildPrompt(client, chatId, { budgetTokens: 9000, budget: { maxTokens: 3000, reserveOutputTokens: 1000 }, onPack: (p) => (pack = p) });
+  assert.equal(pack.stats.budgetTokens, 2000);
+  assert.ok(pack.stats.totalTokens <= 2000);
 });

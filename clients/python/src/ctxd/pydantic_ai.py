@@ -3,7 +3,7 @@
     from pydantic_ai.conversation import Conversation
     from ctxd.pydantic_ai import CtxdConversationStore
 
-    store = CtxdConversationStore(ctxd.AsyncClient("localhost:50051"))
+    store = CtxdConversationStore(ctxd.AsyncClient("localhost:50051"), budget_tokens=32_000)
     conversation = await store.load(cid) or Conversation(conversation_id=cid)
     result = await agent.run("Hi", conversation=conversation)
     await store.save(result)
@@ -11,7 +11,8 @@
 `CtxdConversationStore` is a `pydantic_ai.conversation_store.ConversationStore`: it implements the
 five storage primitives (`read_record`, `read_records`, `write_record`, `delete_record`,
 `read_entry`) and overrides `read_history`, so `load`, `load_entries`, `save`, `branch`, `fork`,
-`list_conversations` and `delete` work as the base class defines them.
+`list_conversations` and `delete` work as the base class defines them; `load` is overridden too,
+for packs (`budget_tokens`).
 
 How a conversation is kept (the pydantic-ai conversation id is the ctxd conversation id):
 
@@ -25,9 +26,19 @@ How a conversation is kept (the pydantic-ai conversation id is the ctxd conversa
   built-in tool parts) becomes a UI-only message (`exclude_from_context`).
 - Losslessly: the first ctxd message of each entry carries the message as
   `ModelMessagesTypeAdapter` JSON in `metadata["pydantic_ai.message"]`, and every one carries the
-  entry id in `metadata["pydantic_ai.entry"]`; `load` returns exactly what was saved. The last
-  message of each save carries the record (`usage`, `deferred_tool_requests`) in
+  entry id in `metadata["pydantic_ai.entry"]`; `load` returns messages equal (`==`) to those
+  saved. JSON writes a datetime in a field typed `Any` (`provider_details["timestamp"]`) as a
+  string and reads a string back: the paths of such datetimes go in
+  `metadata["pydantic_ai.datetimes"]` and `load` puts datetimes back there. (Other Python
+  objects in `Any` fields come back in their JSON form, as with `ModelMessagesTypeAdapter`.)
+  The last message of each save carries the record (`usage`, `deferred_tool_requests`) in
   `metadata["pydantic_ai.record"]`.
+- Packs: with `budget_tokens` (on the store or per `load`), `load` is BuildContext in the
+  store's `format`: a `ModelRequest` of `SystemPromptPart`s with the summary, working memory or
+  truncation notice the pack holds, then the stored messages from the oldest one the pack keeps,
+  whole. When the pack leaves out history no summary covers, ctxd Summarize runs first. The
+  loaded conversation is marked stored up to its last message, so `save` appends only what the
+  run added.
 - The revision is `"<last sequence>:<head entry id>"`: a save appends with
   `expected_last_sequence` set to the sequence it was loaded at, so a concurrent save is ABORTED
   by ctxd and raised as `ConversationConflict`.
@@ -44,13 +55,15 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import pydantic
 from pydantic_ai import messages as _messages
+from pydantic_ai._conversation_marks import mark_stored
 from pydantic_ai._deferred import DeferredToolRequests
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
     ConversationConflict,
     ConversationEntry,
@@ -61,13 +74,14 @@ from pydantic_ai.usage import RequestUsage, RunUsage
 
 from . import errors
 from .client import AsyncClient, Client
-from .v1 import messages_pb2
+from .v1 import context_pb2, messages_pb2
 
 __all__ = ["CtxdConversationStore", "ConversationConflict"]
 
 ENTRY = "pydantic_ai.entry"
 MESSAGE = "pydantic_ai.message"
 RECORD = "pydantic_ai.record"
+DATETIMES = "pydantic_ai.datetimes"
 LABEL_STORE = "pydantic-ai.store"
 LABEL_SCOPE = "pydantic-ai.scope"
 LABEL_BRANCH_OF = "pydantic-ai.branch-of"
@@ -75,18 +89,86 @@ LABEL_TIP = "pydantic-ai.tip"
 LABEL_FORKED_FROM = "pydantic-ai.forked-from"
 LABEL_FORKED_AT = "pydantic-ai.forked-at"
 _CHUNK = 100  # ctxd's default CTXD_MAX_MESSAGES_PER_REQUEST
+# What a pack holds besides history, given to the model as system prompt parts.
+_NOTES = (
+    context_pb2.CONTEXT_SOURCE_SUMMARY,
+    context_pb2.CONTEXT_SOURCE_WORKING_MEMORY,
+    context_pb2.CONTEXT_SOURCE_TRUNCATION_NOTICE,
+)
 
 _Usage = pydantic.TypeAdapter(RunUsage)
 _Deferred = pydantic.TypeAdapter(DeferredToolRequests | None)
 _Messages = _messages.ModelMessagesTypeAdapter
+_ModelMessage = _messages.ModelMessage  # for annotations in the store, which has a `_messages` method
 
 
-def _dump_message(message: _messages.ModelMessage) -> str:
-    return _Messages.dump_json([message]).decode()[1:-1]
+def _dump_message(message: _messages.ModelMessage) -> tuple[str, str | None]:
+    """The message as `ModelMessagesTypeAdapter` JSON, and the paths of the datetimes JSON does
+    not give back as datetimes (JSON text of a list of paths, or None when there are none)."""
+    text = _Messages.dump_json([message]).decode()[1:-1]
+    # Datetimes in fields typed `Any` (`provider_details["timestamp"]`, which the OpenAI, Google,
+    # Mistral and Hugging Face models set, or a part's `provider_details`) are written as ISO
+    # strings and read back as strings: note where they are, so a load puts datetimes back.
+    paths = list(_datetime_paths(_Messages.dump_python([message])[0]))
+    if not paths:
+        return text, None
+    loaded = _Messages.dump_python([_load_message(text)])[0]
+    lost = [path for path in paths if isinstance(_at(loaded, path), str)]
+    return text, (json.dumps(lost, separators=(",", ":")) if lost else None)
 
 
-def _load_message(text: str) -> _messages.ModelMessage:
-    return _Messages.validate_json(f"[{text}]")[0]
+def _load_message(text: str, datetimes: str | None = None) -> _messages.ModelMessage:
+    message = _Messages.validate_json(f"[{text}]")[0]
+    for path in json.loads(datetimes) if datetimes else ():
+        *parents, last = path
+        try:
+            container = message
+            for key in parents:
+                container = _step(container, key)
+            value = _step(container, last)
+            if isinstance(value, str):
+                parsed = _Datetime.validate_python(value)
+                if isinstance(container, dict | list):
+                    container[last] = parsed
+                else:
+                    setattr(container, last, parsed)
+        except (LookupError, AttributeError, TypeError, pydantic.ValidationError):
+            continue  # not where it was (a message another version wrote): leave it as read
+    return message
+
+
+_Datetime = pydantic.TypeAdapter(datetime)
+
+
+def _datetime_paths(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[list[str | int]]:
+    """Paths of the datetimes in a `dump_python` tree (dicts and lists)."""
+    if isinstance(value, datetime):
+        yield list(path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                yield from _datetime_paths(item, (*path, key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _datetime_paths(item, (*path, index))
+
+
+def _step(value: Any, key: str | int) -> Any:
+    """One step down a path: a dict key, a list index, or an attribute (dataclass field)."""
+    if isinstance(value, dict | list):
+        return value[key]  # type: ignore[index]
+    if not isinstance(key, str):
+        raise TypeError(key)
+    return getattr(value, key)
+
+
+def _at(tree: Any, path: list[str | int]) -> Any:
+    try:
+        for key in path:
+            tree = _step(tree, key)
+    except (LookupError, AttributeError, TypeError):
+        return None
+    return tree
 
 
 @dataclasses.dataclass
@@ -118,6 +200,13 @@ class _State:
         return f"{self.last}:{self.head or ''}"
 
 
+class _Unset:
+    """The default of `load(budget_tokens=...)`: the store's budget."""
+
+
+_UNSET = _Unset()
+
+
 class CtxdConversationStore(ConversationStore):
     """A Pydantic AI ConversationStore keeping each conversation in ctxd.
 
@@ -125,11 +214,52 @@ class CtxdConversationStore(ConversationStore):
         client: A `ctxd.AsyncClient` (or a blocking `ctxd.Client`).
         branch_prefix: Prefix of the ctxd conversation ids that keep branches a conversation
             left (`<prefix><tip entry id>`).
+        budget_tokens: When set, `load` returns a pack rather than the whole history: the
+            newest messages that fit this many tokens (less `reserve_tokens`), after the
+            summary, working memory or truncation notice (as a system prompt), the way
+            BuildContext packs them. None (the default): `load` returns every message.
+        reserve_tokens: Part of the budget left for what the run adds (the new prompt, tool
+            calls and returns, the reply). Default a quarter of the budget.
+        format: The provider format the pack is counted and cut for (`"chat"`, the default;
+            `"responses"`, `"anthropic"`, `"gemini"`): use your model's.
+        tokenizer: The model's tokenizer (default the server's).
+        working_memory: Put the conversation's working memory in the pack (default True).
+        history_policy: `"cache_stable"` (default) or `"newest"`, as BuildContext takes it.
+        summarize: When the pack leaves out history no summary covers (`needs_summary`), run
+            ctxd Summarize (the server's summarizer) before packing (default True).
+        keep_recent_tokens: Summarize's verbatim window. Default half of what the pack holds.
+        max_summary_tokens: Summarize's bound on the summary. Default an eighth of what the
+            pack holds.
     """
 
-    def __init__(self, client: AsyncClient | Client, *, branch_prefix: str = "pydantic-ai-branch/") -> None:
+    def __init__(
+        self,
+        client: AsyncClient | Client,
+        *,
+        branch_prefix: str = "pydantic-ai-branch/",
+        budget_tokens: int | None = None,
+        reserve_tokens: int | None = None,
+        format: Any = None,
+        tokenizer: Any = None,
+        working_memory: bool = True,
+        history_policy: Any = None,
+        summarize: bool = True,
+        keep_recent_tokens: int | None = None,
+        max_summary_tokens: int | None = None,
+    ) -> None:
         self.client = client
         self.branch_prefix = branch_prefix
+        self.budget_tokens = budget_tokens
+        self.reserve_tokens = reserve_tokens
+        self.format = format
+        self.tokenizer = tokenizer
+        self.working_memory = working_memory
+        self.history_policy = history_policy
+        self.summarize = summarize
+        self.keep_recent_tokens = keep_recent_tokens
+        self.max_summary_tokens = max_summary_tokens
+        self.last_pack: context_pb2.BuildContextResponse | None = None
+        """The pack the last budgeted `load` was made from (`stats`, `needs_summary`)."""
         # Entry id -> the ctxd conversation whose history ends at it (heads and branch tips seen
         # by read_record), for read_history, which is handed only the entry id.
         self._where: dict[str, str] = {}
@@ -167,7 +297,8 @@ class CtxdConversationStore(ConversationStore):
                 )
                 stored.append(_Stored(entry, m.sequence, m.sequence, None))
             elif MESSAGE in m.metadata:
-                entry = ConversationEntry(id=entry_id, parent_id=None, message=_load_message(m.metadata[MESSAGE]))
+                message = _load_message(m.metadata[MESSAGE], m.metadata.get(DATETIMES))
+                entry = ConversationEntry(id=entry_id, parent_id=None, message=message)
                 stored.append(_Stored(entry, m.sequence, m.sequence, None))
             elif stored and stored[-1].entry.id == entry_id:
                 stored[-1].last = m.sequence
@@ -247,6 +378,110 @@ class CtxdConversationStore(ConversationStore):
             revision=state.revision,
             updated_at=state.updated_at,
         )
+
+    # -- packing -------------------------------------------------------------------------------
+
+    async def load(
+        self,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        scope: str | None = None,
+        budget_tokens: int | None | _Unset = _UNSET,
+    ) -> Conversation | None:
+        """Load a conversation, or `None` if the store doesn't have it.
+
+        With a budget (`budget_tokens`, default the store's), the messages are a pack: a
+        `ModelRequest` of `SystemPromptPart`s holding the summary, working memory or truncation
+        notice, when the pack has them, then the stored messages from the oldest one the pack
+        keeps (whole messages; the pack never splits a tool call from its return). Saving the
+        run's result appends only what the run added, as after any load. `limit` (a number of
+        messages) loads the base class's window instead, unbudgeted."""
+        budget = self.budget_tokens if isinstance(budget_tokens, _Unset) else budget_tokens
+        if budget is None or limit is not None:
+            return await super().load(conversation_id, limit=limit, scope=scope)
+        if budget <= 0:
+            raise ValueError("budget_tokens must be positive")
+        for _ in range(8):
+            record = await self.read_record(conversation_id)
+            if record is None or (scope is not None and record.scope != scope):
+                return None
+            messages = await self._packed(record, budget)
+            if messages is not None:
+                break  # else the conversation changed while it was packed: read it again
+        else:
+            raise ConversationConflict(conversation_id)  # it kept changing
+        conversation = Conversation(
+            messages=messages,
+            usage=record.usage,
+            conversation_id=record.conversation_id,
+            deferred_tool_requests=record.deferred_tool_requests,
+            revision=record.revision,
+        )
+        mark_stored(conversation, conversation.messages)
+        return conversation
+
+    async def _pack(self, conversation_id: str, budget: int) -> context_pb2.BuildContextResponse:
+        return await self._rpc(
+            "build_context",
+            conversation_id,
+            max_tokens=budget,
+            reserve_output_tokens=self._reserve(budget),
+            format=self.format,
+            tokenizer=self.tokenizer,
+            omit_working_memory=not self.working_memory,
+            history_policy=self.history_policy,
+        )
+
+    def _reserve(self, budget: int) -> int:
+        reserve = budget // 4 if self.reserve_tokens is None else self.reserve_tokens
+        if not 0 <= reserve < budget:
+            raise ValueError("reserve_tokens must be at least 0 and less than budget_tokens")
+        return reserve
+
+    async def _packed(self, record: ConversationRecord, budget: int) -> list[_ModelMessage] | None:
+        """The messages of `record`'s pack, or None when the conversation moved meanwhile."""
+        cid = record.conversation_id
+        last = int(record.revision.split(":", 1)[0])
+        try:
+            pack = await self._pack(cid, budget)
+            if pack.needs_summary and self.summarize:
+                room = budget - self._reserve(budget)
+                await self._rpc(
+                    "summarize",
+                    cid,
+                    keep_recent_tokens=room // 2 if self.keep_recent_tokens is None else self.keep_recent_tokens,
+                    max_summary_tokens=max(1, room // 8) if self.max_summary_tokens is None else self.max_summary_tokens,
+                    tokenizer=self.tokenizer,
+                )
+                pack = await self._pack(cid, budget)
+        except errors.NotFound:
+            return None  # deleted meanwhile: the record, read again, says so
+        if pack.stats.log_last_sequence != last:
+            return None
+        self.last_pack = pack
+        history = [m.sequence for m in pack.messages if m.source == context_pb2.CONTEXT_SOURCE_HISTORY and m.sequence]
+        notes = [m.content for m in pack.messages if m.source in _NOTES and m.content]
+        out: list[_ModelMessage] = []
+        if notes:
+            out.append(_messages.ModelRequest(parts=[_messages.SystemPromptPart(text) for text in notes]))
+        if history:
+            stored = await self._entries_from(cid, min(history), last)
+            if not stored or stored[-1].entry.id != record.head_id:
+                return None
+            out.extend(s.entry.message for s in stored)
+        return out
+
+    async def _entries_from(self, conversation_id: str, oldest: int, last: int) -> list[_Stored]:
+        """The entries of sequences `oldest`..=`last`, the one `oldest` is in included whole."""
+        window = 8
+        while True:
+            start = max(0, oldest - 1 - window)
+            msgs = [m for m in await self._messages(conversation_id, start) if m.sequence <= last]
+            stored = self._group(conversation_id, msgs)
+            if start == 0 or (stored and stored[0].first <= oldest):
+                return [s for s in stored if s.last >= oldest]
+            window *= 4
 
     # -- ConversationStore primitives ----------------------------------------------------------
 
@@ -569,7 +804,10 @@ def _to_ctxd(entry: ConversationEntry, last: int, calls: dict[str, str]) -> list
         out.append(messages_pb2.Message(role=role, content=f"[pydantic-ai {message.kind}: {kinds}]", exclude_from_context=True))
     for m in out:
         m.metadata[ENTRY] = entry.id
-    out[0].metadata[MESSAGE] = _dump_message(message)
+    text, datetimes = _dump_message(message)
+    out[0].metadata[MESSAGE] = text
+    if datetimes is not None:
+        out[0].metadata[DATETIMES] = datetimes
     return out
 
 
