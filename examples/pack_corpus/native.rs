@@ -16,6 +16,11 @@ pub(crate) fn native_reply(rng: &mut Rng, reply: &Message, tag: &str) -> Message
         Some(Provider::Anthropic) => (Format::AnthropicMessages, anthropic(rng, reply, tag)),
         Some(Provider::OpenAi) => (Format::OpenAiResponses, responses(rng, reply, tag)),
         Some(Provider::Gemini) => (Format::Gemini, gemini(rng, reply, tag)),
+        // A model without reasoning on the Responses API: its items carry ids all the same.
+        None if rng.chance(30) => (
+            Format::OpenAiResponses,
+            without_reasoning(responses(rng, reply, tag)),
+        ),
         None => (Format::OpenAiChat, chat(rng, reply, tag)),
     };
     let mut v = Violations::default();
@@ -23,6 +28,14 @@ pub(crate) fn native_reply(rng: &mut Rng, reply: &Message, tag: &str) -> Message
     assert!(v.is_empty(), "generated native JSON refused: {v}\n{json}");
     let [message] = <[Message; 1]>::try_from(parsed.messages).expect("one reply");
     message
+}
+
+/// A Response as a model without reasoning returns it: no reasoning item, no server tools.
+fn without_reasoning(mut response: Value) -> Value {
+    if let Some(Value::Array(items)) = response.get_mut("output") {
+        items.retain(|item| !matches!(item["type"].as_str(), Some("reasoning" | "web_search_call")));
+    }
+    response
 }
 
 /// Arguments as a JSON object (what a provider returns), whatever the generated text was.

@@ -217,3 +217,51 @@ async fn a_blank_user_message_ends_the_replies_left_out_where_the_format_sends_i
         assert_eq!(sequences, expected, "{format:?}: no hole in the history");
     }
 }
+
+#[tokio::test]
+async fn responses_items_appended_without_their_reasoning_lose_their_ids_in_packs() {
+    let app = spawn_app(StoreKind::InMemory).await;
+    // A history imported as Responses input items, its reasoning left out by the caller.
+    let items = serde_json::json!([
+        {"type": "message", "role": "user", "content": "Look it up."},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "found"},
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Found ", "annotations": []},
+                     {"type": "output_text", "text": "it.", "annotations": []}]},
+        {"type": "message", "role": "user", "content": "Thanks."}
+    ]);
+    let request = proto::AppendMessageRequest {
+        conversation_id: "ids".into(),
+        native: Some(proto::NativeItems {
+            format: proto::Format::OpenaiResponses as i32,
+            json: items.to_string(),
+        }),
+        ..Default::default()
+    };
+    app.client.clone().append_message(request).await.unwrap();
+    let built = app.pack("ids", proto::Format::OpenaiResponses, 4_000).await;
+    let rendered: Value = serde_json::from_str(&built.rendered).unwrap();
+    for item in rendered.as_array().unwrap() {
+        assert!(item.get("id").is_none(), "an id without its reasoning: {item}");
+    }
+    assert!(built.rendered.contains("Found it."), "{}", built.rendered);
+    // History keeps what was appended.
+    let listed = proto::ListMessagesRequest {
+        conversation_id: "ids".into(),
+        format: Some(proto::Format::OpenaiResponses as i32),
+        ..Default::default()
+    };
+    let history = app
+        .client
+        .clone()
+        .list_messages(listed)
+        .await
+        .unwrap()
+        .into_inner()
+        .rendered;
+    assert!(
+        history.contains("\"fc_1\"") && history.contains("\"msg_1\""),
+        "{history}"
+    );
+}

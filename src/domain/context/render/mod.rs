@@ -49,7 +49,7 @@ fn render_as(messages: &[ContextMessage], format: Format, mode: Mode) -> String 
     match format {
         Format::OpenAiChat => openai_chat::openai_chat(messages),
         Format::AnthropicMessages => anthropic::anthropic(messages, mode),
-        Format::OpenAiResponses => openai_responses::openai_responses(messages),
+        Format::OpenAiResponses => openai_responses::openai_responses(messages, mode),
         Format::Gemini => gemini::gemini(messages, mode),
     }
 }

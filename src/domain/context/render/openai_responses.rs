@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{OPENAI_IMAGE_TYPES, attachment_note, data_uri, fetchable, inline, native_list};
+use super::{Mode, OPENAI_IMAGE_TYPES, attachment_note, data_uri, fetchable, inline, native_list};
 use crate::domain::{
     context::{
         ContextMessage, Format,
@@ -14,13 +14,39 @@ use crate::domain::{
     message::{Attachment, AttachmentSource, Block, Message, Reasoning, ReasoningKind, Role},
 };
 
-/// The pack as a Responses `input` array.
-pub(super) fn openai_responses(messages: &[ContextMessage]) -> String {
+/// The pack as a Responses `input` array. In a pack, an output item keeps its id only where
+/// the reasoning of its response is sent before it ("Item 'fc_…' of type 'function_call' was
+/// provided without its required 'reasoning' item"): native items appended without their
+/// reasoning lose their ids as modeled ones do ([`assistant_items`]); history keeps them.
+pub(super) fn openai_responses(messages: &[ContextMessage], mode: Mode) -> String {
     let mut items = Vec::with_capacity(messages.len());
     for m in messages {
         push_items(&m.message, &mut items);
     }
+    if mode == Mode::Pack {
+        unpaired_ids_dropped(&mut items);
+    }
     Value::Array(items).to_string()
+}
+
+/// Drops the ids of calls and assistant messages whose run of output items has no reasoning
+/// item before them. Server-side items keep theirs (their input form requires it).
+fn unpaired_ids_dropped(items: &mut [Value]) {
+    let mut reasoning = false;
+    for item in items.iter_mut() {
+        let kind = item["type"].as_str().unwrap_or("message");
+        let assistant = kind == "message" && item["role"] == "assistant";
+        let output = assistant || kind != "message" && !kind.ends_with("_output");
+        if !output {
+            reasoning = false;
+            continue;
+        }
+        if kind == "reasoning" {
+            reasoning = true;
+        } else if !reasoning && (assistant || kind == "function_call") && item.get("id").is_some() {
+            without_id(item);
+        }
+    }
 }
 
 fn push_items(message: &Message, items: &mut Vec<Value>) {
@@ -108,7 +134,16 @@ fn assistant_items(message: &Message, text: &str) -> Vec<Value> {
 /// becomes a plain assistant message.
 fn without_id(item: &mut Value) {
     if item["type"] == "message" {
-        let text = item["content"][0]["text"].take();
+        // Every text part (a native message may have several), as one plain text.
+        let text: String = match &item["content"] {
+            Value::String(text) => text.clone(),
+            parts => parts
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|part| part["text"].as_str())
+                .collect(),
+        };
         let phase = item.get_mut("phase").map(Value::take);
         *item = json!({"type": "message", "role": "assistant", "content": text});
         if let Some(phase) = phase {
