@@ -106,7 +106,9 @@ test("two-turn agent run with a tool call, stored natively and read back", async
   }
 
   // getItems(limit): the newest items, in order.
-  assert.deepEqual(plain(await session.getItems(2)), added.slice(-2));
+  // (A pack drops the id of an answer whose response sent no reasoning item.)
+  const withoutIds = (items) => items.map(({ id, ...rest }) => rest);
+  assert.deepEqual(withoutIds(plain(await session.getItems(2))), withoutIds(added.slice(-2)));
 
   // popItem removes the newest item and returns it; the rest stays.
   const popped = plain(await session.popItem());
