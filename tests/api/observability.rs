@@ -29,12 +29,7 @@ async fn request_ids_are_echoed_or_generated() {
 
 #[tokio::test]
 async fn metrics_are_served_on_their_own_port() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = free_listen();
     let app = spawn_on(None, &["--metrics-listen", &listen]).await;
     app.append_ok("m", vec![user("hi")]).await;
     let build = proto::BuildContextRequest {
@@ -62,14 +57,7 @@ async fn metrics_are_served_on_their_own_port() {
         })
         .await
         .unwrap();
-    let mut stream = tokio::net::TcpStream::connect(&listen).await.unwrap();
-    use tokio::io::AsyncWriteExt;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.unwrap();
+    let body = scrape(&listen).await;
     for name in [
         "ctxd_rpc_duration_seconds_bucket{code=\"OK\",method=\"AppendMessage\"",
         "ctxd_rpc_duration_seconds_count{code=\"OK\",method=\"BuildContext\",protocol=\"grpc\"}",
