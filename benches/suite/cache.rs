@@ -5,7 +5,7 @@
 //! share of each pack that repeats the previous call's pack as an exact prefix (what a provider
 //! serves from its prompt cache), the budget use, and the input cost under a price model where
 //! cached input costs 0.1x; and how many user turns each pack holds, cache-stable with and
-//! without clearing older tool results.
+//! without clearing older tool results, and newest-that-fits with clearing.
 
 use ctxd::proto::{self, context_service_client::ContextServiceClient};
 use tonic::transport::Channel;
@@ -50,6 +50,7 @@ pub(crate) async fn run(server: &Replica, scale: Scale) -> anyhow::Result<()> {
             (proto::HistoryPolicy::CacheStable, None),
             (proto::HistoryPolicy::CacheStable, Some(clearing.clone())),
             (proto::HistoryPolicy::Newest, None),
+            (proto::HistoryPolicy::Newest, Some(clearing.clone())),
         ] {
             let conversation = format!(
                 "cache-{run}-{}-{}-{}",
@@ -110,7 +111,8 @@ fn report(variant: &Variant, calls: &[Call]) {
         .sum();
     let jumps = calls.iter().filter(|c| c.jumped).count();
     let policy = match (policy, &variant.clear) {
-        (proto::HistoryPolicy::Newest, _) => "newest".to_string(),
+        (proto::HistoryPolicy::Newest, None) => "newest".to_string(),
+        (proto::HistoryPolicy::Newest, Some(c)) => format!("newest, clear {}", c.keep_recent),
         (_, None) => "cache-stable".to_string(),
         (_, Some(c)) => format!("cache-stable, clear {}", c.keep_recent),
     };

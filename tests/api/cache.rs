@@ -15,6 +15,7 @@ use crate::{
 contract_tests!(
     cache_stable_packs_repeat_the_previous_pack_until_history_jumps,
     cleared_packs_hold_more_turns_and_change_only_when_history_jumps,
+    cache_stable_clearing_holds_nearly_what_newest_holds_at_a_lower_cost,
 );
 
 const BUDGET: u32 = 1500;
@@ -79,22 +80,70 @@ struct Call {
     reuse: f64,
 }
 
-/// Replays a 60-turn tool loop: before each turn the backend builds its pack with the
-/// question pending (clearing older tool results as `clear` says), then appends the turn.
+/// Turn `turn` of the long tool loop of docs/benchmarks.md ("Context editing II"): a short
+/// question, one call, a result of about 600 o200k tokens (log lines) and a short answer.
+fn long_turn(turn: usize) -> (proto::Message, Vec<proto::Message>) {
+    let id = format!("call-{turn}");
+    let question = user(&format!(
+        "Turn {turn}: why did the ledger job fail? {}",
+        "Check again. ".repeat(turn % 3)
+    ));
+    let lines = 22 + (turn * 7) % 9;
+    let result = (0..lines)
+        .map(|l| {
+            format!(
+                "2026-11-23T10:{:02}:{:02} ledger-{turn} worker {l} status ok rows {}",
+                (turn + l) % 60,
+                (l * 7) % 60,
+                (turn * 7919 + l * 104_729) % 9000
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let rest = vec![
+        assistant_calling(&[&id]),
+        tool_result(&id, &result),
+        assistant(&format!("Turn {turn}: the ledger rows reconcile.")),
+    ];
+    (question, rest)
+}
+
+/// A replay: its turns, and the packs' budget and tokenizer.
+struct Loop {
+    turns: usize,
+    make: fn(usize) -> (proto::Message, Vec<proto::Message>),
+    budget: u32,
+    tokenizer: proto::Tokenizer,
+}
+
+/// The 60-turn loop of `turn` at `budget`, counted by the default tokenizer.
+fn short_loop(budget: u32) -> Loop {
+    Loop {
+        turns: 60,
+        make: turn,
+        budget,
+        tokenizer: proto::Tokenizer::Unspecified,
+    }
+}
+
+/// Replays a tool loop: before each turn the backend builds its pack with the question
+/// pending (clearing older tool results as `clear` says), then appends the turn.
 async fn replay(
     app: &TestApp,
     conversation: &str,
     format: proto::Format,
     policy: proto::HistoryPolicy,
     clear: Option<proto::ClearToolResults>,
-    budget: u32,
+    replay: Loop,
 ) -> Vec<Call> {
     let mut client = app.client.clone();
     let mut previous: Option<String> = None;
     let mut calls = Vec::new();
-    for n in 0..60 {
-        let (question, rest) = turn(n);
+    let budget = replay.budget;
+    for n in 0..replay.turns {
+        let (question, rest) = (replay.make)(n);
         let mut request = request(conversation, format, policy);
+        request.tokenizer = replay.tokenizer as i32;
         request.pending_messages = vec![question.clone()];
         request.clear_tool_results = clear.clone();
         request.budget = Some(proto::Budget {
@@ -150,7 +199,7 @@ async fn cache_stable_packs_repeat_the_previous_pack_until_history_jumps(kind: S
             format,
             proto::HistoryPolicy::Unspecified,
             None,
-            BUDGET,
+            short_loop(BUDGET),
         )
         .await;
         let newest = replay(
@@ -159,7 +208,7 @@ async fn cache_stable_packs_repeat_the_previous_pack_until_history_jumps(kind: S
             format,
             proto::HistoryPolicy::Newest,
             None,
-            BUDGET,
+            short_loop(BUDGET),
         )
         .await;
         let overflowing = |calls: &[Call]| calls.iter().filter(|c| c.stats.messages_dropped > 0).count();
@@ -228,7 +277,7 @@ async fn cleared_packs_hold_more_turns_and_change_only_when_history_jumps(kind: 
             format,
             proto::HistoryPolicy::CacheStable,
             None,
-            CLEARING_BUDGET,
+            short_loop(CLEARING_BUDGET),
         )
         .await;
         let cleared = replay(
@@ -237,7 +286,7 @@ async fn cleared_packs_hold_more_turns_and_change_only_when_history_jumps(kind: 
             format,
             proto::HistoryPolicy::CacheStable,
             Some(clear.clone()),
-            CLEARING_BUDGET,
+            short_loop(CLEARING_BUDGET),
         )
         .await;
         let median = |calls: &[Call]| {
@@ -275,6 +324,68 @@ async fn cleared_packs_hold_more_turns_and_change_only_when_history_jumps(kind: 
         reuse.sort_by(f64::total_cmp);
         let median_reuse = reuse[reuse.len() / 2];
         assert!(median_reuse >= 0.8, "{format:?}: median reuse {median_reuse:.2}");
+    }
+}
+
+/// Context editing II (docs/benchmarks.md): a 100-turn tool loop (600-token results) at an
+/// 8,000-token o200k budget with the three newest results kept. Over the last 60 calls,
+/// cache-stable history with clearing holds at least 80% of the user turns newest-that-fits
+/// with clearing holds, at a mean input cost (cached input at 0.1x) of at most half the
+/// uncached one and below newest-that-fits'.
+async fn cache_stable_clearing_holds_nearly_what_newest_holds_at_a_lower_cost(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let clear = proto::ClearToolResults {
+        keep_recent: 3,
+        ..Default::default()
+    };
+    // The issue's workload, and a shorter loop at half the budget.
+    for (turns, budget, measured) in [(100, 8000, 60), (40, 4000, 30)] {
+        let mut figures = Vec::new();
+        for policy in [proto::HistoryPolicy::CacheStable, proto::HistoryPolicy::Newest] {
+            let long_loop = Loop {
+                turns,
+                make: long_turn,
+                budget,
+                tokenizer: proto::Tokenizer::O200kBase,
+            };
+            let conversation = format!("long-{turns}-{}", policy as i32);
+            let calls = replay(
+                &app,
+                &conversation,
+                proto::Format::OpenaiChat,
+                policy,
+                Some(clear.clone()),
+                long_loop,
+            )
+            .await;
+            let last = &calls[calls.len() - measured..];
+            let mut held: Vec<usize> = last.iter().map(|c| c.user_turns).collect();
+            held.sort_unstable();
+            let cost = last.iter().map(|c| 1.0 - 0.9 * c.reuse).sum::<f64>() / last.len() as f64;
+            let jumps = last
+                .windows(2)
+                .filter(|w| w[0].stats.oldest_included_sequence != w[1].stats.oldest_included_sequence)
+                .count();
+            figures.push((held[held.len() / 2], cost, jumps));
+        }
+        let [(stable_turns, stable_cost, jumps), (newest_turns, newest_cost, _)] = figures[..] else {
+            unreachable!()
+        };
+        println!(
+            "{turns} turns at {budget}: cache-stable + clearing: {stable_turns} turns, cost \
+             {stable_cost:.3}, {jumps} jumps; newest + clearing: {newest_turns} turns, cost {newest_cost:.3}"
+        );
+        assert!(
+            stable_turns * 5 >= newest_turns * 4,
+            "{turns} turns: {stable_turns} user turns against newest-that-fits' {newest_turns}"
+        );
+        assert!(
+            stable_cost < newest_cost,
+            "{stable_cost:.3} against {newest_cost:.3}"
+        );
+        if turns == 100 {
+            assert!(stable_cost <= 0.5, "mean input cost {stable_cost:.3}");
+        }
     }
 }
 

@@ -1076,6 +1076,35 @@ proptest! {
         }
     }
 
+    /// With clearing, a cache-stable history (its start on a coarse grid, its cleared part up
+    /// to a frontier on a finer one) is still within what newest-that-fits with clearing
+    /// reaches: never a message that pack would not send, and never a result cleared that
+    /// newest-that-fits sends whole (such as one of the `keep_recent` newest).
+    #[test]
+    fn cache_stable_clearing_stays_within_what_newest_clearing_reaches(
+        case in case(),
+        clear in (0u32..4, any::<bool>()),
+    ) {
+        let clear = ClearToolResults { keep_recent: clear.0, exclude_tools: vec![], clear_arguments: clear.1 };
+        let case = Case { clear: Some(clear), ..case };
+        let stable = pack(&Case { history: HistoryPolicy::CacheStable, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
+        let newest = pack(&Case { history: HistoryPolicy::Newest, ..case.clone() }, case.max_tokens, Format::OpenAiChat);
+        prop_assume!(!stable.stats.over_budget && !newest.stats.over_budget);
+        let history = |p: &ContextPack| -> Vec<Sequence> {
+            p.messages.iter().filter(|m| m.source == Source::History).filter_map(|m| m.sequence).collect()
+        };
+        let (stable_history, newest_history) = (history(&stable), history(&newest));
+        prop_assert!(stable_history.iter().all(|s| newest_history.contains(s)),
+            "stable {stable_history:?}, newest {newest_history:?}");
+        prop_assert!(stable.stats.total_tokens <= stable.stats.budget_tokens);
+        let (stable_cleared, newest_cleared) = (cleared_results(&stable), cleared_results(&newest));
+        prop_assert!(stable_cleared.is_subset(&newest_cleared),
+            "stable {stable_cleared:?}, newest {newest_cleared:?}");
+        if newest.stats.tool_results_cleared == 0 && newest.stats.messages_dropped == 0 {
+            prop_assert_eq!(&stable.messages, &newest.messages, "all history fits whole: the policies agree");
+        }
+    }
+
     /// A cache-stable history gives up less than one step plus one turn of the history that
     /// newest-that-fits sends (counted in the approximation, which offsets are measured in):
     /// it starts at the oldest anchor of its step in the window, and the anchor before that

@@ -6,14 +6,23 @@
 //! of what it costs), so that it reaches as far back as clearing could let history go. What is
 //! cleared is then decided from the window alone:
 //! - newest-that-fits history clears every clearable result it holds;
-//! - cache-stable history starts at a turn anchor of the step's level (as without clearing)
-//!   and keeps its messages whole from the anchor [`CLEARED_CELLS`] steps later on: between
-//!   the two, clearable results are cleared (but for that part's `keep_recent` newest
-//!   results), so that the cleared part holds a few steps of history in little room. The
-//!   start is the oldest anchor whose pack fits; fewer cleared steps, down to none, where none
-//!   fits. Both boundaries are anchors of the log, fixed once written: while history stays put
-//!   each pack extends the previous one, and when it no longer fits both move forward one
-//!   step, which frees a step, as a jump without clearing does.
+//! - cache-stable history has three parts: a start, a cleared part and a verbatim part.
+//!   - The start is the oldest turn anchor of a coarse level whose pack fits with every
+//!     clearable result cleared: [`ContextPacker::start_spread`] levels above the step without
+//!     clearing, as many as cleared turns are cheaper than whole ones. It stays put for long
+//!     and jumps by a large step only when even cleared history no longer fits.
+//!   - The verbatim part starts at the *frontier*: the oldest anchor of the frontier's level
+//!     whose pack fits with the clearable results between start and frontier cleared (but for
+//!     that part's `keep_recent` newest results). The frontier's level is one above the
+//!     *slack*, the room left with everything clearable cleared; where no such anchor fits,
+//!     every clearable result is cleared. So the verbatim part grows, pack after pack, until
+//!     its results no longer fit whole; then they are cleared nearly all at once, near the end
+//!     of the pack where clearing costs little of the cache, and the frontier stays put again.
+//!     As the cleared part fills the room the slack shrinks, and the frontier's grid with it.
+//!
+//! Start and frontier are anchors of the log, fixed once written: while both stay put each
+//! pack extends the previous one. Chosen by measuring (docs/benchmarks.md, "Context editing
+//! II"); without tool results worth clearing the start's level is the step without clearing.
 //!
 //! A result is clearable when it is not among the `keep_recent` newest results, its tool is not
 //! excluded, it is not pinned and not part of the current turn, and the placeholder is shorter.
@@ -30,11 +39,15 @@ use crate::domain::{
     message::Role,
 };
 
-/// Steps of the anchor grid between where cache-stable history starts and where its verbatim
-/// part starts. Three: in the benchmark's tool loop (docs/benchmarks.md) packs then hold
-/// about twice the user turns with the same share of calls where history jumps; two hold
-/// less, four jump on half the calls.
-const CLEARED_CELLS: usize = 3;
+/// The most levels above the step of cache-stable history without clearing that a history
+/// with clearing starts at (see [`ContextPacker::start_spread`]).
+const MAX_START_SPREAD: u8 = 4;
+
+/// How many levels above the slack (the room left with everything clearable cleared) the
+/// anchors are that the verbatim part starts at: one, so that the verbatim part, once its
+/// results no longer fit whole, is cleared nearly all at once rather than a turn at a time,
+/// and then grows for long without moving what precedes it.
+const FRONTIER_SPREAD: u32 = 1;
 
 /// What clearing a message saves, in tokens: `now`, and `aged`, once it is no longer among
 /// the `keep_recent` newest results (the same for every other message). Where a cache-stable
@@ -165,15 +178,9 @@ impl ContextPacker {
     }
 
     /// Cache-stable clearing: the window indices to clear and where the window ends
-    /// (exclusive), or `None` when no anchor of the step's level fits even without clearing
-    /// (then the pack clears as newest-that-fits does). History starts at the oldest anchor of
-    /// the step's level whose pack fits, where a start's pack clears up to the anchor
-    /// [`CLEARED_CELLS`] anchors later (the part's `keep_recent` newest results stay whole) and
-    /// keeps the newer messages whole; see the module documentation.
+    /// (exclusive), or `None` when no start fits even with everything clearable cleared (then
+    /// the pack clears as newest-that-fits does); see the module documentation.
     fn stable_clearing_span(&mut self) -> Option<(Vec<usize>, usize)> {
-        // The step of cache-stable history without clearing; history starts at an anchor of
-        // it and the verbatim part at the anchor CLEARED_CELLS later.
-        let step_level = self.stable_step_level();
         let keep = self
             .request
             .clear_tool_results
@@ -181,29 +188,64 @@ impl ContextPacker {
             .map_or(0, |c| c.keep_recent as usize);
         let parts = Parts::of(self, keep);
         let n = self.window.messages.len();
+        let dropped = |s: usize| parts.whole[n] - parts.whole[s + 1];
+        // The start: the oldest anchor of the start's level (or the highest level the window
+        // holds below it) whose pack fits with all it holds cleared.
+        let start_level = self
+            .stable_step_level()
+            .saturating_add(self.start_spread())
+            .min(63);
         let window = &self.window;
-        let anchors: Vec<usize> = parts
+        let mut starts: Vec<(usize, u8)> = parts
+            .turns
+            .iter()
+            .filter_map(|&i| {
+                let level = window.anchors.get(&window.messages[i].sequence?)?;
+                Some((i, (*level).min(start_level)))
+            })
+            .collect();
+        // Highest level first, then oldest first.
+        starts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        let (s, level) = starts
+            .into_iter()
+            .find(|&(s, _)| self.budget.fits_saving(0, dropped(s) + parts.now[s + 1]))?;
+        self.stats.history_step_tokens = 1u32.checked_shl(u32::from(level)).unwrap_or(u32::MAX);
+        // The verbatim part: from the oldest anchor of the frontier's level whose pack fits,
+        // clearing what lies between the start and it (but for that part's `keep_recent`
+        // newest results); everything clearable cleared where none fits.
+        let slack = self.budget.slack_saving(dropped(s) + parts.now[s + 1]);
+        let frontier_level = slack.max(1).ilog2() + FRONTIER_SPREAD;
+        let frontier = parts
             .turns
             .iter()
             .copied()
-            .filter(|&i| {
-                let level = window.messages[i].sequence.and_then(|s| window.anchors.get(&s));
-                level.is_some_and(|&l| l >= step_level)
+            .filter(|&t| t < s)
+            .filter(|&t| {
+                let level = window.messages[t].sequence.and_then(|q| window.anchors.get(&q));
+                level.is_some_and(|&l| u32::from(l) >= frontier_level)
             })
-            .collect();
-        // The oldest start whose pack fits, clearing CLEARED_CELLS steps; fewer when none
-        // fits so (history whose tool results save little), down to none.
-        for cells in (0..=CLEARED_CELLS).rev() {
-            for j in (cells..anchors.len()).rev() {
-                let (s, t) = (anchors[j], anchors[j - cells]);
-                let dropped = parts.whole[n] - parts.whole[s + 1];
-                if self.budget.fits_saving(0, dropped + parts.saved(t, s)) {
-                    self.stats.history_step_tokens = 1 << step_level;
-                    return Some((parts.cleared_indices(t, s), s + 1));
-                }
-            }
-        }
-        None
+            .rev()
+            .find(|&t| self.budget.fits_saving(0, dropped(s) + parts.saved(t + 1, s)));
+        let clear = match frontier {
+            Some(t) => parts.cleared_indices(t + 1, s),
+            None => (0..=s).filter(|&j| self.window.savings[j].now > 0).collect(),
+        };
+        Some((clear, s + 1))
+    }
+
+    /// How many levels above the step of cache-stable history without clearing the anchors are
+    /// that history with clearing starts at: the base-2 logarithm of how many times the
+    /// window's messages outweigh them cleared, at most [`MAX_START_SPREAD`]. History then
+    /// starts at an anchor of about a quarter to half of what clearing lets the pack reach
+    /// back, so that it jumps about as often as without clearing (a jump frees as much of the
+    /// cleared history as a step frees of whole history) and holds on average nearly all it
+    /// can. In the tool loops of docs/benchmarks.md (results of about 600 tokens, 5 to 7 times
+    /// their placeholders) that is two levels; one level less jumps twice as often for a few
+    /// more turns, one more holds a tenth fewer turns.
+    fn start_spread(&self) -> u8 {
+        let whole = self.budget.used.max(1);
+        let cleared = whole.saturating_sub(self.window.savings_total).max(1);
+        ((whole / cleared).max(1).ilog2() as u8).min(MAX_START_SPREAD)
     }
 
     /// Clears the window's tool results at `indices`, with their accounting; with
@@ -267,6 +309,8 @@ struct Parts {
     whole: Vec<usize>,
     /// Their savings once aged.
     aged: Vec<usize>,
+    /// Their savings now (all clearable results cleared).
+    now: Vec<usize>,
     /// Each message's saving once aged.
     each: Vec<usize>,
     /// Optional turn starts, ascending.
@@ -281,12 +325,13 @@ impl Parts {
     fn of(packer: &ContextPacker, keep: usize) -> Self {
         let window = &packer.window;
         let n = window.messages.len();
-        let (mut whole, mut aged) = (vec![0usize; n + 1], vec![0usize; n + 1]);
+        let (mut whole, mut aged, mut now) = (vec![0usize; n + 1], vec![0usize; n + 1], vec![0usize; n + 1]);
         let mut caller = HashMap::new();
         for (j, m) in window.messages.iter().enumerate() {
             let counted = if packer.is_pinned(m) { 0 } else { m.tokens as usize };
             whole[j + 1] = whole[j] + counted;
             aged[j + 1] = aged[j] + window.savings[j].aged as usize;
+            now[j + 1] = now[j] + window.savings[j].now as usize;
             caller.extend(m.message.tool_calls.iter().map(|c| (c.id.as_str(), j)));
         }
         let mut turns: Vec<usize> = window.optional_turns.iter().copied().filter(|&i| i < n).collect();
@@ -305,6 +350,7 @@ impl Parts {
         Parts {
             whole,
             aged,
+            now,
             each: window.savings.iter().map(|s| s.aged as usize).collect(),
             turns,
             results,
@@ -312,9 +358,9 @@ impl Parts {
         }
     }
 
-    /// The cleared part `(t, s]`'s newest `keep` results, with the messages that called them.
-    fn kept(&self, t: usize, s: usize) -> impl Iterator<Item = (usize, Option<usize>)> + '_ {
-        let from = self.results.partition_point(|&(j, _)| j <= t);
+    /// The cleared part `[f, s]`'s newest `keep` results, with the messages that called them.
+    fn kept(&self, f: usize, s: usize) -> impl Iterator<Item = (usize, Option<usize>)> + '_ {
+        let from = self.results.partition_point(|&(j, _)| j < f);
         self.results[from..]
             .iter()
             .take(self.keep)
@@ -322,22 +368,22 @@ impl Parts {
             .copied()
     }
 
-    /// What clearing `(t, s]` saves, at least: a call one of whose results stays whole is
+    /// What clearing `[f, s]` saves, at least: a call one of whose results stays whole is
     /// counted as saving nothing (its other results' arguments are emptied all the same).
-    fn saved(&self, t: usize, s: usize) -> usize {
+    fn saved(&self, f: usize, s: usize) -> usize {
         let kept: HashSet<usize> = self
-            .kept(t, s)
+            .kept(f, s)
             .flat_map(|(j, caller)| std::iter::once(j).chain(caller))
             .collect();
         let kept: usize = kept.iter().map(|&j| self.each[j]).sum();
-        self.aged[s + 1] - self.aged[t + 1] - kept
+        self.aged[s + 1] - self.aged[f] - kept
     }
 
-    /// The messages of `(t, s]` to clear: every clearable result but the part's newest `keep`,
+    /// The messages of `[f, s]` to clear: every clearable result but the part's newest `keep`,
     /// and the calls (clearing empties the arguments of the cleared results' calls only).
-    fn cleared_indices(&self, t: usize, s: usize) -> Vec<usize> {
-        let kept: HashSet<usize> = self.kept(t, s).map(|(j, _)| j).collect();
-        (t + 1..=s)
+    fn cleared_indices(&self, f: usize, s: usize) -> Vec<usize> {
+        let kept: HashSet<usize> = self.kept(f, s).map(|(j, _)| j).collect();
+        (f..=s)
             .filter(|j| self.each[*j] > 0 && !kept.contains(j))
             .collect()
     }

@@ -118,6 +118,13 @@ impl Budget {
         self.used.saturating_sub(saved) + tokens + self.notice_reserve + self.recall_reserve <= self.available
     }
 
+    /// What is left once the notice's room is kept and `saved` tokens are cleared from what
+    /// was taken.
+    fn slack_saving(&self, saved: usize) -> usize {
+        self.available
+            .saturating_sub(self.used.saturating_sub(saved) + self.notice_reserve + self.recall_reserve)
+    }
+
     /// What is left once the notice's room is kept.
     fn room(&self) -> usize {
         self.available

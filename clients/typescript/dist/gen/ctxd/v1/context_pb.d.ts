@@ -196,10 +196,12 @@ export declare const RecallSchema: GenMessage<Recall>;
 /**
  * Which tool results a pack clears (docs/design.md, "Context editing"). Groups stay whole:
  * a cleared result still answers its call. Results are cleared only when not all history
- * fits whole. With cache-stable history the cleared part begins where history begins and
- * ends where the verbatim part begins; both move only when history jumps, so clearing never
- * costs a cache miss of its own. With newest-that-fits history every result older than the
- * `keep_recent` newest is cleared.
+ * fits whole. With cache-stable history the cleared part begins where history begins (a
+ * coarse turn anchor, which stays put until even cleared history no longer fits) and ends
+ * where the verbatim part begins (a finer anchor): the verbatim part grows pack after pack
+ * until its results no longer fit whole, then is cleared nearly all at once, near the end of
+ * the pack where little of the provider's cache is lost. With newest-that-fits history every
+ * result older than the `keep_recent` newest is cleared.
  *
  * @generated from message ctxd.v1.ClearToolResults
  */
