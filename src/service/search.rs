@@ -54,7 +54,7 @@ pub struct SearchHit {
     pub role: Role,
     /// Its text around the first match.
     pub snippet: String,
-    /// `ts_rank` of it.
+    /// Its BM25 score (see [`crate::domain::search::Weights`]).
     pub score: f32,
     /// The tool it calls or that returned it.
     pub tool_name: Option<String>,

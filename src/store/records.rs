@@ -241,7 +241,7 @@ pub struct SearchSpec {
 pub struct FoundMessage {
     /// The message.
     pub message: StoredMessage,
-    /// Its rank (`ts_rank`, see [`crate::domain::search::rank`]).
+    /// Its BM25 score (see [`crate::domain::search::Weights`]).
     pub score: f32,
     /// For a tool call, the first tool it calls; for a tool result, the tool that returned it.
     pub tool_name: Option<String>,

@@ -3,9 +3,9 @@
 //! One set of rules for both stores: a message's searchable text becomes a [`SearchDocument`]
 //! here (words, stop words left out, stemmed by the configured [`Language`]), and a query
 //! becomes the OR of its [`SearchQuery`] terms. PostgreSQL stores the document as a `tsvector`
-//! under a GIN index and ranks with its own `ts_rank`; the in-memory store ranks with
-//! [`rank`], a port of that function checked against PostgreSQL's result. Both stores therefore
-//! find the same messages in the same order.
+//! under a GIN index, which finds the candidates; both stores then rank them here, by BM25 with
+//! the conversation's own term statistics ([`Weights`]), from the same figures. Both stores
+//! therefore find the same messages in the same order, with bit-identical scores.
 
 use std::{collections::HashSet, fmt::Write as _, str::FromStr, sync::OnceLock};
 
@@ -15,7 +15,7 @@ pub mod page_token;
 mod rank;
 mod snippet;
 
-pub use rank::{RANK_NORMALIZATION, rank};
+pub use rank::{Collection, Weights};
 pub use snippet::{excerpt, snippet};
 
 /// The most text of one message that is searched: its first 64 KiB.
@@ -281,9 +281,14 @@ impl SearchDocument {
         self.entries.len()
     }
 
-    /// Positions over all terms (`ts_rank`'s `cnt_length`).
+    /// Positions over all terms.
     pub fn word_count(&self) -> usize {
         self.entries.iter().map(|(_, p)| p.len().max(1)).sum()
+    }
+
+    /// How often the document holds `term` (its positions, as the `tsvector` keeps them).
+    pub fn occurrences(&self, term: &str) -> u32 {
+        self.positions(term).map_or(0, |p| p.len().max(1) as u32)
     }
 
     /// The document as `tsvector` input, every term behind `scope` (see [`scope`]).

@@ -1,61 +1,76 @@
-//! PostgreSQL's `ts_rank(tsvector, tsquery, normalization)` for an OR query, ported from
-//! `src/backend/utils/adt/tsrank.c` (PostgreSQL 15, `calc_rank_or` and `calc_rank`) operation
-//! for operation, in the same float and double precision, so that the in-memory store ranks
-//! exactly as PostgreSQL does (checked against a real server in `tests/api/search.rs`).
+//! Lexical ranking: Okapi BM25 with the conversation's own term statistics (docs/design.md,
+//! "Recall"). Both stores hand the same figures to [`Weights::new`] and [`Weights::score`], which
+//! compute in one order and precision, so they rank bit for bit alike.
+//!
+//! - A term's weight is its inverse document frequency among the conversation's messages up to
+//!   the searched end: `ln(1 + (N - n + 0.5) / (n + 0.5))` for `n` of `N` messages holding it.
+//!   A participant's name or a greeting that half the messages hold weighs about 0.7; a word
+//!   three messages of a thousand hold, 5.7. Holders are counted up to
+//!   [`super::COMMON_TERM_MESSAGES`] + 1 (a search stays O(candidates)): a term more messages
+//!   hold counts as held by that many, which is already common, and makes no candidate.
+//! - A message's score sums, over the query's terms it holds, the weight times
+//!   `f (k1 + 1) / (f + k1 (1 - b + b L / avgL))`: `f` the term's occurrences in it, `L` its
+//!   length and `avgL` the mean length, in the log's approximate tokens (which every message
+//!   stores, with the offset of everything before it). A repeated term saturates, and a short
+//!   message is not favoured for its length alone.
 
-use super::{SearchDocument, SearchQuery};
+use super::SearchQuery;
 
-/// The `normalization` both stores rank with: 1, the rank divided by 1 + the base-2 logarithm
-/// of the document's length, so that a long tool output that mentions a term in passing does
-/// not outrank the short message that is about it.
-pub const RANK_NORMALIZATION: i32 = 1;
+/// Term frequency saturation (the textbook value).
+const K1: f64 = 1.2;
+/// Length normalization (the textbook value).
+const B: f64 = 0.75;
 
-/// `ts_rank`'s default weights of the labels D, C, B, A; documents are unlabelled (D).
-const WEIGHT_D: f32 = 0.1;
-
-/// `ts_rank(document, query, RANK_NORMALIZATION)`; 0 when nothing matches.
-pub fn rank(document: &SearchDocument, query: &SearchQuery) -> f32 {
-    rank_normalized(document, query, RANK_NORMALIZATION)
+/// What the conversation's messages up to the searched end say: how many there are and their
+/// length together, in approximate tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Collection {
+    pub messages: u64,
+    pub length: u64,
 }
 
-/// `ts_rank` with the normalizations this port knows: 0 (none) and 1 (log length).
-pub(super) fn rank_normalized(document: &SearchDocument, query: &SearchQuery, normalization: i32) -> f32 {
-    if document.is_empty() || query.is_empty() {
-        return 0.0;
+impl Collection {
+    fn mean_length(&self) -> f64 {
+        (self.length.max(1) as f64) / (self.messages.max(1) as f64)
     }
-    let mut res = calc_rank_or(document, query);
-    if res < 0.0 {
-        res = 1e-20;
-    }
-    if normalization & 0x01 != 0 {
-        let length = document.word_count() as f64;
-        res = (f64::from(res) / ((length + 1.0).ln() / 2f64.ln())) as f32;
-    }
-    res
 }
 
-/// `calc_rank_or`: per query term found, the sum of its occurrences' weights over `(j + 1)^2`,
-/// scaled by pi^2 / 6, then the mean over the query's terms.
-fn calc_rank_or(document: &SearchDocument, query: &SearchQuery) -> f32 {
-    let mut res: f32 = 0.0;
-    for term in query.terms() {
-        let Some(positions) = document.positions(term) else {
-            continue;
-        };
-        // An entry without positions counts as one occurrence (ours always have some).
-        let occurrences = positions.len().max(1);
-        let mut resj: f32 = 0.0;
-        let mut wjm: f32 = -1.0;
-        let mut jm: i32 = 0;
-        for j in 0..occurrences as i32 {
-            resj += WEIGHT_D / ((j + 1) * (j + 1)) as f32;
-            if WEIGHT_D > wjm {
-                wjm = WEIGHT_D;
-                jm = j;
+/// The query's terms weighed against a [`Collection`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weights {
+    /// Per query term (in [`SearchQuery::terms`] order), its inverse document frequency.
+    idf: Vec<f64>,
+    mean_length: f64,
+}
+
+impl Weights {
+    /// The weights of `query`'s terms, `holders[i]` messages of `collection` holding term `i`
+    /// (counted up to [`super::COMMON_TERM_MESSAGES`] + 1).
+    pub fn new(query: &SearchQuery, holders: &[u64], collection: Collection) -> Self {
+        let n = collection.messages as f64;
+        let idf = (0..query.terms().len())
+            .map(|i| {
+                let held = holders.get(i).copied().unwrap_or(0).min(collection.messages) as f64;
+                (1.0 + (n - held + 0.5) / (held + 0.5)).ln()
+            })
+            .collect();
+        Self {
+            idf,
+            mean_length: collection.mean_length(),
+        }
+    }
+
+    /// The score of a message `length` approximate tokens long that holds query term `i`
+    /// `occurrences(i)` times; 0 when it holds none.
+    pub fn score(&self, length: u32, occurrences: impl Fn(usize) -> u32) -> f32 {
+        let norm = K1 * (1.0 - B + B * f64::from(length.max(1)) / self.mean_length);
+        let mut score = 0.0f64;
+        for (i, idf) in self.idf.iter().enumerate() {
+            let f = f64::from(occurrences(i));
+            if f > 0.0 {
+                score += idf * f * (K1 + 1.0) / (f + norm);
             }
         }
-        let part = wjm + resj - wjm / ((jm + 1) * (jm + 1)) as f32;
-        res = (f64::from(res) + f64::from(part) / 1.64493406685) as f32;
+        score as f32
     }
-    res / query.terms().len() as f32
 }

@@ -88,23 +88,50 @@ fn searchable_text_holds_content_calls_and_errors() {
     assert!(text.len() <= MAX_SEARCHED_BYTES && text.len() > MAX_SEARCHED_BYTES - 4);
 }
 
-/// Values PostgreSQL 15 returns for the same vectors and queries.
+/// BM25 by hand: N = 1,000 messages of mean length 20; "adopt" held by 3, "caroline" by 500.
 #[test]
-fn rank_matches_postgres_reference_values() {
-    let abc = document(&[("a", &[1]), ("b", &[2]), ("c", &[3])]);
-    assert_eq!(
-        rank::rank_normalized(&abc, &query(&["a", "b", "c"]), 0),
-        0.06079271
+fn bm25_weighs_rare_terms_saturates_repeats_and_normalizes_length() {
+    let collection = Collection {
+        messages: 1000,
+        length: 20_000,
+    };
+    let q = query(&["adopt", "caroline"]);
+    let weights = Weights::new(&q, &[3, 500], collection);
+    // idf(adopt) = ln(1 + 997.5 / 3.5) = 5.65599; at the mean length one occurrence scores
+    // exactly its idf.
+    let rare = weights.score(20, |i| u32::from(i == 0));
+    assert!(
+        (f64::from(rare) - (1.0f64 + 997.5 / 3.5).ln()).abs() < 1e-5,
+        "{rare}"
     );
-    assert_eq!(
-        rank::rank_normalized(&abc, &query(&["a", "b", "c"]), 1),
-        0.030396355
-    );
-    assert_eq!(rank::rank_normalized(&abc, &query(&["a"]), 0), 0.06079271);
-    let repeated = document(&[("a", &[1, 3, 7]), ("b", &[2]), ("c", &[3])]);
-    let score = rank::rank_normalized(&repeated, &query(&["a", "b"]), 0);
-    assert_eq!(score.to_bits(), 0x3d92fbb7);
-    assert_eq!(rank(&SearchDocument::default(), &query(&["a"])), 0.0);
+    // idf(caroline) = ln(1 + 500.5 / 500.5) = ln 2: a name half the messages hold weighs an
+    // eighth of the rare word, however often it is repeated.
+    let name = weights.score(20, |i| u32::from(i == 1));
+    assert!((f64::from(name) - 2f64.ln()).abs() < 1e-6, "{name}");
+    let name_repeated = weights.score(20, |i| if i == 1 { 50 } else { 0 });
+    assert!(name_repeated < 2.2 * name && name_repeated > 2.0 * name);
+    assert!(rare > name_repeated * 3.0);
+    // A short message with the name only does not outrank a long one with the rare word.
+    assert!(weights.score(2, |i| u32::from(i == 1)) < weights.score(200, |i| u32::from(i == 0)));
+    // Longer is lower for the same occurrences; nothing held is zero.
+    assert!(weights.score(40, |i| u32::from(i == 0)) < rare);
+    assert_eq!(weights.score(20, |_| 0), 0.0);
+    // Holders beyond the collection (a count capped above a short log) stay non-negative.
+    let few = Collection {
+        messages: 2,
+        length: 10,
+    };
+    let weights = Weights::new(&q, &[1001, 1001], few);
+    assert!(weights.score(5, |_| 1) > 0.0);
+}
+
+/// A document counts a term's occurrences as its positions.
+#[test]
+fn occurrences_are_positions() {
+    let repeated = document(&[("a", &[1, 3, 7]), ("b", &[2])]);
+    assert_eq!(repeated.occurrences("a"), 3);
+    assert_eq!(repeated.occurrences("b"), 1);
+    assert_eq!(repeated.occurrences("z"), 0);
 }
 
 #[test]

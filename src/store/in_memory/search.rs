@@ -1,6 +1,6 @@
 //! SearchMessages in memory: per conversation, each message's search document and an inverted
-//! index of their terms, ranked by the port of PostgreSQL's `ts_rank`
-//! ([`crate::domain::search::rank`]), so both stores find the same messages in the same order.
+//! index of their terms, ranked by BM25 from the same figures the PostgreSQL store reads
+//! ([`crate::domain::search::Weights`]), so both stores find the same messages in the same order.
 
 use std::collections::BTreeSet;
 
@@ -19,7 +19,7 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
     let index = &conversation.search;
     // Message `i` has sequence `i + 1`.
     let within = |i: u32| Sequence::from_stored(i64::from(i) + 1) <= through;
-    let holders = |term: &str| -> Vec<u32> {
+    let holding_messages = |term: &str| -> Vec<u32> {
         let postings = index.postings(term);
         postings
             .iter()
@@ -27,17 +27,28 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
             .filter(|&i| within(i) && index.document(i as usize).positions(term).is_some())
             .collect()
     };
-    let common = |term: &str| {
+    // How many messages hold each term, counted up to one more than a common term's.
+    let holding = |term: &str| {
         let postings = index.postings(term);
         let holding = postings
             .iter()
             .filter(|&&i| within(i) && index.document(i as usize).positions(term).is_some());
-        holding.take(search::COMMON_TERM_MESSAGES + 1).count() > search::COMMON_TERM_MESSAGES
+        holding.take(search::COMMON_TERM_MESSAGES + 1).count() as u64
+    };
+    let holders: Vec<u64> = spec.query.terms().iter().map(|t| holding(t)).collect();
+    let common = |term: &str| {
+        let i = spec.query.terms().iter().position(|t| t == term);
+        i.is_some_and(|i| holders[i] > search::COMMON_TERM_MESSAGES as u64)
     };
     let rare = spec.query.only(|term| !common(term));
+    let weights = search::Weights::new(&spec.query, &holders, collection(conversation, through));
     let every_term_common = rare.is_empty();
     let candidate_terms = if every_term_common { &spec.query } else { &rare };
-    let matches: BTreeSet<u32> = candidate_terms.terms().iter().flat_map(|t| holders(t)).collect();
+    let matches: BTreeSet<u32> = candidate_terms
+        .terms()
+        .iter()
+        .flat_map(|t| holding_messages(t))
+        .collect();
     let skip: std::collections::HashSet<Sequence> = spec.skip.iter().copied().collect();
     let passing = matches.into_iter().rev().filter(|&i| {
         let message = &conversation.messages[i as usize];
@@ -54,7 +65,10 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
     for i in passing.take(cap) {
         let i = i as usize;
         let message = &conversation.messages[i];
-        let score = search::rank(index.document(i), &spec.query);
+        let document = index.document(i);
+        let score = weights.score(message.tokens.approx, |t| {
+            document.occurrences(&spec.query.terms()[t])
+        });
         if spec
             .after
             .is_none_or(|(s, q)| score < s || (score == s && message.sequence < q))
@@ -83,6 +97,21 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
         through,
         rewinds: conversation.rewinds,
     }
+}
+
+/// The messages up to `through` as ranking counts them: how many, and their approximate tokens
+/// together (the offset of the log's end there).
+fn collection(conversation: &Conversation, through: Sequence) -> search::Collection {
+    let messages = through.get().min(conversation.messages.len() as u64);
+    let length = match messages.checked_sub(1) {
+        Some(last) => {
+            let last = last as usize;
+            let approx = conversation.messages[last].tokens.approx.max(1);
+            conversation.positions[last].offset + u64::from(approx)
+        }
+        None => 0,
+    };
+    search::Collection { messages, length }
 }
 
 /// The call message a tool result answers, and the call.

@@ -1,15 +1,14 @@
 //! SearchMessages on PostgreSQL: the GIN index on `messages.search` finds the conversation's
-//! matches (their lexemes carry its scope, see [`search::scope`]), first to tell its common
-//! terms ([`search::COMMON_TERM_MESSAGES`]), then the candidates, which `ts_rank` ranks; only
-//! the page's rows are read whole.
+//! matches (their lexemes carry its scope, see [`search::scope`]), first to count how many
+//! messages hold each term (its weight, and whether it is common, see
+//! [`search::COMMON_TERM_MESSAGES`]), then the candidates with what ranking needs of them;
+//! ctxd ranks them by BM25 ([`search::Weights`]), as the in-memory store does, and reads only
+//! the page's rows whole.
 
 use std::collections::HashSet;
 
 use deadpool_postgres::Pool;
-use tokio_postgres::{
-    Row,
-    types::{ToSql, Type},
-};
+use tokio_postgres::types::{ToSql, Type};
 
 use super::rows::{MESSAGE_BYTES, MESSAGE_COLUMNS, byte_limit, column, stored_messages};
 use crate::{
@@ -43,65 +42,75 @@ const BY_INDEX: &str = "s.conversation_id = $2 AND s.tenant_id || '' = $1";
 /// The same filter where the primary key may serve (the newest matches of common terms).
 const BY_KEY: &str = "s.conversation_id = $2 AND s.tenant_id = $1";
 
-/// `$1` tenant, `$2` conversation, `$3` the query as `tsquery` text (what scores), `$4` the
-/// highest sequence, `$5` roles, `$6` tools, `$7` sequences skipped, `$8`/`$9` the last hit of
-/// the page before (score, sequence), `$10` how many, `$11` the byte limit, `$12` the
-/// candidates' query, `$13` how many of the newest candidates are ranked. With `every_common`
-/// the candidates are the newest [`search::COMMON_TERM_MESSAGES`] matches of the whole query;
-/// otherwise every match of its terms that are not common. The ranking runs over the
-/// candidates only; the rows are read for the page only, cut at the byte limit as
-/// [`super::rows::capped_page`] cuts.
-fn search_sql(every_common: bool) -> String {
-    let rank = format!(
-        "ts_rank(s.search, $3::text::tsquery, {})",
-        search::RANK_NORMALIZATION
-    );
+/// `$1` tenant, `$2` conversation, `$3` the highest sequence, `$4` roles, `$5` sequences
+/// skipped, `$6` tools ([`TOOL_FILTER`]), `$7` the candidates' query (`tsquery` text), `$8` how many of the newest
+/// candidates are read, `$9` the query's terms as scoped lexemes. With `every_common` the
+/// candidates are the newest [`search::COMMON_TERM_MESSAGES`] matches of the whole query;
+/// otherwise every match of its terms that are not common. Each comes with what ranking it
+/// needs (its length, how often it holds each query term) and its size; the rows themselves
+/// are read for the page only ([`PAGE_SQL`]).
+fn candidates_sql(every_common: bool) -> String {
     let filter = if every_common { BY_KEY } else { BY_INDEX };
     format!(
-        "SELECT {MESSAGE_COLUMNS}, score, tool_name, log_last, log_rewinds, hit_count FROM (
-             SELECT m.*, hit.score, hit.log_last, hit.log_rewinds, {TOOL_NAME} AS tool_name, {MESSAGE_BYTES} AS own,
-                    count(*) OVER () AS hit_count,
-                    sum({MESSAGE_BYTES}) OVER (ORDER BY hit.score DESC, m.sequence DESC
-                                               ROWS UNBOUNDED PRECEDING) AS upto
-             FROM (SELECT s.sequence AS hit_sequence, {rank} AS score, s.log_last, s.log_rewinds
-                   FROM (SELECT s.sequence, s.search, bound.log_last, bound.log_rewinds
-                         FROM (SELECT last_sequence AS log_last, rewinds AS log_rewinds FROM conversations
-                               WHERE tenant_id = $1 AND conversation_id = $2) bound,
-                              messages s
-                         WHERE {filter}
-                           AND s.search @@ $12::text::tsquery
-                           AND s.sequence <= least($4::bigint, bound.log_last)
-                           AND (cardinality($5::text[]) = 0 OR s.role = ANY($5::text[]))
-                           AND (cardinality($6::text[]) = 0 OR {TOOL_FILTER})
-                           AND NOT (s.sequence = ANY($7::bigint[]))
-                         ORDER BY s.sequence DESC
-                         LIMIT $13::bigint) s
-                   WHERE $8::real IS NULL OR {rank} < $8::real
-                         OR ({rank} = $8::real AND s.sequence < $9::bigint)
-                   ORDER BY score DESC, s.sequence DESC
-                   LIMIT $10::bigint) hit
-             JOIN messages m ON m.tenant_id = $1 AND m.conversation_id = $2
-                            AND m.sequence = hit.hit_sequence) page
-         WHERE upto - own < $11::bigint
-         ORDER BY score DESC, sequence DESC"
+        "SELECT s.sequence, s.tokens_approx, ({MESSAGE_BYTES})::bigint AS own, tf.lexemes, tf.counts
+         FROM (SELECT s.*
+               FROM messages s
+               WHERE {filter}
+                 AND s.search @@ $7::text::tsquery
+                 AND s.sequence <= $3::bigint
+                 AND (cardinality($4::text[]) = 0 OR s.role = ANY($4::text[]))
+                 AND NOT (s.sequence = ANY($5::bigint[]))
+                 AND (cardinality($6::text[]) = 0 OR {TOOL_FILTER})
+               ORDER BY s.sequence DESC
+               LIMIT $8::bigint) s,
+              LATERAL (SELECT array_agg(u.lexeme) AS lexemes,
+                              array_agg(coalesce(array_length(u.positions, 1), 1)) AS counts
+                       FROM unnest(s.search) u WHERE u.lexeme = ANY($9::text[])) tf"
     )
 }
 
-/// How many messages up to `$3` hold each of `terms` terms (`$5`, `$6`, ... as `tsquery`
-/// text), counted up to `$4` (one more than [`search::COMMON_TERM_MESSAGES`]): the index
-/// finds them, and a common term stops the count early.
+/// The page's rows, with their tool names: `$1` tenant, `$2` conversation, `$3` sequences.
+fn page_sql() -> String {
+    format!(
+        "SELECT {MESSAGE_COLUMNS}, {TOOL_NAME} AS tool_name FROM messages m
+         WHERE m.tenant_id = $1 AND m.conversation_id = $2 AND m.sequence = ANY($3::bigint[])"
+    )
+}
+
+/// The searched end (`$3`, at most the log's end), the messages up to it as ranking counts
+/// them, and how many messages up to it hold each of `terms` terms (`$5`, `$6`, ... as
+/// `tsquery` text), counted up to `$4` (one more than [`search::COMMON_TERM_MESSAGES`]): the
+/// index finds them, and a common term stops the count early. No row without the conversation.
 fn term_counts_sql(terms: usize) -> String {
     let counts: Vec<String> = (0..terms)
         .map(|i| {
             format!(
                 "(SELECT count(*) FROM (SELECT 1 FROM messages s WHERE {BY_INDEX}
-                     AND s.search @@ ${}::text::tsquery AND s.sequence <= $3::bigint
+                     AND s.search @@ ${}::text::tsquery AND s.sequence <= bound.last
                      LIMIT $4::bigint) matches) AS t{i}",
                 i + 5
             )
         })
         .collect();
-    format!("SELECT {}", counts.join(", "))
+    let counts = match counts.is_empty() {
+        true => String::new(),
+        false => format!(", {}", counts.join(", ")),
+    };
+    format!(
+        "SELECT bound.last, bound.rewinds,
+                coalesce((SELECT e.token_offset + greatest(e.tokens_approx, 1) FROM messages e
+                          WHERE e.tenant_id = $1 AND e.conversation_id = $2 AND e.sequence = bound.last),
+                         0) AS length{counts}
+         FROM (SELECT least($3::bigint, last_sequence) AS last, rewinds FROM conversations
+               WHERE tenant_id = $1 AND conversation_id = $2) bound"
+    )
+}
+
+/// A candidate as [`candidates_sql`] reads it.
+struct Candidate {
+    sequence: i64,
+    score: f32,
+    bytes: i64,
 }
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
@@ -118,39 +127,77 @@ pub(super) async fn search_messages(
     if spec.query.is_empty() {
         return nothing_found(&client, t, c, spec).await;
     }
-    let (candidates, every_common) = candidates(&client, t, c, spec, &scope, through).await?;
-    let newest = match every_common {
+    let Some(terms) = term_statistics(&client, t, c, spec, &scope, through).await? else {
+        return Err(StoreError::NotFound);
+    };
+    let newest = match terms.every_common {
         true => search::COMMON_TERM_MESSAGES as i64,
         false => i64::MAX,
     };
-    let query = spec.query.tsquery(&scope);
     let roles: Vec<&str> = spec.roles.iter().map(|r| r.as_str()).collect();
     let skip: Vec<i64> = spec.skip.iter().map(|s| s.as_i64()).collect();
-    let after_score = spec.after.map(|(score, _)| score);
-    let after_sequence = spec.after.map_or(0, |(_, s)| s.as_i64());
-    // One more than asked for says whether more follow.
-    let fetch = spec.limit as i64 + 1;
-    let max_bytes = byte_limit(spec.max_bytes);
-    let params: [(&(dyn ToSql + Sync), Type); 13] = [
+    let lexemes: Vec<String> = spec
+        .query
+        .terms()
+        .iter()
+        .map(|term| format!("{scope}{term}"))
+        .collect();
+    let params: [(&(dyn ToSql + Sync), Type); 9] = [
         (&t, Type::TEXT),
         (&c, Type::TEXT),
-        (&query, Type::TEXT),
-        (&through, Type::INT8),
+        (&terms.last, Type::INT8),
         (&roles, Type::TEXT_ARRAY),
-        (&spec.tool_names, Type::TEXT_ARRAY),
         (&skip, Type::INT8_ARRAY),
-        (&after_score, Type::FLOAT4),
-        (&after_sequence, Type::INT8),
-        (&fetch, Type::INT8),
-        (&max_bytes, Type::INT8),
-        (&candidates, Type::TEXT),
+        (&spec.tool_names, Type::TEXT_ARRAY),
+        (&terms.candidates, Type::TEXT),
         (&newest, Type::INT8),
+        (&lexemes, Type::TEXT_ARRAY),
     ];
-    let rows = client.query_typed(&search_sql(every_common), &params).await?;
-    if rows.is_empty() {
-        return nothing_found(&client, t, c, spec).await;
+    let rows = client
+        .query_typed(&candidates_sql(terms.every_common), &params)
+        .await?;
+    let mut ranked = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let held: Option<Vec<String>> = column(row, "lexemes")?;
+        let counts: Option<Vec<i32>> = column(row, "counts")?;
+        let (held, counts) = (held.unwrap_or_default(), counts.unwrap_or_default());
+        let occurrences = |i: usize| {
+            let at = held.iter().position(|l| *l == lexemes[i]);
+            at.and_then(|at| counts.get(at)).map_or(0, |&n| n.max(0) as u32)
+        };
+        let length: i32 = column(row, "tokens_approx")?;
+        let candidate = Candidate {
+            sequence: column(row, "sequence")?,
+            score: terms.weights.score(length.max(0) as u32, occurrences),
+            bytes: column(row, "own")?,
+        };
+        let below = |(score, sequence): (f32, Sequence)| {
+            candidate.score < score || (candidate.score == score && candidate.sequence < sequence.as_i64())
+        };
+        if spec.after.is_none_or(below) {
+            ranked.push(candidate);
+        }
     }
-    found_page(&rows, spec)
+    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.sequence.cmp(&a.sequence)));
+    let mut page = Vec::new();
+    let mut bytes = 0i64;
+    for candidate in ranked.iter().take(spec.limit) {
+        page.push(candidate);
+        bytes = bytes.saturating_add(candidate.bytes);
+        if bytes >= byte_limit(spec.max_bytes) {
+            break;
+        }
+    }
+    let log_last = Sequence::from_stored(terms.last);
+    let mut found = found_messages(&client, t, c, &page).await?;
+    // A hit whose row went (a rewind since the statistics) is not found.
+    found.retain(|f| f.message.sequence <= log_last);
+    Ok(SearchPage {
+        more: ranked.len() > found.len(),
+        found,
+        through: spec.through.map_or(log_last, |t| t.min(log_last)),
+        rewinds: terms.rewinds,
+    })
 }
 
 /// The empty page, or NotFound without the conversation.
@@ -176,18 +223,29 @@ async fn nothing_found(
     })
 }
 
-/// The candidates' query: the terms of `spec` that are not common among the messages up to
-/// `through`, or all of them when every one is (then true).
-async fn candidates(
+/// What [`term_statistics`] learns: the searched end, the query's weights there, and the
+/// candidates' query.
+struct TermStatistics {
+    last: i64,
+    rewinds: u64,
+    weights: search::Weights,
+    /// The terms of the query that are not common, or all of them when every one is (then
+    /// `every_common`), as `tsquery` text.
+    candidates: String,
+    every_common: bool,
+}
+
+/// The searched end and the query's term statistics up to it; `None` without the conversation.
+async fn term_statistics(
     client: &deadpool_postgres::Object,
     t: &str,
     c: &str,
     spec: &SearchSpec,
     scope: &str,
     through: i64,
-) -> Result<(String, bool), StoreError> {
-    let cap = search::COMMON_TERM_MESSAGES as i64;
-    let count_to = cap + 1;
+) -> Result<Option<TermStatistics>, StoreError> {
+    let cap = search::COMMON_TERM_MESSAGES as u64;
+    let count_to = cap as i64 + 1;
     let terms = spec.query.tsquery_terms(scope);
     let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
         (&t, Type::TEXT),
@@ -196,45 +254,80 @@ async fn candidates(
         (&count_to, Type::INT8),
     ];
     params.extend(terms.iter().map(|term| (term as &(dyn ToSql + Sync), Type::TEXT)));
-    let row = client.query_typed(&term_counts_sql(terms.len()), &params).await?;
-    let row = row
-        .first()
-        .ok_or_else(|| StoreError::internal("term counts: no row"))?;
-    let mut common = HashSet::new();
-    for (i, term) in spec.query.terms().iter().enumerate() {
-        if column::<i64>(row, &format!("t{i}"))? > cap {
-            common.insert(term.as_str());
-        }
+    let rows = client.query_typed(&term_counts_sql(terms.len()), &params).await?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let last: i64 = column(row, "last")?;
+    let mut holders = Vec::with_capacity(terms.len());
+    for i in 0..terms.len() {
+        holders.push(column::<i64>(row, &format!("t{i}"))?.max(0) as u64);
     }
+    let collection = search::Collection {
+        messages: last.max(0) as u64,
+        length: column::<i64>(row, "length")?.max(0) as u64,
+    };
+    let common: HashSet<&str> = spec
+        .query
+        .terms()
+        .iter()
+        .zip(&holders)
+        .filter(|&(_, &n)| n > cap)
+        .map(|(term, _)| term.as_str())
+        .collect();
     let rare = spec.query.only(|term| !common.contains(term));
-    Ok(match rare.is_empty() {
-        true => (spec.query.tsquery(scope), true),
-        false => (rare.tsquery(scope), false),
-    })
+    let every_common = rare.is_empty();
+    Ok(Some(TermStatistics {
+        last,
+        rewinds: column::<i64>(row, "rewinds")?.max(0) as u64,
+        weights: search::Weights::new(&spec.query, &holders, collection),
+        candidates: match every_common {
+            true => spec.query.tsquery(scope),
+            false => rare.tsquery(scope),
+        },
+        every_common,
+    }))
 }
 
-/// The page the rows of [`search_sql`] make.
-fn found_page(rows: &[Row], spec: &SearchSpec) -> Result<SearchPage, StoreError> {
-    let log_last: i64 = column(&rows[0], "log_last")?;
-    let rewinds: i64 = column(&rows[0], "log_rewinds")?;
-    let hit_count: i64 = column(&rows[0], "hit_count")?;
-    let messages = stored_messages(rows)?;
-    let mut found = Vec::with_capacity(messages.len());
-    for (row, message) in rows.iter().zip(messages) {
-        found.push(FoundMessage {
-            message,
-            score: column(row, "score")?,
-            tool_name: column(row, "tool_name")?,
-        });
+/// The rows of `page`, in its order, with their scores and tool names.
+async fn found_messages(
+    client: &deadpool_postgres::Object,
+    t: &str,
+    c: &str,
+    page: &[&Candidate],
+) -> Result<Vec<FoundMessage>, StoreError> {
+    if page.is_empty() {
+        return Ok(Vec::new());
     }
-    found.truncate(spec.limit);
-    // The hits ranked (at most one more than asked for) against those that came.
-    let more = hit_count as usize > found.len();
-    let log_last = Sequence::from_stored(log_last);
-    Ok(SearchPage {
-        found,
-        through: spec.through.map_or(log_last, |t| t.min(log_last)),
-        more,
-        rewinds: rewinds.max(0) as u64,
-    })
+    let sequences: Vec<i64> = page.iter().map(|p| p.sequence).collect();
+    let rows = client
+        .query_typed(
+            &page_sql(),
+            &[(&t, Type::TEXT), (&c, Type::TEXT), (&sequences, Type::INT8_ARRAY)],
+        )
+        .await?;
+    let tool_names: Vec<Option<String>> = rows
+        .iter()
+        .map(|row| column(row, "tool_name"))
+        .collect::<Result<_, _>>()?;
+    let mut by_sequence: std::collections::HashMap<i64, FoundMessage> = stored_messages(&rows)?
+        .into_iter()
+        .zip(tool_names)
+        .map(|(message, tool_name)| {
+            let found = FoundMessage {
+                message,
+                score: 0.0,
+                tool_name,
+            };
+            (found.message.sequence.as_i64(), found)
+        })
+        .collect();
+    Ok(page
+        .iter()
+        .filter_map(|p| {
+            let mut found = by_sequence.remove(&p.sequence)?;
+            found.score = p.score;
+            Some(found)
+        })
+        .collect())
 }
