@@ -191,7 +191,8 @@ def main():
                     help="most texts sent to the engine in one call; larger requests are cut up")
     ap.add_argument("--bare-prefix", choices=("query", "passage"), default="query",
                     help="e5 prefix for a text that has neither 'query: ' nor 'passage: '")
-    ap.add_argument("--threads", type=int, default=None, help="OpenMP threads (default: all cores)")
+    ap.add_argument("--threads", type=int, default=None, help="OpenMP threads (default: all cores); 1 is faster"
+                    " when other jobs keep the cores busy, as OpenMP's threads then wait on each other")
     ap.add_argument("--verbose", action="store_true", help="log each request to stderr")
     args = ap.parse_args()
     if args.max_batch < 1:

@@ -38,7 +38,7 @@ LAYERS = [
     ("domain use of the rules", ["src/domain/context/", "src/domain/append/", "src/domain/conversation/"]),
     ("domain face", ["src/domain/mod.rs"]),
     ("configuration", ["src/config/"]),
-    ("storage and models", ["src/store/", "src/summarize/", "src/auth.rs"]),
+    ("storage and models", ["src/store/", "src/summarize/", "src/embed.rs", "src/auth.rs"]),
     ("observability", ["src/metrics.rs"]),
     ("use cases", ["src/service/"]),
     ("transport", ["src/grpc/"]),

@@ -9,6 +9,7 @@ pub mod config;
 pub mod cpu;
 pub mod deadline;
 pub mod domain;
+pub mod embed;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod grpc;

@@ -37,6 +37,17 @@ pub struct UseCaseMetrics {
     pub retention_messages: IntCounter,
     /// Background summary checks not started, by reason.
     pub background_skipped: IntCounterVec,
+    /// Messages whose vectors were stored (semantic search).
+    pub embedded_messages: IntCounter,
+    /// Embedding requests that failed for good (after retries), by what they embedded
+    /// (`passage`: messages after append; `query`: a search, answered lexically).
+    pub embedding_failures: IntCounterVec,
+    /// Seconds from a message's append to its vectors being stored.
+    pub embedding_lag: Histogram,
+    /// Conversations waiting for their messages to be embedded on this replica.
+    pub embedding_queue: IntGauge,
+    /// Embedding workers busy on this replica.
+    pub embedding_workers: IntGauge,
 }
 
 impl Default for UseCaseMetrics {
@@ -53,8 +64,36 @@ impl UseCaseMetrics {
                 .buckets(prometheus::exponential_buckets(256.0, 2.0, 11).expect("valid buckets")),
         )
         .expect("valid metric");
+        let embedding_lag = Histogram::with_opts(
+            HistogramOpts::new(
+                "ctxd_embedding_lag_seconds",
+                "Seconds from a message's append to its vectors being stored",
+            )
+            .buckets(prometheus::exponential_buckets(0.05, 2.0, 14).expect("valid buckets")),
+        )
+        .expect("valid metric");
         Self {
             context_tokens,
+            embedded_messages: counter(
+                "ctxd_embedded_messages_total",
+                "Messages whose vectors were stored for semantic search",
+            ),
+            embedding_failures: counter_vec(
+                "ctxd_embedding_failures_total",
+                "Embedding requests that failed after their retries, by what they embedded",
+                &["kind"],
+            ),
+            embedding_lag,
+            embedding_queue: IntGauge::new(
+                "ctxd_embedding_queue_conversations",
+                "Conversations waiting for their messages to be embedded on this replica",
+            )
+            .expect("valid metric"),
+            embedding_workers: IntGauge::new(
+                "ctxd_embedding_workers_busy",
+                "Embedding workers busy on this replica",
+            )
+            .expect("valid metric"),
             messages_dropped: counter(
                 "ctxd_context_messages_dropped_total",
                 "History messages after the summary watermark left out of context packs",
@@ -96,6 +135,11 @@ impl UseCaseMetrics {
             Box::new(self.retention_conversations.clone()),
             Box::new(self.retention_messages.clone()),
             Box::new(self.background_skipped.clone()),
+            Box::new(self.embedded_messages.clone()),
+            Box::new(self.embedding_failures.clone()),
+            Box::new(self.embedding_lag.clone()),
+            Box::new(self.embedding_queue.clone()),
+            Box::new(self.embedding_workers.clone()),
         ]
     }
 }

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 mod auth;
 mod database;
+mod embeddings;
 mod limits;
 mod openai;
 mod problem;
@@ -21,6 +22,7 @@ mod telemetry;
 
 pub use auth::{AuthArgs, AuthOptions, KeyEntry};
 pub use database::{DatabaseArgs, DatabaseOptions};
+pub use embeddings::{EmbeddingArgs, EmbeddingEndpoint};
 pub use limits::{LimitArgs, LimitOptions, TokenizerName};
 pub use openai::{OpenAiArgs, OpenAiEndpoint};
 pub use problem::{ConfigError, ConfigProblem, KeyEntryError, KeyOrigin};
@@ -88,6 +90,9 @@ pub struct Config {
     /// Summarizer, extractor and their endpoint.
     #[command(flatten)]
     pub summarizer: SummarizerArgs,
+    /// Semantic search's embeddings endpoint.
+    #[command(flatten)]
+    pub embeddings: EmbeddingArgs,
     /// API keys and the default tenant.
     #[command(flatten)]
     pub auth: AuthArgs,
@@ -109,6 +114,8 @@ pub struct Settings {
     pub retention: RetentionOptions,
     /// Summarizer, extractor and their endpoint.
     pub summarizer: SummarizerOptions,
+    /// Semantic search's embeddings endpoint, when configured.
+    pub embeddings: Option<EmbeddingEndpoint>,
     /// API keys and the default tenant.
     pub auth: AuthOptions,
     /// Logs and metrics.
@@ -124,6 +131,7 @@ impl Config {
         let limits = problems.take(self.limits.validate());
         let retention = problems.take(self.retention.validate());
         let summarizer = problems.take(self.summarizer.validate());
+        let embeddings = problems.take(self.embeddings.validate());
         let auth = problems.take(self.auth.validate());
         let telemetry = problems.take(self.telemetry.validate());
         let (
@@ -132,9 +140,12 @@ impl Config {
             Some(limits),
             Some(retention),
             Some(summarizer),
+            Some(embeddings),
             Some(auth),
             Some(telemetry),
-        ) = (server, database, limits, retention, summarizer, auth, telemetry)
+        ) = (
+            server, database, limits, retention, summarizer, embeddings, auth, telemetry,
+        )
         else {
             return Err(problems.into_error());
         };
@@ -144,6 +155,7 @@ impl Config {
             limits,
             retention,
             summarizer,
+            embeddings,
             auth,
             telemetry,
         })

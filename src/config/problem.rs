@@ -77,6 +77,20 @@ pub enum ConfigProblem {
     /// Client certificates are asked for on a server without TLS.
     #[error("CTXD_TLS_CLIENT_CA needs CTXD_TLS_CERT and CTXD_TLS_KEY")]
     ClientCaWithoutTls,
+    /// CTXD_EMBEDDINGS_URL is not an HTTP(S) URL.
+    #[error("CTXD_EMBEDDINGS_URL `{url}` is not an http:// or https:// URL")]
+    EmbeddingsUrl {
+        /// The configured value.
+        url: String,
+    },
+    /// CTXD_EMBEDDINGS_DIMENSIONS is larger than search keeps.
+    #[error("CTXD_EMBEDDINGS_DIMENSIONS {dimensions} is above {max}")]
+    EmbeddingDimensions {
+        /// The configured value.
+        dimensions: usize,
+        /// The most there may be.
+        max: usize,
+    },
     /// The OpenAI-compatible endpoint is not an HTTP(S) URL.
     #[error("CTXD_OPENAI_BASE_URL must be an http(s) URL, got {url:?}")]
     OpenAiBaseUrl {

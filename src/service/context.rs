@@ -55,7 +55,7 @@ impl Service {
         })
         .await;
         let outcome = build_context_pack(
-            &*self.store,
+            self,
             tenant,
             request,
             self.response_budget.reserve().of_tenant(tenant.as_str()),
@@ -100,13 +100,14 @@ impl Service {
 /// read and cut at the read's byte limit (the packer then asks for the rest); the pack and its
 /// rendering must fit `max_response` bytes.
 async fn build_context_pack(
-    store: &dyn Store,
+    service: &Service,
     tenant: &TenantId,
     request: ContextRequest,
     mut reservation: Reservation,
     max_response: usize,
     language: Language,
 ) -> Result<ContextOutcome, ServiceError> {
+    let store = &*service.store;
     let conversation = request.conversation_id.clone();
     let recall = RecallPlan::of(&request, language);
     let first_page = initial_page_limit(&request);
@@ -148,7 +149,7 @@ async fn build_context_pack(
     let mut pack = packer.finish();
     if let Some(plan) = &recall {
         recall_into(
-            plan.call(store, tenant, &conversation),
+            plan.call(service, tenant, &conversation),
             &mut pack,
             &mut reservation,
         )

@@ -57,6 +57,7 @@ impl Service {
         };
         if !outcome.replayed {
             self.after_append(tenant, &batch.conversation_id, outcome);
+            self.embed_after_append(tenant, &batch.conversation_id);
         }
         tracing::info!(
             first_sequence = outcome.first_sequence.get(),

@@ -17,6 +17,7 @@ mod auto_summary;
 mod bind_results;
 mod context;
 mod conversations;
+mod embeddings;
 mod messages;
 pub mod retention;
 mod search;
@@ -114,6 +115,8 @@ pub struct Service {
     searches: Arc<TenantSlots>,
     /// What the use cases count: this service's own, never shared with another.
     metrics: Arc<UseCaseMetrics>,
+    /// Conversations waiting to be embedded, and the query vectors this replica made.
+    embeddings: Arc<embeddings::EmbeddingQueue>,
 }
 
 impl Service {
@@ -128,6 +131,7 @@ impl Service {
             forks: TenantSlots::new(FORKS_PER_TENANT),
             searches: TenantSlots::new(SEARCHES_PER_TENANT),
             metrics: Arc::new(UseCaseMetrics::new()),
+            embeddings: Arc::default(),
         }
     }
 

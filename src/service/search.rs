@@ -17,7 +17,7 @@ use crate::{
         },
     },
     response_budget::Reservation,
-    store::{SearchPage, SearchSpec, Store},
+    store::{SearchPage, SearchSpec},
     tokenize::Tokenizer,
 };
 
@@ -99,6 +99,7 @@ impl Service {
             0 => DEFAULT_SEARCH_PAGE,
             n => n.min(MAX_SEARCH_PAGE),
         };
+        let semantic = self.query_vector(&request.query).await;
         let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
         let spec = SearchSpec {
@@ -110,6 +111,7 @@ impl Service {
             after: after.map(|t| (t.score, t.sequence)),
             limit,
             max_bytes: read.limit,
+            semantic,
         };
         let page = self
             .store
@@ -194,12 +196,12 @@ impl RecallPlan {
     /// The call that adds the recalled turn to the pack of `conversation`.
     pub(super) fn call<'a>(
         &'a self,
-        store: &'a dyn Store,
+        service: &'a Service,
         tenant: &'a TenantId,
         conversation: &'a ConversationId,
     ) -> RecallCall<'a> {
         RecallCall {
-            store,
+            service,
             tenant,
             conversation,
             recall: &self.recall,
@@ -214,7 +216,8 @@ impl RecallPlan {
 /// What [`recall_into`] needs beside the pack.
 #[derive(Debug)]
 pub(super) struct RecallCall<'a> {
-    pub(super) store: &'a dyn Store,
+    /// The store searched, and the query's embedding.
+    pub(super) service: &'a Service,
     pub(super) tenant: &'a TenantId,
     pub(super) conversation: &'a ConversationId,
     pub(super) recall: &'a Recall,
@@ -233,12 +236,14 @@ pub(super) async fn recall_into(
     pack: &mut ContextPack,
     reservation: &mut Reservation,
 ) -> Result<(), ServiceError> {
-    let query = SearchQuery::parse(&recall_query(call.recall, pack), call.language);
+    let text = recall_query(call.recall, pack);
+    let query = SearchQuery::parse(&text, call.language);
     let left = call.budget.saturating_sub(pack.stats.total_tokens as usize);
     let room = call.room.min(left);
     if query.is_empty() || room == 0 || !takes_recall(pack) {
         return Ok(());
     }
+    let semantic = call.service.query_vector(&text).await;
     let read = reservation.begin_read()?;
     let spec = SearchSpec {
         query: query.clone(),
@@ -249,8 +254,10 @@ pub(super) async fn recall_into(
         after: None,
         limit: call.recall.max_items as usize,
         max_bytes: read.limit,
+        semantic,
     };
     let page = call
+        .service
         .store
         .search_messages(call.tenant, call.conversation, &spec)
         .await?;

@@ -69,6 +69,8 @@ pub struct AiSettings {
     pub auto_summarize: Option<AutoSummarize>,
     /// The model context PREPARE's requests fit (CTXD_OPENAI_CONTEXT_TOKENS).
     pub context_tokens: usize,
+    /// Semantic search's embeddings endpoint, when configured.
+    pub embedder: Option<std::sync::Arc<crate::embed::Embedder>>,
 }
 
 impl Default for AiSettings {
@@ -79,6 +81,7 @@ impl Default for AiSettings {
             max_summary_tokens: 1_000,
             auto_summarize: None,
             context_tokens: 128_000,
+            embedder: None,
         }
     }
 }

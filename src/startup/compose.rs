@@ -6,10 +6,11 @@ use std::{sync::Arc, time::Duration};
 use crate::{
     auth::ApiKey,
     config::{
-        AuthOptions, DatabaseOptions, Engine, LimitOptions, LogFormatName, RetentionOptions,
-        SummarizerOptions, TelemetryOptions, TokenizerName,
+        AuthOptions, DatabaseOptions, EmbeddingEndpoint, Engine, LimitOptions, LogFormatName,
+        RetentionOptions, SummarizerOptions, TelemetryOptions, TokenizerName,
     },
     domain::AppendLimits,
+    embed::{EmbedError, Embedder, EmbeddingOptions},
     grpc::TenantInterceptor,
     service::{AiSettings, AutoSummarize, Limits, retention::Retention},
     store::PostgresOptions,
@@ -101,7 +102,26 @@ pub(super) fn ai_settings(options: &SummarizerOptions) -> Result<AiSettings, Ope
             concurrency: auto.concurrency,
         }),
         context_tokens: options.openai.context_tokens,
+        embedder: None,
     })
+}
+
+/// The embeddings client of semantic search, when an endpoint is configured.
+pub(super) fn embedder(endpoint: Option<&EmbeddingEndpoint>) -> Result<Option<Arc<Embedder>>, EmbedError> {
+    let Some(endpoint) = endpoint else {
+        return Ok(None);
+    };
+    tracing::info!(model = %endpoint.model, "semantic search configured");
+    let options = EmbeddingOptions {
+        base_url: endpoint.base_url.clone(),
+        model: endpoint.model.clone(),
+        api_key: endpoint.api_key.clone(),
+        dimensions: endpoint.dimensions,
+        query_prefix: endpoint.query_prefix.clone(),
+        passage_prefix: endpoint.passage_prefix.clone(),
+        timeout: endpoint.timeout,
+    };
+    Ok(Some(Arc::new(Embedder::new(options)?)))
 }
 
 /// The endpoint client's settings.

@@ -30,6 +30,13 @@ pub enum StartupError {
         #[source]
         source: OpenAiError,
     },
+    /// The embeddings endpoint's client could not be built.
+    #[error("embeddings set-up failed")]
+    Embeddings {
+        /// Why.
+        #[source]
+        source: crate::embed::EmbedError,
+    },
     /// The TLS certificate, key or client CA was refused.
     #[error("TLS set-up failed")]
     Tls {

@@ -54,8 +54,10 @@ impl App {
         if database.migrate_on_start && database.url.is_some() {
             migrate_with_retry(&*store, database.startup_wait).await?;
         }
-        let ai = compose::ai_settings(&settings.summarizer)
+        let mut ai = compose::ai_settings(&settings.summarizer)
             .map_err(|source| StartupError::Summarizer { source })?;
+        ai.embedder = compose::embedder(settings.embeddings.as_ref())
+            .map_err(|source| StartupError::Embeddings { source })?;
         let service = Service::new(store.clone(), compose::limits(&settings.limits), ai);
         let metrics = ServerMetrics::new(service.metrics(), store_status(&store));
         let (health, health_service) = tonic_health::server::health_reporter();

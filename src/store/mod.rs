@@ -29,8 +29,9 @@ pub use in_memory::InMemoryStore;
 pub use open::open;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{
-    CappedPage, FoundMessage, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
-    Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, SummaryState, Swept,
+    CappedPage, EmbeddingBacklog, EmbeddingBatch, FoundMessage, LogVersion, MemoryBase, MemoryState,
+    MessagePage, MessageVector, NewSummary, OpenedContext, Redaction, RetentionRule, Rewind, SearchPage,
+    SearchSpec, SummaryState, Swept,
 };
 
 /// Failures of a store operation, by what the caller can do about them.
@@ -333,6 +334,30 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<SearchPage, StoreError>;
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError>;
+
+    /// The messages after the conversation's embedding watermark, oldest first: at most
+    /// `limit`, and no more once their size reaches `max_bytes` (a first one always comes);
+    /// the searchable ones among them, with the version of the log they were read under.
+    /// `None` without the conversation.
+    async fn embedding_backlog(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Option<EmbeddingBacklog>, StoreError>;
+
+    /// Stores the batch's vectors and moves the watermark to `batch.through`, in one
+    /// transaction, if the log is still at `batch.version` and the watermark at `batch.after`;
+    /// false, and nothing stored, otherwise (a rewind, a redaction or another replica came
+    /// first). Redaction, rewind, delete, fork and retention remove or carry the vectors with
+    /// their messages, so no vector of a removed message is ever searched.
+    async fn store_embeddings(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        batch: &EmbeddingBatch,
+    ) -> Result<bool, StoreError>;
 
     /// Tries to take the retention sweeper's lease, held by at most one process at a time.
     async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError>;

@@ -234,6 +234,10 @@ pub struct SearchSpec {
     pub limit: usize,
     /// Stop once the hits' messages reach this many bytes (a first hit always comes).
     pub max_bytes: usize,
+    /// The query's embedding, when semantic search is on and the query could be embedded:
+    /// then the lexical ranking is fused with the semantic one
+    /// ([`crate::domain::search::vectors`]).
+    pub semantic: Option<std::sync::Arc<crate::domain::search::vectors::QueryVector>>,
 }
 
 /// One message a search found.
@@ -259,4 +263,38 @@ pub struct SearchPage {
     /// The conversation's rewinds when it was searched: a page token is good for the log it
     /// was made on, and a rewind makes another.
     pub rewinds: u64,
+}
+
+/// Messages that semantic search has no vectors of yet ([`super::Store::embedding_backlog`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingBacklog {
+    /// The log's version they were read under.
+    pub version: LogVersion,
+    /// The conversation's watermark: every message up to it has its vectors.
+    pub after: Sequence,
+    /// The last message considered: the watermark once their vectors are stored.
+    pub through: Sequence,
+    /// The messages in `(after, through]` that search can find (with a search document),
+    /// oldest first.
+    pub messages: Vec<StoredMessage>,
+}
+
+/// One chunk's vector of a message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageVector {
+    pub sequence: Sequence,
+    /// Which chunk of the message's text (from 0).
+    pub chunk: u16,
+    pub vector: crate::domain::search::vectors::PassageVector,
+}
+
+/// Vectors to store, and the watermark they move ([`super::Store::store_embeddings`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingBatch {
+    /// What the backlog was read under and from.
+    pub version: LogVersion,
+    pub after: Sequence,
+    /// The new watermark.
+    pub through: Sequence,
+    pub vectors: Vec<MessageVector>,
 }

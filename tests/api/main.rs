@@ -11,6 +11,7 @@ mod conformance;
 mod connect;
 mod context;
 mod conversations;
+mod embeddings;
 mod fact_retention;
 mod hardening;
 mod message_cache;

@@ -71,7 +71,7 @@ async fn metrics_are_served_on_their_own_port() {
 }
 
 /// A free loopback address for a metrics port.
-fn free_listen() -> String {
+pub(crate) fn free_listen() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -81,7 +81,7 @@ fn free_listen() -> String {
 }
 
 /// The metrics text a server serves at `listen`.
-async fn scrape(listen: &str) -> String {
+pub(crate) async fn scrape(listen: &str) -> String {
     use tokio::io::AsyncWriteExt;
     let mut stream = tokio::net::TcpStream::connect(listen).await.unwrap();
     stream
@@ -94,7 +94,7 @@ async fn scrape(listen: &str) -> String {
 }
 
 /// The value of the metric line that starts with `series` (0 when absent).
-fn figure(body: &str, series: &str) -> f64 {
+pub(crate) fn figure(body: &str, series: &str) -> f64 {
     body.lines()
         .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)

@@ -14,6 +14,7 @@ use crate::domain::message::{Message, Role};
 pub mod page_token;
 mod rank;
 mod snippet;
+pub mod vectors;
 
 pub use rank::{Collection, Weights};
 pub use snippet::{excerpt, snippet};

@@ -11,8 +11,9 @@ use std::{
 use async_trait::async_trait;
 
 use super::{
-    CappedPage, Lease, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary, OpenedContext,
-    Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, Store, StoreError, SummaryState, Swept,
+    CappedPage, EmbeddingBacklog, EmbeddingBatch, Lease, LogVersion, MemoryBase, MemoryState, MessagePage,
+    NewSummary, OpenedContext, Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, Store, StoreError,
+    SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -449,6 +450,33 @@ impl Store for InMemoryStore {
             .get(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
         Ok(search::search(c, spec))
+    }
+
+    async fn embedding_backlog(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Option<EmbeddingBacklog>, StoreError> {
+        let conversations = self.lock();
+        let Some(c) = conversations.get(&key(tenant, conversation)) else {
+            return Ok(None);
+        };
+        Ok(Some(search::embedding_backlog(c, limit, max_bytes)))
+    }
+
+    async fn store_embeddings(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        batch: &EmbeddingBatch,
+    ) -> Result<bool, StoreError> {
+        let mut conversations = self.lock();
+        let Some(c) = conversations.get_mut(&key(tenant, conversation)) else {
+            return Ok(false);
+        };
+        Ok(search::store_embeddings(c, batch))
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

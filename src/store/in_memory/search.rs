@@ -2,12 +2,15 @@
 //! index of their terms, ranked by BM25 from the same figures the PostgreSQL store reads
 //! ([`crate::domain::search::Weights`]), so both stores find the same messages in the same order.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::entry::Conversation;
 use crate::{
-    domain::{Sequence, StoredMessage, search},
-    store::{FoundMessage, SearchPage, SearchSpec},
+    domain::{
+        Sequence, StoredMessage,
+        search::{self, vectors},
+    },
+    store::{EmbeddingBacklog, EmbeddingBatch, FoundMessage, SearchPage, SearchSpec},
 };
 
 /// The hits of `spec` in `conversation`, as the PostgreSQL store pages them: the candidates
@@ -49,7 +52,7 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
         .iter()
         .flat_map(|t| holding_messages(t))
         .collect();
-    let skip: std::collections::HashSet<Sequence> = spec.skip.iter().copied().collect();
+    let skip: HashSet<Sequence> = spec.skip.iter().copied().collect();
     let passing = matches.into_iter().rev().filter(|&i| {
         let message = &conversation.messages[i as usize];
         search::role_passes(&spec.roles, message.message.role)
@@ -61,22 +64,30 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
     } else {
         usize::MAX
     };
-    let mut ranked: Vec<(f32, Sequence, usize)> = Vec::new();
-    for i in passing.take(cap) {
-        let i = i as usize;
-        let message = &conversation.messages[i];
-        let document = index.document(i);
-        let score = weights.score(message.tokens.approx, |t| {
-            document.occurrences(&spec.query.terms()[t])
-        });
-        if spec
-            .after
-            .is_none_or(|(s, q)| score < s || (score == s && message.sequence < q))
-        {
-            ranked.push((score, message.sequence, i));
+    let mut lexical: Vec<(Sequence, f32)> = passing
+        .take(cap)
+        .map(|i| {
+            let message = &conversation.messages[i as usize];
+            let document = index.document(i as usize);
+            let score = weights.score(message.tokens.approx, |t| {
+                document.occurrences(&spec.query.terms()[t])
+            });
+            (message.sequence, score)
+        })
+        .collect();
+    lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    let ranked: Vec<(Sequence, f32)> = match &spec.semantic {
+        Some(query) => {
+            let semantic = semantic(conversation, spec, query, through, &skip);
+            vectors::fuse(&lexical, &semantic)
         }
-    }
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        None => lexical,
+    };
+    let ranked: Vec<(f32, Sequence, usize)> = ranked
+        .into_iter()
+        .filter(|&(q, score)| spec.after.is_none_or(|(s, a)| score < s || (score == s && q < a)))
+        .map(|(q, score)| (score, q, q.get() as usize - 1))
+        .collect();
     let mut found = Vec::new();
     let mut bytes = 0;
     for &(score, _, i) in ranked.iter().take(spec.limit) {
@@ -97,6 +108,98 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
         through,
         rewinds: conversation.rewinds,
     }
+}
+
+/// The semantic ranking of `spec`'s query vector ([`vectors`]): the shortlist by sign bits over
+/// the chunks of the messages up to `through` not skipped, rescored, then held to the search's
+/// roles and tools, as the PostgreSQL store does it.
+fn semantic(
+    conversation: &Conversation,
+    spec: &SearchSpec,
+    query: &vectors::QueryVector,
+    through: Sequence,
+    skip: &HashSet<Sequence>,
+) -> Vec<Sequence> {
+    let index = &conversation.search;
+    let last = (through.get() as usize).min(index.embedded());
+    let codes = (0..last).flat_map(|i| {
+        let sequence = conversation.messages[i].sequence;
+        let chunks = match skip.contains(&sequence) {
+            true => &[][..],
+            false => index.vectors(i),
+        };
+        chunks.iter().map(move |(chunk, code, _)| vectors::ChunkCode {
+            sequence,
+            chunk: *chunk,
+            code,
+        })
+    });
+    let shortlist = vectors::shortlist(query, codes);
+    let rescored = shortlist.into_iter().filter_map(|(sequence, chunk)| {
+        let i = sequence.get() as usize - 1;
+        let message = &conversation.messages[i];
+        let passes = !index.document(i).is_empty()
+            && search::role_passes(&spec.roles, message.message.role)
+            && (spec.tool_names.is_empty() || calls_tool(conversation, message, &spec.tool_names));
+        let (_, _, vector) = index.vectors(i).iter().find(|(c, _, _)| *c == chunk)?;
+        passes.then(|| (sequence, vector.clone()))
+    });
+    vectors::semantic_ranking(query, rescored)
+}
+
+/// [`crate::store::Store::embedding_backlog`] of `conversation`.
+pub(super) fn embedding_backlog(
+    conversation: &Conversation,
+    limit: usize,
+    max_bytes: usize,
+) -> EmbeddingBacklog {
+    let index = &conversation.search;
+    let after = index.embedded();
+    let mut through = after;
+    let mut messages = Vec::new();
+    let mut bytes = 0;
+    for (i, message) in conversation
+        .messages
+        .iter()
+        .enumerate()
+        .skip(after)
+        .take(limit.max(1))
+    {
+        if through > after && bytes >= max_bytes {
+            break;
+        }
+        through = i + 1;
+        if !index.document(i).is_empty() {
+            bytes += message.message.loaded_bytes();
+            messages.push(message.clone());
+        }
+    }
+    EmbeddingBacklog {
+        version: conversation.log_version(),
+        after: Sequence::from_stored(after as i64),
+        through: Sequence::from_stored(through as i64),
+        messages,
+    }
+}
+
+/// [`crate::store::Store::store_embeddings`] into `conversation`.
+pub(super) fn store_embeddings(conversation: &mut Conversation, batch: &EmbeddingBatch) -> bool {
+    let (after, through) = (batch.after.get() as usize, batch.through.get() as usize);
+    let current = conversation.log_version() == batch.version
+        && conversation.search.embedded() == after
+        && through >= after
+        && through <= conversation.messages.len();
+    if !current {
+        return false;
+    }
+    for v in &batch.vectors {
+        let i = (v.sequence.get() as usize).wrapping_sub(1);
+        if i >= after && i < through && !conversation.search.document(i).is_empty() {
+            conversation.search.add_vector(i, v.chunk, v.vector.clone());
+        }
+    }
+    conversation.search.set_embedded(through);
+    true
 }
 
 /// The messages up to `through` as ranking counts them: how many, and their approximate tokens

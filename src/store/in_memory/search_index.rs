@@ -4,14 +4,23 @@
 
 use std::collections::HashMap;
 
-use crate::domain::search::SearchDocument;
+use crate::domain::search::{
+    SearchDocument,
+    vectors::{Code, PassageVector},
+};
 
 /// A conversation's search documents (message with sequence `n` at index `n - 1`) and, per
-/// term, the indexes of the messages that have it, ascending.
+/// term, the indexes of the messages that have it, ascending; and the vectors of their chunks
+/// (semantic search), up to the embedding watermark.
 #[derive(Debug, Clone, Default)]
 pub(super) struct SearchIndex {
     documents: Vec<SearchDocument>,
     postings: HashMap<Box<str>, Vec<u32>>,
+    /// Per message, its chunks' vectors with their sign bits (empty until embedded, and for
+    /// what search cannot find).
+    vectors: Vec<Vec<(u16, Code, PassageVector)>>,
+    /// Messages whose vectors are stored (the first ones).
+    embedded: usize,
 }
 
 impl SearchIndex {
@@ -22,6 +31,32 @@ impl SearchIndex {
             self.postings.entry(term.into()).or_default().push(index);
         }
         self.documents.push(document);
+        self.vectors.push(Vec::new());
+    }
+
+    /// Messages whose vectors are stored: the embedding watermark.
+    pub(super) fn embedded(&self) -> usize {
+        self.embedded
+    }
+
+    /// Stores the vectors of the message at `index` (chunk by chunk).
+    pub(super) fn add_vector(&mut self, index: usize, chunk: u16, vector: PassageVector) {
+        if let Some(chunks) = self.vectors.get_mut(index) {
+            let code = vector.code();
+            chunks.retain(|(c, _, _)| *c != chunk);
+            chunks.push((chunk, code, vector));
+            chunks.sort_by_key(|(c, _, _)| *c);
+        }
+    }
+
+    /// Moves the embedding watermark to `embedded` messages.
+    pub(super) fn set_embedded(&mut self, embedded: usize) {
+        self.embedded = embedded.min(self.documents.len());
+    }
+
+    /// The chunks of the message at `index`: chunk number, sign bits, vector.
+    pub(super) fn vectors(&self, index: usize) -> &[(u16, Code, PassageVector)] {
+        self.vectors.get(index).map_or(&[][..], Vec::as_slice)
     }
 
     /// Forgets the document at `index` (a redaction), its postings with it.
@@ -30,6 +65,9 @@ impl SearchIndex {
             return;
         };
         let document = std::mem::take(document);
+        if let Some(vectors) = self.vectors.get_mut(index) {
+            vectors.clear();
+        }
         for term in document.terms() {
             if let Some(list) = self.postings.get_mut(term)
                 && let Ok(at) = list.binary_search(&(index as u32))
@@ -55,6 +93,8 @@ impl SearchIndex {
         }
         self.postings.retain(|_, list| !list.is_empty());
         self.documents.truncate(kept);
+        self.vectors.truncate(kept);
+        self.embedded = self.embedded.min(kept);
     }
 
     /// The indexes of the messages that hold `term`, ascending.
@@ -73,6 +113,8 @@ impl SearchIndex {
         for document in self.documents.iter().take(kept) {
             index.push(document.clone());
         }
+        index.vectors = self.vectors.iter().take(kept).cloned().collect();
+        index.embedded = self.embedded.min(kept);
         index
     }
 }

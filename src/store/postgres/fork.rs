@@ -150,6 +150,21 @@ async fn copy_log(
     let quoted = |scope: String| format!("'{scope}");
     let (from, to) = (quoted(search::scope(t, s)), quoted(search::scope(t, n)));
     tx.execute(&copy, &[&t, &s, &through, &n, &from, &to]).await?;
+    // The vectors of the messages copied, and the watermark within them.
+    tx.execute(
+        "INSERT INTO message_vectors (tenant_id, conversation_id, sequence, chunk, code, vector)
+         SELECT tenant_id, $4, sequence, chunk, code, vector FROM message_vectors
+         WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3",
+        &[&t, &s, &through, &n],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE conversations SET embedded_through = least(
+             (SELECT embedded_through FROM conversations WHERE tenant_id = $1 AND conversation_id = $2), $3)
+         WHERE tenant_id = $1 AND conversation_id = $4",
+        &[&t, &s, &through, &n],
+    )
+    .await?;
     tx.execute(
         "INSERT INTO tool_calls (tenant_id, conversation_id, call_id, call_sequence, result_sequence)
          SELECT tenant_id, $4, call_id, call_sequence, result_sequence FROM tool_calls

@@ -101,7 +101,13 @@ pub(super) async fn delete_rows(
             &[&tenant, &conversation],
         )
         .await?;
-    for table in ["tool_calls", "idempotency_keys", "summaries", "working_memory"] {
+    for table in [
+        "tool_calls",
+        "idempotency_keys",
+        "summaries",
+        "working_memory",
+        "message_vectors",
+    ] {
         let statement = format!("DELETE FROM {table} WHERE tenant_id = $1 AND conversation_id = $2");
         tx.execute(&statement, &[&tenant, &conversation]).await?;
     }

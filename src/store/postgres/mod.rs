@@ -14,9 +14,9 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 use super::{
-    CacheStats, CappedPage, Lease, LogVersion, MemoryBase, MemoryState, MessagePage, NewSummary,
-    OpenedContext, PoolStats, Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, Store, StoreError,
-    SummaryState, Swept,
+    CacheStats, CappedPage, EmbeddingBacklog, EmbeddingBatch, Lease, LogVersion, MemoryBase, MemoryState,
+    MessagePage, NewSummary, OpenedContext, PoolStats, Redaction, RetentionRule, Rewind, SearchPage,
+    SearchSpec, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
     deadline::Deadline,
@@ -44,8 +44,13 @@ mod rewind;
 mod rows;
 mod search;
 mod summary;
+mod vectors;
 mod working_memory;
 mod writes;
+
+/// Bytes of sign-bit codes a replica keeps for semantic search (see [`vectors::VectorCodes`]):
+/// 64 MiB hold about 1.2 million chunks of 384 dimensions.
+const VECTOR_CODE_BYTES: usize = 64 << 20;
 
 /// Pool and connection settings of the Postgres store.
 #[derive(Debug, Clone)]
@@ -73,6 +78,8 @@ pub struct PostgresStore {
     gate_patience: Duration,
     /// Decoded messages of the log's tails, per conversation (see [`cache`]).
     cache: std::sync::Arc<cache::MessageCache>,
+    /// The sign-bit codes of the conversations this replica searched semantically.
+    codes: std::sync::Arc<vectors::VectorCodes>,
 }
 
 impl PostgresStore {
@@ -112,6 +119,7 @@ impl PostgresStore {
             gate: Default::default(),
             gate_patience: options.statement_timeout,
             cache: std::sync::Arc::new(cache::MessageCache::new(options.message_cache_bytes)),
+            codes: std::sync::Arc::new(vectors::VectorCodes::new(VECTOR_CODE_BYTES)),
         })
     }
 
@@ -330,7 +338,26 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         spec: &SearchSpec,
     ) -> Result<SearchPage, StoreError> {
-        search::search_messages(&self.pool, tenant, conversation, spec).await
+        search::search_messages(&self.pool, &self.codes, tenant, conversation, spec).await
+    }
+
+    async fn embedding_backlog(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Option<EmbeddingBacklog>, StoreError> {
+        vectors::embedding_backlog(&self.pool, tenant, conversation, limit, max_bytes).await
+    }
+
+    async fn store_embeddings(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        batch: &EmbeddingBatch,
+    ) -> Result<bool, StoreError> {
+        vectors::store_embeddings(&self.pool, tenant, conversation, batch).await
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {

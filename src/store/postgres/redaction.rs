@@ -44,6 +44,11 @@ pub(super) async fn redact(
         .ok_or(StoreError::NotFound)?;
     let summary_through = Sequence::from_stored(column(&watermark, "summary_through_sequence")?);
     let stored = tombstone_row(&tx, t, c, sequence).await?;
+    tx.execute(
+        "DELETE FROM message_vectors WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3",
+        &[&t, &c, &at],
+    )
+    .await?;
     let (summaries_removed, summary_through) = drop_summaries(&tx, t, c, sequence, summary_through).await?;
     let memory_version = forget_in_memory_row(&tx, t, c, sequence).await?;
     let redacted_hash = &PayloadHash::REDACTED.0[..];

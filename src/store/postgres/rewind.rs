@@ -107,6 +107,18 @@ async fn remove_after(tx: &Transaction<'_>, t: &str, c: &str, after: Sequence) -
             &[&t, &c, &after],
         )
         .await?;
+    // Their vectors, and the embedding watermark back within the log.
+    tx.execute(
+        "DELETE FROM message_vectors WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3",
+        &[&t, &c, &after],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE conversations SET embedded_through = least(embedded_through, $3)
+         WHERE tenant_id = $1 AND conversation_id = $2",
+        &[&t, &c, &after],
+    )
+    .await?;
     tx.execute(
         "DELETE FROM tool_calls WHERE tenant_id = $1 AND conversation_id = $2 AND call_sequence > $3",
         &[&t, &c, &after],

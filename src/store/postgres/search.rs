@@ -10,7 +10,10 @@ use std::collections::HashSet;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::{ToSql, Type};
 
-use super::rows::{MESSAGE_BYTES, MESSAGE_COLUMNS, byte_limit, column, stored_messages};
+use super::{
+    rows::{MESSAGE_BYTES, MESSAGE_COLUMNS, byte_limit, column, stored_messages},
+    vectors::{self, VERSION_COLUMNS},
+};
 use crate::{
     domain::{ConversationId, Sequence, TenantId, search},
     store::{FoundMessage, SearchPage, SearchSpec, StoreError},
@@ -97,12 +100,12 @@ fn term_counts_sql(terms: usize) -> String {
         false => format!(", {}", counts.join(", ")),
     };
     format!(
-        "SELECT bound.last, bound.rewinds,
+        "SELECT bound.*,
                 coalesce((SELECT e.token_offset + greatest(e.tokens_approx, 1) FROM messages e
                           WHERE e.tenant_id = $1 AND e.conversation_id = $2 AND e.sequence = bound.last),
                          0) AS length{counts}
-         FROM (SELECT least($3::bigint, last_sequence) AS last, rewinds FROM conversations
-               WHERE tenant_id = $1 AND conversation_id = $2) bound"
+         FROM (SELECT least($3::bigint, c.last_sequence) AS last, c.rewinds, {VERSION_COLUMNS}
+               FROM conversations c WHERE c.tenant_id = $1 AND c.conversation_id = $2) bound"
     )
 }
 
@@ -116,6 +119,7 @@ struct Candidate {
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
 pub(super) async fn search_messages(
     pool: &Pool,
+    codes: &vectors::VectorCodes,
     tenant: &TenantId,
     conversation: &ConversationId,
     spec: &SearchSpec,
@@ -171,14 +175,19 @@ pub(super) async fn search_messages(
             score: terms.weights.score(length.max(0) as u32, occurrences),
             bytes: column(row, "own")?,
         };
-        let below = |(score, sequence): (f32, Sequence)| {
-            candidate.score < score || (candidate.score == score && candidate.sequence < sequence.as_i64())
-        };
-        if spec.after.is_none_or(below) {
-            ranked.push(candidate);
-        }
+        ranked.push(candidate);
     }
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.sequence.cmp(&a.sequence)));
+    if let Some(query) = &spec.semantic {
+        let tools = (&roles[..], &spec.tool_names[..], TOOL_FILTER);
+        ranked = fused(&client, codes, (t, c), &terms, query, ranked, spec, tools).await?;
+    }
+    let below = |candidate: &Candidate| {
+        spec.after.is_none_or(|(score, sequence)| {
+            candidate.score < score || (candidate.score == score && candidate.sequence < sequence.as_i64())
+        })
+    };
+    ranked.retain(below);
     let mut page = Vec::new();
     let mut bytes = 0i64;
     for candidate in ranked.iter().take(spec.limit) {
@@ -227,6 +236,8 @@ async fn nothing_found(
 /// candidates' query.
 struct TermStatistics {
     last: i64,
+    /// The log's version and embedding watermark.
+    state: vectors::LogState,
     rewinds: u64,
     weights: search::Weights,
     /// The terms of the query that are not common, or all of them when every one is (then
@@ -279,6 +290,11 @@ async fn term_statistics(
     let every_common = rare.is_empty();
     Ok(Some(TermStatistics {
         last,
+        state: vectors::LogState {
+            version: vectors::version_of(row)?,
+            embedded_through: column(row, "embedded_through")?,
+            last,
+        },
         rewinds: column::<i64>(row, "rewinds")?.max(0) as u64,
         weights: search::Weights::new(&spec.query, &holders, collection),
         candidates: match every_common {
@@ -287,6 +303,46 @@ async fn term_statistics(
         },
         every_common,
     }))
+}
+
+/// The lexical ranking fused with the semantic one ([`search::vectors::fuse`]).
+#[allow(clippy::too_many_arguments)]
+async fn fused(
+    client: &deadpool_postgres::Object,
+    codes: &vectors::VectorCodes,
+    (t, c): (&str, &str),
+    terms: &TermStatistics,
+    query: &search::vectors::QueryVector,
+    lexical: Vec<Candidate>,
+    spec: &SearchSpec,
+    (roles, tools, tool_filter): (&[&str], &[String], &str),
+) -> Result<Vec<Candidate>, StoreError> {
+    let (semantic, sizes) = vectors::semantic(
+        client,
+        codes,
+        (t, c),
+        &terms.state,
+        query,
+        &spec.skip,
+        roles,
+        tools,
+        tool_filter,
+    )
+    .await?;
+    let mut bytes: std::collections::HashMap<i64, i64> = sizes;
+    bytes.extend(lexical.iter().map(|l| (l.sequence, l.bytes)));
+    let scored: Vec<(Sequence, f32)> = lexical
+        .iter()
+        .map(|l| (Sequence::from_stored(l.sequence), l.score))
+        .collect();
+    Ok(search::vectors::fuse(&scored, &semantic)
+        .into_iter()
+        .map(|(sequence, score)| Candidate {
+            sequence: sequence.as_i64(),
+            score,
+            bytes: bytes.get(&sequence.as_i64()).copied().unwrap_or(0),
+        })
+        .collect())
 }
 
 /// The rows of `page`, in its order, with their scores and tool names.

@@ -95,6 +95,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "native text",
         sql: include_str!("0015_native_text.sql"),
     },
+    Migration {
+        version: 16,
+        name: "vectors",
+        sql: include_str!("0016_vectors.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.
