@@ -13,6 +13,7 @@ mod build;
 mod cache;
 mod conversations;
 mod dbcost;
+mod embeddings;
 mod memory;
 mod protocols;
 #[path = "../../tests/support/replica.rs"]
@@ -112,6 +113,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("search") {
         search::run(&server, std::env::var_os("BENCH_QUICK").is_some()).await?;
+    }
+    if wanted("embeddings") {
+        let quick = std::env::var_os("BENCH_QUICK").is_some();
+        embeddings::run(&server, &url, &out, quick).await?;
     }
     if wanted("scale") {
         let secs = if std::env::var_os("BENCH_QUICK").is_some() {

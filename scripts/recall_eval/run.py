@@ -216,6 +216,35 @@ def evaluate_ctxd(client, conv, conv_id, args, timings, checks):
     return out
 
 
+def metric(text, name):
+    """The value of the metric line `name value` in Prometheus text (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def wait_for_embeddings(metrics_url, timeout):
+    """Polls ctxd's metrics until its embedding backlog is done: nothing queued, no worker busy,
+    the count of embedded messages steady for two polls."""
+    deadline, steady, last = time.monotonic() + timeout, 0, None
+    t0 = time.perf_counter()
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(metrics_url, timeout=10) as r:
+            text = r.read().decode()
+        queued = metric(text, "ctxd_embedding_queue_conversations")
+        busy = metric(text, "ctxd_embedding_workers_busy")
+        done = metric(text, "ctxd_embedded_messages_total")
+        steady = steady + 1 if (queued == 0 and busy == 0 and done == last) else 0
+        if steady >= 2:
+            print(f"  embeddings done: {int(done)} messages in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr)
+            return
+        last = done
+        time.sleep(1.0)
+    sys.exit(f"error: the embedding backlog was not done within {timeout:.0f} s")
+
+
 def summarize(rows, key):
     """Overall and per-category rates of the hit figures of `rows` (question, figures)."""
     res = {f: pct([r[key][f] for _, r in rows]) for f in ("any@5", "all@5", "any@10")}
@@ -246,6 +275,12 @@ def main():
     ap.add_argument("--run-prefix", help="conversation id prefix (default: recall-eval-<time>-<pid>)")
     ap.add_argument("--keep", action="store_true", help="keep the conversations (default: delete them)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request")
+    ap.add_argument("--wait-embeddings", metavar="METRICS_URL",
+                    help="before searching, wait until ctxd's embedding backlog is done, as its metrics "
+                         "(e.g. http://127.0.0.1:9090/metrics) say: no conversation queued, no worker busy")
+    ap.add_argument("--embeddings-timeout", type=float, default=3600.0,
+                    help="seconds --wait-embeddings waits at most")
+    ap.add_argument("--label", default="ctxd SearchMessages", help="the ctxd row's name in the table")
     ap.add_argument("--retries", type=int, default=6, help="retries of a 429/503 or a failed connection")
     args = ap.parse_args()
 
@@ -296,6 +331,10 @@ def main():
                 t0 = time.perf_counter()
                 append_conversation(client, conv_id, c["messages"], args.batch_size, created)
                 timings["append"].append(time.perf_counter() - t0)
+            if args.wait_embeddings:
+                wait_for_embeddings(args.wait_embeddings, args.embeddings_timeout)
+            for c in convs:
+                conv_id = f"{prefix}/{c['id']}"
                 rows = evaluate_ctxd(client, c, conv_id, args, timings, checks)
                 ctxd_rows.extend(zip(c["questions"], rows))
                 print(f"  {c['id']}: {len(c['messages'])} messages, {len(c['questions'])} questions",
@@ -318,7 +357,7 @@ def main():
     n_cat = {c: sum(q["category"] == c for _, q in questions) for c in CATEGORIES}
     figures = {}
     if ctxd_rows:
-        figures["ctxd"] = {"label": "ctxd SearchMessages (ts_rank)", **summarize(ctxd_rows, "search")}
+        figures["ctxd"] = {"label": args.label, **summarize(ctxd_rows, "search")}
     for name, label in lexical.BASELINES:
         figures[name] = {"label": label, **summarize(results[name], "search")}
     pack = None

@@ -8,7 +8,7 @@ use std::{
     collections::{HashSet, VecDeque},
     num::NonZeroUsize,
     sync::{Arc, Mutex},
-    time::{Duration, SystemTime},
+    time::{Duration, Instant, SystemTime},
 };
 
 use super::Service;
@@ -17,7 +17,7 @@ use crate::{
         ConversationId, TenantId,
         search::{
             searchable_text,
-            vectors::{PassageVector, QueryVector, chunks},
+            vectors::{PassageVector, QueryVector, centred_code, chunks, mean_of},
         },
     },
     embed::{EmbedError, Embedder, Kind},
@@ -29,8 +29,12 @@ const WORKERS: usize = 4;
 /// Conversations that may wait in the queue; an append finding it full leaves its conversation
 /// to its next append (counted in `ctxd_background_skipped_total{reason="queue_full"}`).
 const MAX_QUEUED: usize = 10_000;
+/// How long a queued conversation waits before a worker takes it: the appends of a busy chat
+/// meanwhile join one backlog batch instead of one each (measured: docs/benchmarks.md,
+/// "Recall II").
+const SETTLE: Duration = Duration::from_millis(300);
 /// Messages read per backlog batch, and their bytes at most.
-const BATCH_MESSAGES: usize = 32;
+const BATCH_MESSAGES: usize = 128;
 const BATCH_BYTES: usize = 4 << 20;
 /// Texts per request to the endpoint.
 const TEXTS_PER_REQUEST: usize = 64;
@@ -40,16 +44,56 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// Queries whose vectors a replica keeps (the pages of one search, repeated recall queries).
 const QUERY_CACHE: usize = 1_024;
 
+/// Texts of every kind, whose vectors' mean stands for the model's common part: the sign bits
+/// of the scan are taken around it (see [`crate::domain::search::vectors`]).
+const CALIBRATION: [&str; 32] = [
+    "Thanks, see you tomorrow!",
+    "Can you check why the nightly backup job failed?",
+    "The invoice for March is attached; payment is due in 30 days.",
+    "We are flying to Lisbon on Friday and coming back on Monday.",
+    "My daughter started piano lessons last week and loves them.",
+    "The deploy to staging finished, all health checks are green.",
+    "I made a lasagna with spinach and ricotta for dinner.",
+    "What time does the meeting with the design team start?",
+    "Disk usage on the database server is at 85 percent.",
+    "She adopted a rescue dog named Biscuit last summer.",
+    "The quarterly revenue grew by twelve percent year over year.",
+    "Please rename the variable to make the function easier to read.",
+    "I have been training for a half marathon in October.",
+    "The museum exhibition on impressionist painters opens next month.",
+    "Error: connection refused while connecting to port 5432.",
+    "Our landlord finally fixed the leaking kitchen faucet.",
+    "Let's move the release to Thursday so QA has time to test.",
+    "He is reading a history of the Roman empire.",
+    "The weather forecast says heavy rain all weekend.",
+    "I'm nervous about my job interview on Wednesday.",
+    "The API returns a 429 when the rate limit is exceeded.",
+    "We planted tomatoes, basil and peppers in the garden.",
+    "Congratulations on the new job, that's amazing news!",
+    "The contract renewal needs a signature from legal.",
+    "My grandmother turns ninety next year; we're planning a party.",
+    "The train was delayed by forty minutes because of a signal failure.",
+    "Use the staging credentials, not the production ones.",
+    "I've started volunteering at the animal shelter on Saturdays.",
+    "The patient's blood pressure was normal at the last check-up.",
+    "Can you summarize the main points of the article?",
+    "We're thinking about moving to a bigger apartment closer to the park.",
+    "The model's accuracy dropped after we changed the tokenizer.",
+];
+
 /// The conversations waiting to be embedded, and the workers taking them.
 #[derive(Debug, Default)]
 pub(super) struct EmbeddingQueue {
     state: Mutex<QueueState>,
     queries: Mutex<Option<lru::LruCache<String, Arc<QueryVector>>>>,
+    /// The model's mean vector, once known.
+    mean: tokio::sync::OnceCell<Arc<Vec<f32>>>,
 }
 
 #[derive(Debug, Default)]
 struct QueueState {
-    waiting: VecDeque<(TenantId, ConversationId)>,
+    /// Conversations in the order they were queued, with when.
+    waiting: VecDeque<(TenantId, ConversationId, Instant)>,
     queued: HashSet<(TenantId, ConversationId)>,
     workers: usize,
 }
@@ -76,7 +120,7 @@ impl Service {
                 return;
             }
             state.queued.insert(key.clone());
-            state.waiting.push_back(key);
+            state.waiting.push_back((key.0, key.1, Instant::now()));
             self.metrics.embedding_queue.set(state.waiting.len() as i64);
             let start = state.workers < WORKERS;
             if start {
@@ -90,22 +134,34 @@ impl Service {
         }
     }
 
-    /// Takes conversations from the queue until it is empty.
+    /// Takes conversations from the queue, each once it has waited [`SETTLE`], until it is
+    /// empty.
     async fn embedding_worker(self) {
         loop {
+            let due = {
+                let state = self.embeddings.state.lock().unwrap_or_else(|p| p.into_inner());
+                state.waiting.front().map(|(_, _, queued)| *queued + SETTLE)
+            };
+            if let Some(due) = due {
+                tokio::time::sleep_until(due.into()).await;
+            }
             let next = {
                 let mut state = self.embeddings.state.lock().unwrap_or_else(|p| p.into_inner());
+                // Another worker may have taken the one waited for: wait for the next.
+                if state.waiting.front().is_some_and(|(_, _, queued)| *queued + SETTLE > Instant::now()) {
+                    continue;
+                }
                 let next = state.waiting.pop_front();
                 match &next {
-                    Some(key) => {
-                        state.queued.remove(key);
+                    Some((tenant, conversation, _)) => {
+                        state.queued.remove(&(tenant.clone(), conversation.clone()));
                     }
                     None => state.workers -= 1,
                 }
                 self.metrics.embedding_queue.set(state.waiting.len() as i64);
                 next
             };
-            let Some((tenant, conversation)) = next else {
+            let Some((tenant, conversation, _)) = next else {
                 return;
             };
             self.metrics.embedding_workers.inc();
@@ -128,6 +184,12 @@ impl Service {
         let Some(embedder) = self.ai.embedder.clone() else {
             return Ok(());
         };
+        let mean = self.model_mean(&embedder).await.inspect_err(|_| {
+            self.metrics
+                .embedding_failures
+                .with_label_values(&["passage"])
+                .inc();
+        })?;
         loop {
             let backlog = self
                 .store
@@ -160,11 +222,13 @@ impl Service {
                             .inc();
                     })?;
                 for (&(sequence, chunk), vector) in keys.iter().zip(embedded) {
-                    if let Some(vector) = PassageVector::quantize(&vector) {
+                    let code = centred_code(&vector, Some(&mean));
+                    if let (Some(code), Some(vector)) = (code, PassageVector::quantize(&vector)) {
                         vectors.push(MessageVector {
                             sequence,
                             chunk,
                             vector,
+                            code,
                         });
                     }
                 }
@@ -196,9 +260,16 @@ impl Service {
         if let Some(cached) = self.cached_query(query) {
             return Some(cached);
         }
-        match embedder.embed(Kind::Query, &[query]).await {
-            Ok(vectors) => {
-                let vector = Arc::new(QueryVector::new(vectors.first()?)?);
+        let embedded = match self.model_mean(embedder).await {
+            Ok(mean) => embedder
+                .embed(Kind::Query, &[query])
+                .await
+                .map(|vectors| (vectors, mean)),
+            Err(error) => Err(error),
+        };
+        match embedded {
+            Ok((vectors, mean)) => {
+                let vector = Arc::new(QueryVector::new(vectors.first()?, Some(&mean))?);
                 let mut cache = self.embeddings.queries.lock().unwrap_or_else(|p| p.into_inner());
                 let cache = cache.get_or_insert_with(|| {
                     lru::LruCache::new(NonZeroUsize::new(QUERY_CACHE).unwrap_or(NonZeroUsize::MIN))
@@ -216,6 +287,22 @@ impl Service {
                 None
             }
         }
+    }
+
+    /// The model's mean vector ([`mean_of`] the [`CALIBRATION`] texts), asked for once per
+    /// replica (again after a failure). The model is deterministic, so every replica finds
+    /// the same one.
+    async fn model_mean(&self, embedder: &Embedder) -> Result<Arc<Vec<f32>>, EmbedError> {
+        let mean = self
+            .embeddings
+            .mean
+            .get_or_try_init(|| async {
+                let vectors = with_retries(embedder, Kind::Passage, &CALIBRATION).await?;
+                let mean = mean_of(&vectors).ok_or_else(|| EmbedError::BadAnswer("no mean vector".into()))?;
+                Ok::<_, EmbedError>(Arc::new(mean))
+            })
+            .await?;
+        Ok(mean.clone())
     }
 
     fn cached_query(&self, query: &str) -> Option<Arc<QueryVector>> {

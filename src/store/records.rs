@@ -286,6 +286,8 @@ pub struct MessageVector {
     /// Which chunk of the message's text (from 0).
     pub chunk: u16,
     pub vector: crate::domain::search::vectors::PassageVector,
+    /// Its sign bits around the model's mean ([`crate::domain::search::vectors::centred_code`]).
+    pub code: crate::domain::search::vectors::Code,
 }
 
 /// Vectors to store, and the watermark they move ([`super::Store::store_embeddings`]).

@@ -37,6 +37,18 @@ pub const MAX_QUERY_TERMS: usize = 32;
 /// this many matches. Either way a search ranks a bounded number of messages, whatever the
 /// conversation's length (docs/design.md, "Recall").
 pub const COMMON_TERM_MESSAGES: usize = 1000;
+/// Whatever the conversation's length, a term more than this many messages hold is common
+/// when they are more than a quarter of its messages (see [`is_common`]).
+const COMMON_SHARE_FLOOR: u64 = 16;
+
+/// Whether a term `holders` of the conversation's `messages` hold is *common*: held by more
+/// than [`COMMON_TERM_MESSAGES`], or by more than a quarter of the messages (and more than
+/// 16). A participant's name or a greeting in a chat is common; it still adds (little) to a
+/// hit's score, but does not make a message a candidate while the query has a term that is
+/// not common, so a message that only names someone never enters the ranking.
+pub fn is_common(holders: u64, messages: u64) -> bool {
+    holders > COMMON_TERM_MESSAGES as u64 || (holders > COMMON_SHARE_FLOOR && holders.saturating_mul(4) > messages)
+}
 /// Positions PostgreSQL keeps per lexeme (`MAXNUMPOS`).
 const MAX_POSITIONS: usize = 256;
 /// The largest word position of a `tsvector` (`MAXENTRYPOS - 1`); later words share it.

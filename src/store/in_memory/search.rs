@@ -39,12 +39,13 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
         holding.take(search::COMMON_TERM_MESSAGES + 1).count() as u64
     };
     let holders: Vec<u64> = spec.query.terms().iter().map(|t| holding(t)).collect();
+    let collection = collection(conversation, through);
     let common = |term: &str| {
         let i = spec.query.terms().iter().position(|t| t == term);
-        i.is_some_and(|i| holders[i] > search::COMMON_TERM_MESSAGES as u64)
+        i.is_some_and(|i| search::is_common(holders[i], collection.messages))
     };
     let rare = spec.query.only(|term| !common(term));
-    let weights = search::Weights::new(&spec.query, &holders, collection(conversation, through));
+    let weights = search::Weights::new(&spec.query, &holders, collection);
     let every_term_common = rare.is_empty();
     let candidate_terms = if every_term_common { &spec.query } else { &rare };
     let matches: BTreeSet<u32> = candidate_terms
@@ -195,7 +196,7 @@ pub(super) fn store_embeddings(conversation: &mut Conversation, batch: &Embeddin
     for v in &batch.vectors {
         let i = (v.sequence.get() as usize).wrapping_sub(1);
         if i >= after && i < through && !conversation.search.document(i).is_empty() {
-            conversation.search.add_vector(i, v.chunk, v.vector.clone());
+            conversation.search.add_vector(i, v.chunk, v.vector.clone(), v.code.clone());
         }
     }
     conversation.search.set_embedded(through);

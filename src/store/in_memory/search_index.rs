@@ -39,10 +39,9 @@ impl SearchIndex {
         self.embedded
     }
 
-    /// Stores the vectors of the message at `index` (chunk by chunk).
-    pub(super) fn add_vector(&mut self, index: usize, chunk: u16, vector: PassageVector) {
+    /// Stores a chunk's vector of the message at `index`, with its sign bits.
+    pub(super) fn add_vector(&mut self, index: usize, chunk: u16, vector: PassageVector, code: Code) {
         if let Some(chunks) = self.vectors.get_mut(index) {
-            let code = vector.code();
             chunks.retain(|(c, _, _)| *c != chunk);
             chunks.push((chunk, code, vector));
             chunks.sort_by_key(|(c, _, _)| *c);

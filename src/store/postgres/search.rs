@@ -157,9 +157,23 @@ pub(super) async fn search_messages(
         (&newest, Type::INT8),
         (&lexemes, Type::TEXT_ARRAY),
     ];
-    let rows = client
-        .query_typed(&candidates_sql(terms.every_common), &params)
-        .await?;
+    // The semantic half goes out with the candidates' query, on the same connection: one
+    // round trip for both.
+    let tools = (&roles[..], &spec.tool_names[..], TOOL_FILTER);
+    let semantic = async {
+        match &spec.semantic {
+            Some(query) => Ok(Some(semantic_half(&client, codes, (t, c), &terms, query, spec, tools).await?)),
+            None => Ok::<_, StoreError>(None),
+        }
+    };
+    let lexical = async {
+        Ok::<_, StoreError>(
+            client
+                .query_typed(&candidates_sql(terms.every_common), &params)
+                .await?,
+        )
+    };
+    let (rows, semantic) = tokio::try_join!(lexical, semantic)?;
     let mut ranked = Vec::with_capacity(rows.len());
     for row in &rows {
         let held: Option<Vec<String>> = column(row, "lexemes")?;
@@ -178,9 +192,8 @@ pub(super) async fn search_messages(
         ranked.push(candidate);
     }
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.sequence.cmp(&a.sequence)));
-    if let Some(query) = &spec.semantic {
-        let tools = (&roles[..], &spec.tool_names[..], TOOL_FILTER);
-        ranked = fused(&client, codes, (t, c), &terms, query, ranked, spec, tools).await?;
+    if let Some((semantic, sizes)) = semantic {
+        ranked = fused(ranked, &semantic, sizes);
     }
     let below = |candidate: &Candidate| {
         spec.after.is_none_or(|(score, sequence)| {
@@ -283,7 +296,7 @@ async fn term_statistics(
         .terms()
         .iter()
         .zip(&holders)
-        .filter(|&(_, &n)| n > cap)
+        .filter(|&(_, &n)| search::is_common(n, collection.messages))
         .map(|(term, _)| term.as_str())
         .collect();
     let rare = spec.query.only(|term| !common.contains(term));
@@ -305,44 +318,42 @@ async fn term_statistics(
     }))
 }
 
-/// The lexical ranking fused with the semantic one ([`search::vectors::fuse`]).
-#[allow(clippy::too_many_arguments)]
-async fn fused(
+/// The semantic half of a search ([`vectors::semantic`]): its ranking, and the sizes of the
+/// messages it found.
+async fn semantic_half(
     client: &deadpool_postgres::Object,
     codes: &vectors::VectorCodes,
     (t, c): (&str, &str),
     terms: &TermStatistics,
     query: &search::vectors::QueryVector,
-    lexical: Vec<Candidate>,
     spec: &SearchSpec,
     (roles, tools, tool_filter): (&[&str], &[String], &str),
-) -> Result<Vec<Candidate>, StoreError> {
-    let (semantic, sizes) = vectors::semantic(
-        client,
-        codes,
-        (t, c),
-        &terms.state,
-        query,
-        &spec.skip,
+) -> Result<(Vec<Sequence>, std::collections::HashMap<i64, i64>), StoreError> {
+    let filters = vectors::Filters {
+        skip: &spec.skip,
         roles,
         tools,
         tool_filter,
-    )
-    .await?;
-    let mut bytes: std::collections::HashMap<i64, i64> = sizes;
+    };
+    vectors::semantic(client, codes, (t, c), &terms.state, query, filters).await
+}
+
+/// The lexical ranking fused with the semantic one ([`search::vectors::fuse`]).
+fn fused(lexical: Vec<Candidate>, semantic: &[Sequence], sizes: std::collections::HashMap<i64, i64>) -> Vec<Candidate> {
+    let mut bytes = sizes;
     bytes.extend(lexical.iter().map(|l| (l.sequence, l.bytes)));
     let scored: Vec<(Sequence, f32)> = lexical
         .iter()
         .map(|l| (Sequence::from_stored(l.sequence), l.score))
         .collect();
-    Ok(search::vectors::fuse(&scored, &semantic)
+    search::vectors::fuse(&scored, semantic)
         .into_iter()
         .map(|(sequence, score)| Candidate {
             sequence: sequence.as_i64(),
             score,
             bytes: bytes.get(&sequence.as_i64()).copied().unwrap_or(0),
         })
-        .collect())
+        .collect()
 }
 
 /// The rows of `page`, in its order, with their scores and tool names.

@@ -138,7 +138,7 @@ pub(super) async fn store_embeddings(
     let chunks: Vec<i16> = kept.iter().map(|v| v.chunk as i16).collect();
     let codes: Vec<Vec<u8>> = kept
         .iter()
-        .map(|v| vectors::code_to_bytes(&v.vector.code()))
+        .map(|v| vectors::code_to_bytes(&v.code))
         .collect();
     let values: Vec<Vec<u8>> = kept.iter().map(|v| v.vector.to_bytes()).collect();
     tx.execute(
@@ -238,20 +238,32 @@ pub(super) struct LogState {
     pub(super) last: i64,
 }
 
+/// What a search holds its semantic hits to.
+pub(super) struct Filters<'a> {
+    /// Never scanned (recall: what the pack holds verbatim).
+    pub(super) skip: &'a [Sequence],
+    pub(super) roles: &'a [&'a str],
+    pub(super) tools: &'a [String],
+    /// The SQL that holds a row `s` to the tools `$6`.
+    pub(super) tool_filter: &'a str,
+}
+
 /// The semantic half of a search: the messages the query's vector ranks best, each with its
-/// size, held to the search's roles and tools (`$6` tools, `$7` roles as the rows' filters).
-#[allow(clippy::too_many_arguments)]
+/// size, held to the search's roles and tools.
 pub(super) async fn semantic(
     client: &deadpool_postgres::Object,
     codes_cache: &VectorCodes,
     (t, c): (&str, &str),
     state: &LogState,
     query: &QueryVector,
-    skip: &[Sequence],
-    roles: &[&str],
-    tools: &[String],
-    tool_filter: &str,
+    filters: Filters<'_>,
 ) -> Result<(Vec<Sequence>, HashMap<i64, i64>), StoreError> {
+    let Filters {
+        skip,
+        roles,
+        tools,
+        tool_filter,
+    } = filters;
     let codes = current_codes(client, codes_cache, (t, c), state).await?;
     let skip: std::collections::HashSet<Sequence> = skip.iter().copied().collect();
     let last = Sequence::from_stored(state.last);
