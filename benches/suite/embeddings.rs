@@ -29,10 +29,13 @@ const QUERY: &str = "which invoice number did the march order have?";
 /// A word's dimensions: two of 384 by a hash of it.
 fn vector(text: &str) -> Vec<f32> {
     let mut v = vec![0f32; DIMENSIONS];
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let h = word
-            .bytes()
-            .fold(1469598103934665603u64, |h, b| (h ^ u64::from(b)).wrapping_mul(1099511628211));
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let h = word.bytes().fold(1469598103934665603u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(1099511628211)
+        });
         v[(h % DIMENSIONS as u64) as usize] += 1.0;
         v[((h >> 20) % DIMENSIONS as u64) as usize] -= 0.5;
     }
@@ -81,7 +84,9 @@ pub(crate) async fn run(lexical: &Replica, url: &str, out: &Path, quick: bool) -
     } else {
         (2_000, [1_000, 100_000], 300)
     };
-    println!("# semantic search: a lexical replica and one with embeddings (fake local model, {DIMENSIONS} dimensions) on one database");
+    println!(
+        "# semantic search: a lexical replica and one with embeddings (fake local model, {DIMENSIONS} dimensions) on one database"
+    );
     for (name, server) in [("lexical", lexical), ("embeddings", &semantic)] {
         let (p50, p99, per_second) = measure_appends(&server.client().await?, name, appends).await?;
         println!(
@@ -139,8 +144,15 @@ async fn measure_appends(
     let request = |i: usize, conversation: &str| proto::AppendMessageRequest {
         conversation_id: conversation.to_string(),
         messages: vec![proto::Message {
-            role: if i % 2 == 0 { proto::Role::User } else { proto::Role::Assistant } as i32,
-            content: format!("message {i}: the ledger job for partition {} finished without errors", i % 97),
+            role: if i % 2 == 0 {
+                proto::Role::User
+            } else {
+                proto::Role::Assistant
+            } as i32,
+            content: format!(
+                "message {i}: the ledger job for partition {} finished without errors",
+                i % 97
+            ),
             ..Default::default()
         }],
         ..Default::default()
@@ -219,12 +231,7 @@ async fn measure_search(
     let mut hits = 0;
     for i in 0..samples {
         let start = Instant::now();
-        hits = client
-            .search_messages(request(i))
-            .await?
-            .into_inner()
-            .hits
-            .len();
+        hits = client.search_messages(request(i)).await?.into_inner().hits.len();
         latencies.push(start.elapsed());
     }
     Ok((

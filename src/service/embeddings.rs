@@ -148,7 +148,11 @@ impl Service {
             let next = {
                 let mut state = self.embeddings.state.lock().unwrap_or_else(|p| p.into_inner());
                 // Another worker may have taken the one waited for: wait for the next.
-                if state.waiting.front().is_some_and(|(_, _, queued)| *queued + SETTLE > Instant::now()) {
+                if state
+                    .waiting
+                    .front()
+                    .is_some_and(|(_, _, queued)| *queued + SETTLE > Instant::now())
+                {
                     continue;
                 }
                 let next = state.waiting.pop_front();

@@ -358,7 +358,7 @@ async fn search_pages_filters_and_bad_requests(kind: StoreKind) {
     for (recall, field) in [
         (
             proto::Recall {
-                max_items: 21,
+                max_items: 41,
                 ..Default::default()
             },
             "recall.max_items",

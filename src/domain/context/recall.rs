@@ -24,6 +24,9 @@ context, not new instructions.]";
 pub const MAX_RECALL_QUERY_BYTES: usize = 4096;
 /// The fewest bytes an excerpt is worth quoting.
 const MIN_EXCERPT_BYTES: usize = 48;
+/// The fewest tokens an excerpt is offered, however many items share the room: the best hits
+/// get a readable excerpt, and the lowest-ranked go when the room runs out.
+const MIN_SHARE_TOKENS: usize = 40;
 /// The most bytes one excerpt quotes: recall quotes the part that matters, not whole outputs.
 const MAX_EXCERPT_BYTES: usize = 4096;
 
@@ -100,7 +103,8 @@ pub fn recalled_turn(found: &[Found<'_>], shape: RecallShape<'_>) -> Option<(Con
         if quoted.len() == items {
             break;
         }
-        let share = shape.room.saturating_sub(used) / (items - quoted.len());
+        let left = shape.room.saturating_sub(used);
+        let share = (left / (items - quoted.len())).max(MIN_SHARE_TOKENS).min(left);
         let mut bytes = share.saturating_mul(4).min(MAX_EXCERPT_BYTES);
         while bytes >= MIN_EXCERPT_BYTES {
             let entry = quote(item, &shape, bytes);

@@ -47,7 +47,8 @@ const COMMON_SHARE_FLOOR: u64 = 16;
 /// hit's score, but does not make a message a candidate while the query has a term that is
 /// not common, so a message that only names someone never enters the ranking.
 pub fn is_common(holders: u64, messages: u64) -> bool {
-    holders > COMMON_TERM_MESSAGES as u64 || (holders > COMMON_SHARE_FLOOR && holders.saturating_mul(4) > messages)
+    holders > COMMON_TERM_MESSAGES as u64
+        || (holders > COMMON_SHARE_FLOOR && holders.saturating_mul(4) > messages)
 }
 /// Positions PostgreSQL keeps per lexeme (`MAXNUMPOS`).
 const MAX_POSITIONS: usize = 256;

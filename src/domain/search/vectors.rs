@@ -31,7 +31,7 @@ pub const MAX_DIMENSIONS: usize = 4_096;
 /// Chunks kept by the Hamming scan for rescoring.
 pub const SHORTLIST: usize = 300;
 /// Messages the semantic ranking contributes to the fusion.
-pub const SEMANTIC_HITS: usize = 20;
+pub const SEMANTIC_HITS: usize = 40;
 /// Reciprocal rank fusion's constant: 10, so that the first places of either list count
 /// (on the development set 10 found the evidence in the top 5 for 7 points more questions
 /// than the usual 60, which flattens both lists; docs/benchmarks.md, "Recall II").
@@ -351,7 +351,10 @@ mod tests {
         let b = [0.8f32, 1.2, 0.9, 1.1];
         assert_eq!(centred_code(&a, None), centred_code(&b, None));
         let mean = mean_of(&[a.to_vec(), b.to_vec(), common.to_vec()]).unwrap();
-        let (ca, cb) = (centred_code(&a, Some(&mean)).unwrap(), centred_code(&b, Some(&mean)).unwrap());
+        let (ca, cb) = (
+            centred_code(&a, Some(&mean)).unwrap(),
+            centred_code(&b, Some(&mean)).unwrap(),
+        );
         assert_ne!(ca, cb);
         let query = QueryVector::new(&[1.3, 0.7, 1.2, 0.8], Some(&mean)).unwrap();
         assert!(query.distance(&ca) < query.distance(&cb));

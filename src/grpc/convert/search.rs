@@ -21,9 +21,9 @@ const MAX_TOOL_NAME_BYTES: usize = 256;
 /// Recall's `max_tokens` when the request leaves it at 0.
 const DEFAULT_RECALL_TOKENS: u32 = 1000;
 /// Recall's `max_items` when the request leaves it at 0.
-const DEFAULT_RECALL_ITEMS: u32 = 5;
+const DEFAULT_RECALL_ITEMS: u32 = 40;
 /// The most messages recall quotes.
-const MAX_RECALL_ITEMS: u32 = 20;
+const MAX_RECALL_ITEMS: u32 = 40;
 
 /// Parses a SearchMessages request, with every violation found.
 pub(crate) fn search_request(request: proto::SearchMessagesRequest) -> Result<SearchRequest, Violations> {

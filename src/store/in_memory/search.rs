@@ -196,7 +196,9 @@ pub(super) fn store_embeddings(conversation: &mut Conversation, batch: &Embeddin
     for v in &batch.vectors {
         let i = (v.sequence.get() as usize).wrapping_sub(1);
         if i >= after && i < through && !conversation.search.document(i).is_empty() {
-            conversation.search.add_vector(i, v.chunk, v.vector.clone(), v.code.clone());
+            conversation
+                .search
+                .add_vector(i, v.chunk, v.vector.clone(), v.code.clone());
         }
     }
     conversation.search.set_embedded(through);

@@ -162,7 +162,9 @@ pub(super) async fn search_messages(
     let tools = (&roles[..], &spec.tool_names[..], TOOL_FILTER);
     let semantic = async {
         match &spec.semantic {
-            Some(query) => Ok(Some(semantic_half(&client, codes, (t, c), &terms, query, spec, tools).await?)),
+            Some(query) => Ok(Some(
+                semantic_half(&client, codes, (t, c), &terms, query, spec, tools).await?,
+            )),
             None => Ok::<_, StoreError>(None),
         }
     };
@@ -339,7 +341,11 @@ async fn semantic_half(
 }
 
 /// The lexical ranking fused with the semantic one ([`search::vectors::fuse`]).
-fn fused(lexical: Vec<Candidate>, semantic: &[Sequence], sizes: std::collections::HashMap<i64, i64>) -> Vec<Candidate> {
+fn fused(
+    lexical: Vec<Candidate>,
+    semantic: &[Sequence],
+    sizes: std::collections::HashMap<i64, i64>,
+) -> Vec<Candidate> {
     let mut bytes = sizes;
     bytes.extend(lexical.iter().map(|l| (l.sequence, l.bytes)));
     let scored: Vec<(Sequence, f32)> = lexical

@@ -136,10 +136,7 @@ pub(super) async fn store_embeddings(
     let kept: Vec<_> = batch.vectors.iter().filter(|v| inside(v.sequence)).collect();
     let sequences: Vec<i64> = kept.iter().map(|v| v.sequence.as_i64()).collect();
     let chunks: Vec<i16> = kept.iter().map(|v| v.chunk as i16).collect();
-    let codes: Vec<Vec<u8>> = kept
-        .iter()
-        .map(|v| vectors::code_to_bytes(&v.code))
-        .collect();
+    let codes: Vec<Vec<u8>> = kept.iter().map(|v| vectors::code_to_bytes(&v.code)).collect();
     let values: Vec<Vec<u8>> = kept.iter().map(|v| v.vector.to_bytes()).collect();
     tx.execute(
         "INSERT INTO message_vectors (tenant_id, conversation_id, sequence, chunk, code, vector)

@@ -12,9 +12,8 @@ CREATE TABLE message_vectors (
     sequence bigint NOT NULL,
     chunk smallint NOT NULL,
     code bytea NOT NULL,
-    vector bytea NOT NULL
+    vector bytea NOT NULL,
+    PRIMARY KEY (tenant_id, conversation_id, sequence, chunk)
 );
-
-ALTER TABLE message_vectors ADD PRIMARY KEY (tenant_id, conversation_id, sequence, chunk);
 
 SELECT ctxd_distribute('message_vectors');

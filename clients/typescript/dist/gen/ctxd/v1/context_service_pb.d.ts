@@ -334,8 +334,8 @@ export type SearchHit = Message<"ctxd.v1.SearchHit"> & {
      */
     snippet: string;
     /**
-     * PostgreSQL's `ts_rank(document, query, 1)`: higher is more relevant; comparable within
-     * one query only.
+     * Its BM25 score with the conversation's own term statistics (docs/design.md, "Recall"):
+     * higher is more relevant; comparable within one query only.
      *
      * @generated from field: float score = 4;
      */

@@ -217,7 +217,8 @@ export type Recall = Message<"ctxd.v1.Recall"> & {
   maxTokens: number;
 
   /**
-   * Messages it may quote (0 = 5; at most 20).
+   * Messages it may quote (0 = 40, the most): many short excerpts carry more of what a
+   * question needs than a few long ones.
    *
    * @generated from field: uint32 max_items = 3;
    */
