@@ -119,8 +119,7 @@ pub(crate) async fn run(lexical: &Replica, url: &str, out: &Path, quick: bool) -
             "messages={size:>6}: appended and embedded in {:.1} s ({embedded} embedded)",
             started.elapsed().as_secs_f64()
         );
-        let (lex, _) = measure_search(&plain, &conversation, samples).await?;
-        let (sem, hits) = measure_search(&client, &conversation, samples).await?;
+        let ((lex, sem), hits) = measure_search(&plain, &client, &conversation, samples).await?;
         println!(
             "messages={size:>6}: SearchMessages p50 lexical {:.3} ms, with embeddings {:.3} ms ({hits} hits); ratio {:.2} (target <= 2); p99 {:.3} / {:.3} ms",
             ms(lex.0),
@@ -144,7 +143,7 @@ async fn measure_appends(
     let request = |i: usize, conversation: &str| proto::AppendMessageRequest {
         conversation_id: conversation.to_string(),
         messages: vec![proto::Message {
-            role: if i % 2 == 0 {
+            role: if i.is_multiple_of(2) {
                 proto::Role::User
             } else {
                 proto::Role::Assistant
@@ -211,12 +210,15 @@ async fn wait_embedded(db: &tokio_postgres::Client, conversation: &str) -> anyho
     }
 }
 
+/// SearchMessages on the lexical replica and on the one with embeddings, one request each in
+/// turn (so both see the database in the same state): p50 and p99 of each.
 async fn measure_search(
-    client: &ContextServiceClient<Channel>,
+    lexical: &ContextServiceClient<Channel>,
+    semantic: &ContextServiceClient<Channel>,
     conversation: &str,
     samples: usize,
-) -> anyhow::Result<((Duration, Duration), usize)> {
-    let mut client = client.clone();
+) -> anyhow::Result<((Latency, Latency), usize)> {
+    let (mut lexical, mut semantic) = (lexical.clone(), semantic.clone());
     // Each query its own text, so the replica embeds every one (its cache of query vectors
     // never serves): the word added matches nothing.
     let request = |i: usize| proto::SearchMessagesRequest {
@@ -225,20 +227,30 @@ async fn measure_search(
         ..Default::default()
     };
     for i in 0..10 {
-        client.search_messages(request(samples + i)).await?;
+        lexical.search_messages(request(samples + i)).await?;
+        semantic.search_messages(request(samples + i)).await?;
     }
-    let mut latencies = Vec::with_capacity(samples);
+    let (mut a, mut b) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
     let mut hits = 0;
     for i in 0..samples {
         let start = Instant::now();
-        hits = client.search_messages(request(i)).await?.into_inner().hits.len();
-        latencies.push(start.elapsed());
+        lexical.search_messages(request(i)).await?;
+        a.push(start.elapsed());
+        let start = Instant::now();
+        hits = semantic
+            .search_messages(request(i))
+            .await?
+            .into_inner()
+            .hits
+            .len();
+        b.push(start.elapsed());
     }
-    Ok((
-        (percentile(&mut latencies, 0.5), percentile(&mut latencies, 0.99)),
-        hits,
-    ))
+    let latency = |v: &mut Vec<Duration>| (percentile(v, 0.5), percentile(v, 0.99));
+    Ok(((latency(&mut a), latency(&mut b)), hits))
 }
+
+/// p50 and p99.
+type Latency = (Duration, Duration);
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0

@@ -21,7 +21,7 @@ use crate::{
         },
     },
     embed::{EmbedError, Embedder, Kind},
-    store::{EmbeddingBatch, MessageVector, StoreError},
+    store::{EmbeddingBatch, MessageVector, QueryEmbedding, StoreError},
 };
 
 /// Workers per replica embedding conversations' backlogs.
@@ -33,6 +33,12 @@ const MAX_QUEUED: usize = 10_000;
 /// meanwhile join one backlog batch instead of one each (measured: docs/benchmarks.md,
 /// "Recall II").
 const SETTLE: Duration = Duration::from_millis(300);
+/// Embedding yields to appends: before each batch a worker waits until this replica has had
+/// no append for [`QUIET`], but at most [`MAX_YIELD`], so that a burst of appends never shares
+/// the replica with its own embedding (docs/benchmarks.md, "Recall II") and a replica under
+/// sustained load still embeds a batch a second at least.
+const QUIET: Duration = Duration::from_millis(20);
+const MAX_YIELD: Duration = Duration::from_secs(1);
 /// Messages read per backlog batch, and their bytes at most.
 const BATCH_MESSAGES: usize = 128;
 const BATCH_BYTES: usize = 4 << 20;
@@ -85,6 +91,8 @@ const CALIBRATION: [&str; 32] = [
 #[derive(Debug, Default)]
 pub(super) struct EmbeddingQueue {
     state: Mutex<QueueState>,
+    /// When this replica last stored an append, if it did.
+    last_append: Mutex<Option<Instant>>,
     queries: Mutex<Option<lru::LruCache<String, Arc<QueryVector>>>>,
     /// The model's mean vector, once known.
     mean: tokio::sync::OnceCell<Arc<Vec<f32>>>,
@@ -105,6 +113,11 @@ impl Service {
         if self.ai.embedder.is_none() {
             return;
         }
+        *self
+            .embeddings
+            .last_append
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         let key = (tenant.clone(), conversation.clone());
         let start_worker = {
             let mut state = self.embeddings.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -195,6 +208,7 @@ impl Service {
                 .inc();
         })?;
         loop {
+            self.yield_to_appends().await;
             let backlog = self
                 .store
                 .embedding_backlog(tenant, conversation, BATCH_MESSAGES, BATCH_BYTES)
@@ -254,6 +268,35 @@ impl Service {
                 }
             }
         }
+    }
+
+    /// Waits until the replica had no append for [`QUIET`], at most [`MAX_YIELD`].
+    async fn yield_to_appends(&self) {
+        let started = Instant::now();
+        while started.elapsed() < MAX_YIELD {
+            let last = *self
+                .embeddings
+                .last_append
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match last.map(|at| at.elapsed()) {
+                Some(quiet) if quiet < QUIET => tokio::time::sleep(QUIET - quiet).await,
+                _ => return,
+            }
+        }
+    }
+
+    /// The embedding of a search's `query`, started now, when semantic search is on: the
+    /// store reads the term statistics meanwhile.
+    pub(super) fn query_embedding(&self, query: &str) -> Option<QueryEmbedding> {
+        self.ai.embedder.as_ref()?;
+        if let Some(cached) = self.cached_query(query) {
+            return Some(QueryEmbedding::ready(cached));
+        }
+        let (service, query) = (self.clone(), query.to_string());
+        Some(QueryEmbedding::spawn(async move {
+            service.query_vector(&query).await
+        }))
     }
 
     /// The vector of a search's `query`, if semantic search is on and the endpoint answers:

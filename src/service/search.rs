@@ -99,7 +99,7 @@ impl Service {
             0 => DEFAULT_SEARCH_PAGE,
             n => n.min(MAX_SEARCH_PAGE),
         };
-        let semantic = self.query_vector(&request.query).await;
+        let semantic = self.query_embedding(&request.query);
         let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
         let spec = SearchSpec {
@@ -243,7 +243,7 @@ pub(super) async fn recall_into(
     if query.is_empty() || room == 0 || !takes_recall(pack) {
         return Ok(());
     }
-    let semantic = call.service.query_vector(&text).await;
+    let semantic = call.service.query_embedding(&text);
     let read = reservation.begin_read()?;
     let spec = SearchSpec {
         query: query.clone(),

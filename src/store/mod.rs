@@ -30,8 +30,8 @@ pub use open::open;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{
     CappedPage, EmbeddingBacklog, EmbeddingBatch, FoundMessage, LogVersion, MemoryBase, MemoryState,
-    MessagePage, MessageVector, NewSummary, OpenedContext, Redaction, RetentionRule, Rewind, SearchPage,
-    SearchSpec, SummaryState, Swept,
+    MessagePage, MessageVector, NewSummary, OpenedContext, QueryEmbedding, Redaction, RetentionRule, Rewind,
+    SearchPage, SearchSpec, SummaryState, Swept,
 };
 
 /// Failures of a store operation, by what the caller can do about them.

@@ -234,10 +234,47 @@ pub struct SearchSpec {
     pub limit: usize,
     /// Stop once the hits' messages reach this many bytes (a first hit always comes).
     pub max_bytes: usize,
-    /// The query's embedding, when semantic search is on and the query could be embedded:
-    /// then the lexical ranking is fused with the semantic one
-    /// ([`crate::domain::search::vectors`]).
-    pub semantic: Option<std::sync::Arc<crate::domain::search::vectors::QueryVector>>,
+    /// The query's embedding, when semantic search is on: then the lexical ranking is fused
+    /// with the semantic one ([`crate::domain::search::vectors`]). It may still be on its way
+    /// when the search starts (the store reads the term statistics meanwhile).
+    pub semantic: Option<QueryEmbedding>,
+}
+
+/// A query's embedding, arriving: `None` once it is known that there is none (the endpoint
+/// failed; the search is then lexical).
+#[derive(Debug, Clone)]
+pub struct QueryEmbedding(
+    tokio::sync::watch::Receiver<Option<Option<std::sync::Arc<crate::domain::search::vectors::QueryVector>>>>,
+);
+
+impl QueryEmbedding {
+    /// An embedding `make` computes, started now on the runtime.
+    pub fn spawn(
+        make: impl std::future::Future<
+            Output = Option<std::sync::Arc<crate::domain::search::vectors::QueryVector>>,
+        > + Send
+        + 'static,
+    ) -> Self {
+        let (sender, receiver) = tokio::sync::watch::channel(None);
+        tokio::spawn(async move {
+            let vector = make.await;
+            let _ = sender.send(Some(vector));
+        });
+        Self(receiver)
+    }
+
+    /// An embedding known already.
+    pub fn ready(vector: std::sync::Arc<crate::domain::search::vectors::QueryVector>) -> Self {
+        let (_, receiver) = tokio::sync::watch::channel(Some(Some(vector)));
+        Self(receiver)
+    }
+
+    /// The embedding, once it has arrived (`None` when there is none).
+    pub async fn get(&self) -> Option<std::sync::Arc<crate::domain::search::vectors::QueryVector>> {
+        let mut receiver = self.0.clone();
+        let arrived = receiver.wait_for(Option::is_some).await.ok()?;
+        arrived.clone().flatten()
+    }
 }
 
 /// One message a search found.

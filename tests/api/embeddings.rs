@@ -218,7 +218,11 @@ fn fillers(n: usize) -> Vec<proto::Message> {
     (0..n)
         .map(|i| {
             let text = format!("{} (note {i})", lines[i % lines.len()]);
-            if i % 2 == 0 { user(&text) } else { assistant(&text) }
+            if i.is_multiple_of(2) {
+                user(&text)
+            } else {
+                assistant(&text)
+            }
         })
         .collect()
 }

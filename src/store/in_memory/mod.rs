@@ -445,11 +445,15 @@ impl Store for InMemoryStore {
         conversation: &ConversationId,
         spec: &SearchSpec,
     ) -> Result<SearchPage, StoreError> {
+        let query_vector = match &spec.semantic {
+            Some(embedding) => embedding.get().await,
+            None => None,
+        };
         let conversations = self.lock();
         let c = conversations
             .get(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
-        Ok(search::search(c, spec))
+        Ok(search::search(c, spec, query_vector.as_deref()))
     }
 
     async fn embedding_backlog(

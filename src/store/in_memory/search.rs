@@ -16,7 +16,11 @@ use crate::{
 /// The hits of `spec` in `conversation`, as the PostgreSQL store pages them: the candidates
 /// are the messages with a term that is not common (or, when every term is, the newest
 /// [`search::COMMON_TERM_MESSAGES`] matches), ranked with every term.
-pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPage {
+pub(super) fn search(
+    conversation: &Conversation,
+    spec: &SearchSpec,
+    query_vector: Option<&vectors::QueryVector>,
+) -> SearchPage {
     let log_last = conversation.last_sequence();
     let through = spec.through.map_or(log_last, |t| t.min(log_last));
     let index = &conversation.search;
@@ -77,7 +81,7 @@ pub(super) fn search(conversation: &Conversation, spec: &SearchSpec) -> SearchPa
         })
         .collect();
     lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    let ranked: Vec<(Sequence, f32)> = match &spec.semantic {
+    let ranked: Vec<(Sequence, f32)> = match query_vector {
         Some(query) => {
             let semantic = semantic(conversation, spec, query, through, &skip);
             vectors::fuse(&lexical, &semantic)

@@ -161,9 +161,13 @@ pub(super) async fn search_messages(
     // round trip for both.
     let tools = (&roles[..], &spec.tool_names[..], TOOL_FILTER);
     let semantic = async {
-        match &spec.semantic {
+        let query = match &spec.semantic {
+            Some(embedding) => embedding.get().await,
+            None => None,
+        };
+        match query {
             Some(query) => Ok(Some(
-                semantic_half(&client, codes, (t, c), &terms, query, spec, tools).await?,
+                semantic_half(&client, codes, (t, c), &terms, &query, spec, tools).await?,
             )),
             None => Ok::<_, StoreError>(None),
         }
