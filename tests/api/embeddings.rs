@@ -467,4 +467,32 @@ async fn both_stores_fuse_alike() {
         assert_eq!(results[0], results[1], "{query}");
         assert!(!results[0].is_empty(), "{query}");
     }
+    // Held to a role, semantic hits too: the same on both, and of that role only.
+    let mut results = Vec::new();
+    for client in [&mut pg, &mut mem] {
+        let request = proto::SearchMessagesRequest {
+            conversation_id: "c".into(),
+            query: QUESTION.into(),
+            roles: vec![proto::Role::Assistant as i32],
+            page_size: 20,
+            ..Default::default()
+        };
+        let hits = client
+            .search_messages(as_tenant("t", request))
+            .await
+            .unwrap()
+            .into_inner()
+            .hits;
+        assert!(hits.iter().all(|h| h.role == proto::Role::Assistant as i32));
+        assert!(
+            hits.iter().any(|h| h.sequence == 46),
+            "the kids at the zoo: {hits:?}"
+        );
+        results.push(
+            hits.iter()
+                .map(|h| (h.sequence, h.score.to_bits()))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(results[0], results[1]);
 }

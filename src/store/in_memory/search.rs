@@ -116,8 +116,8 @@ pub(super) fn search(
 }
 
 /// The semantic ranking of `spec`'s query vector ([`vectors`]): the shortlist by sign bits over
-/// the chunks of the messages up to `through` not skipped, rescored, then held to the search's
-/// roles and tools, as the PostgreSQL store does it.
+/// the chunks of the messages up to `through` not skipped and of the search's roles, rescored,
+/// then held to its tools, as the PostgreSQL store does it.
 fn semantic(
     conversation: &Conversation,
     spec: &SearchSpec,
@@ -128,13 +128,13 @@ fn semantic(
     let index = &conversation.search;
     let last = (through.get() as usize).min(index.embedded());
     let codes = (0..last).flat_map(|i| {
-        let sequence = conversation.messages[i].sequence;
-        let chunks = match skip.contains(&sequence) {
-            true => &[][..],
-            false => index.vectors(i),
-        };
+        let message = &conversation.messages[i];
+        let scanned = !skip.contains(&message.sequence)
+            && !index.document(i).is_empty()
+            && search::role_passes(&spec.roles, message.message.role);
+        let chunks = if scanned { index.vectors(i) } else { &[][..] };
         chunks.iter().map(move |(chunk, code, _)| vectors::ChunkCode {
-            sequence,
+            sequence: message.sequence,
             chunk: *chunk,
             code,
         })
@@ -142,14 +142,17 @@ fn semantic(
     let shortlist = vectors::shortlist(query, codes);
     let rescored = shortlist.into_iter().filter_map(|(sequence, chunk)| {
         let i = sequence.get() as usize - 1;
-        let message = &conversation.messages[i];
-        let passes = !index.document(i).is_empty()
-            && search::role_passes(&spec.roles, message.message.role)
-            && (spec.tool_names.is_empty() || calls_tool(conversation, message, &spec.tool_names));
         let (_, _, vector) = index.vectors(i).iter().find(|(c, _, _)| *c == chunk)?;
-        passes.then(|| (sequence, vector.clone()))
+        Some((sequence, vector.clone()))
     });
-    vectors::semantic_ranking(query, rescored)
+    let mut ranked = vectors::semantic_ranking(query, rescored);
+    if !spec.tool_names.is_empty() {
+        ranked.retain(|s| {
+            let message = &conversation.messages[s.get() as usize - 1];
+            calls_tool(conversation, message, &spec.tool_names)
+        });
+    }
+    ranked
 }
 
 /// [`crate::store::Store::embedding_backlog`] of `conversation`.

@@ -159,7 +159,7 @@ pub(super) async fn search_messages(
     ];
     // The semantic half goes out with the candidates' query, on the same connection: one
     // round trip for both.
-    let tools = (&roles[..], &spec.tool_names[..], TOOL_FILTER);
+    let tools = (&spec.tool_names[..], TOOL_FILTER);
     let semantic = async {
         let query = match &spec.semantic {
             Some(embedding) => embedding.get().await,
@@ -333,11 +333,11 @@ async fn semantic_half(
     terms: &TermStatistics,
     query: &search::vectors::QueryVector,
     spec: &SearchSpec,
-    (roles, tools, tool_filter): (&[&str], &[String], &str),
+    (tools, tool_filter): (&[String], &str),
 ) -> Result<(Vec<Sequence>, std::collections::HashMap<i64, i64>), StoreError> {
     let filters = vectors::Filters {
         skip: &spec.skip,
-        roles,
+        roles: &spec.roles,
         tools,
         tool_filter,
     };

@@ -14,8 +14,11 @@ use tokio_postgres::types::Type;
 use super::rows::{MESSAGE_BYTES, MESSAGE_COLUMNS, byte_limit, column, stored_messages};
 use crate::{
     domain::{
-        ConversationId, Sequence, TenantId,
-        search::vectors::{self, ChunkCode, PassageVector, QueryVector},
+        ConversationId, Role, Sequence, TenantId,
+        search::{
+            self,
+            vectors::{self, ChunkCode, PassageVector, QueryVector},
+        },
     },
     store::{EmbeddingBacklog, EmbeddingBatch, LogVersion, StoreError},
 };
@@ -160,6 +163,9 @@ struct Codes {
     through: i64,
     /// `(sequence, chunk)` of each code, ascending.
     keys: Vec<(Sequence, u16)>,
+    /// The role and size ([`MESSAGE_BYTES`]) of each code's message, fixed while the version
+    /// stands.
+    messages: Vec<(Role, i64)>,
     /// The codes, `words` words each.
     words: Vec<u64>,
     width: usize,
@@ -167,18 +173,28 @@ struct Codes {
 
 impl Codes {
     fn bytes(&self) -> usize {
-        self.keys.len() * 16 + self.words.len() * 8 + 64
+        self.keys.len() * 32 + self.words.len() * 8 + 64
     }
 
-    fn iter(&self) -> impl Iterator<Item = ChunkCode<'_>> {
-        self.keys
-            .iter()
-            .enumerate()
-            .map(|(i, &(sequence, chunk))| ChunkCode {
+    /// The codes, each with its message's role.
+    fn iter(&self) -> impl Iterator<Item = (ChunkCode<'_>, Role)> {
+        self.keys.iter().enumerate().map(|(i, &(sequence, chunk))| {
+            let code = ChunkCode {
                 sequence,
                 chunk,
                 code: &self.words[i * self.width..(i + 1) * self.width],
-            })
+            };
+            (code, self.messages[i].0)
+        })
+    }
+
+    /// The size of the message at `sequence`, if it has codes.
+    fn size(&self, sequence: Sequence) -> Option<i64> {
+        let i = self.keys.partition_point(|&(s, _)| s < sequence);
+        self.keys
+            .get(i)
+            .filter(|(s, _)| *s == sequence)
+            .map(|_| self.messages[i].1)
     }
 }
 
@@ -239,14 +255,17 @@ pub(super) struct LogState {
 pub(super) struct Filters<'a> {
     /// Never scanned (recall: what the pack holds verbatim).
     pub(super) skip: &'a [Sequence],
-    pub(super) roles: &'a [&'a str],
+    pub(super) roles: &'a [Role],
     pub(super) tools: &'a [String],
-    /// The SQL that holds a row `s` to the tools `$6`.
+    /// The SQL that holds a row `s` to the tools `$6` (of tenant `$1`, conversation `$2`).
     pub(super) tool_filter: &'a str,
 }
 
-/// The semantic half of a search: the messages the query's vector ranks best, each with its
-/// size, held to the search's roles and tools.
+/// The semantic half of a search ([`vectors`]): the messages the query's vector ranks best,
+/// each with its size. The scan skips the skipped messages and holds the rest to the roles (the
+/// replica's codes know them); only the shortlist's vectors are read, by key; the ranking is
+/// then held to the tools. A vector row exists only for a searchable message that is in the
+/// log: redaction, rewind and delete remove the rows in their transactions.
 pub(super) async fn semantic(
     client: &deadpool_postgres::Object,
     codes_cache: &VectorCodes,
@@ -255,56 +274,45 @@ pub(super) async fn semantic(
     query: &QueryVector,
     filters: Filters<'_>,
 ) -> Result<(Vec<Sequence>, HashMap<i64, i64>), StoreError> {
-    let Filters {
-        skip,
-        roles,
-        tools,
-        tool_filter,
-    } = filters;
     let codes = current_codes(client, codes_cache, (t, c), state).await?;
-    let skip: std::collections::HashSet<Sequence> = skip.iter().copied().collect();
+    let skip: std::collections::HashSet<Sequence> = filters.skip.iter().copied().collect();
     let last = Sequence::from_stored(state.last);
     let scanned = codes
         .iter()
-        .filter(|code| code.sequence <= last && !skip.contains(&code.sequence));
+        .filter(|(code, role)| {
+            code.sequence <= last
+                && !skip.contains(&code.sequence)
+                && search::role_passes(filters.roles, *role)
+        })
+        .map(|(code, _)| code);
     let shortlist = vectors::shortlist(query, scanned);
     if shortlist.is_empty() {
         return Ok((Vec::new(), HashMap::new()));
     }
     let sequences: Vec<i64> = shortlist.iter().map(|(s, _)| s.as_i64()).collect();
     let chunks: Vec<i16> = shortlist.iter().map(|&(_, c)| c as i16).collect();
+    // Each key looked up by the primary key (the fence keeps a young conversation's stale
+    // statistics from turning the lookups into a scan of all its vectors).
     let rows = client
         .query_typed(
-            &format!(
-                "SELECT k.sequence, k.chunk, v.vector, ({MESSAGE_BYTES})::bigint AS own
-                 FROM unnest($3::bigint[], $4::smallint[]) AS k(sequence, chunk)
-                 JOIN message_vectors v ON v.tenant_id = $1 AND v.conversation_id = $2
-                      AND v.sequence = k.sequence AND v.chunk = k.chunk
-                 JOIN messages s ON s.tenant_id = $1 AND s.conversation_id = $2 AND s.sequence = k.sequence
-                 WHERE s.search IS NOT NULL AND s.sequence <= $5
-                   AND (cardinality($7::text[]) = 0 OR s.role = ANY($7::text[]))
-                   AND (cardinality($6::text[]) = 0 OR {tool_filter})"
-            ),
+            "SELECT k.sequence, k.chunk, v.vector
+             FROM unnest($3::bigint[], $4::smallint[]) AS k(sequence, chunk)
+             CROSS JOIN LATERAL (SELECT v.vector FROM message_vectors v
+                  WHERE v.tenant_id = $1 AND v.conversation_id = $2
+                    AND v.sequence = k.sequence AND v.chunk = k.chunk OFFSET 0) v",
             &[
                 (&t, Type::TEXT),
                 (&c, Type::TEXT),
                 (&sequences, Type::INT8_ARRAY),
                 (&chunks, Type::INT2_ARRAY),
-                (&state.last, Type::INT8),
-                (&tools, Type::TEXT_ARRAY),
-                (&roles, Type::TEXT_ARRAY),
             ],
         )
         .await?;
-    let mut sizes = HashMap::new();
     let mut rescored: HashMap<(i64, i16), PassageVector> = HashMap::new();
     for row in &rows {
-        let sequence: i64 = column(row, "sequence")?;
-        let chunk: i16 = column(row, "chunk")?;
         let bytes: Vec<u8> = column(row, "vector")?;
-        sizes.insert(sequence, column::<i64>(row, "own")?);
         if let Some(vector) = PassageVector::from_bytes(&bytes) {
-            rescored.insert((sequence, chunk), vector);
+            rescored.insert((column(row, "sequence")?, column(row, "chunk")?), vector);
         }
     }
     // In shortlist order, as the in-memory store rescores.
@@ -312,7 +320,36 @@ pub(super) async fn semantic(
         let vector = rescored.remove(&(s.as_i64(), chunk as i16))?;
         Some((s, vector))
     });
-    Ok((vectors::semantic_ranking(query, ordered), sizes))
+    let mut ranked = vectors::semantic_ranking(query, ordered);
+    if !filters.tools.is_empty() {
+        let sequences: Vec<i64> = ranked.iter().map(|s| s.as_i64()).collect();
+        let rows = client
+            .query_typed(
+                &format!(
+                    "SELECT s.sequence FROM messages s
+                     WHERE s.tenant_id = $1 AND s.conversation_id = $2 AND s.sequence = ANY($3::bigint[])
+                       AND {}",
+                    filters.tool_filter.replace("$6", "$4")
+                ),
+                &[
+                    (&t, Type::TEXT),
+                    (&c, Type::TEXT),
+                    (&sequences, Type::INT8_ARRAY),
+                    (&filters.tools, Type::TEXT_ARRAY),
+                ],
+            )
+            .await?;
+        let passing: std::collections::HashSet<i64> = rows
+            .iter()
+            .map(|row| column(row, "sequence"))
+            .collect::<Result<_, _>>()?;
+        ranked.retain(|s| passing.contains(&s.as_i64()));
+    }
+    let sizes = ranked
+        .iter()
+        .filter_map(|&s| Some((s.as_i64(), codes.size(s)?)))
+        .collect();
+    Ok((ranked, sizes))
 }
 
 /// The conversation's codes up to its watermark: the replica's, extended or read again as the
@@ -335,9 +372,14 @@ async fn current_codes(
     let from = held.as_ref().map_or(0, |h| h.through);
     let rows = client
         .query_typed(
-            "SELECT sequence, chunk, code FROM message_vectors
-             WHERE tenant_id = $1 AND conversation_id = $2 AND sequence > $3 AND sequence <= $4
-             ORDER BY sequence, chunk",
+            &format!(
+                "SELECT v.sequence, v.chunk, v.code, m.role, ({MESSAGE_BYTES})::bigint AS own
+                 FROM message_vectors v
+                 JOIN messages m ON m.tenant_id = v.tenant_id AND m.conversation_id = v.conversation_id
+                      AND m.sequence = v.sequence
+                 WHERE v.tenant_id = $1 AND v.conversation_id = $2 AND v.sequence > $3 AND v.sequence <= $4
+                 ORDER BY v.sequence, v.chunk"
+            ),
             &[
                 (&t, Type::TEXT),
                 (&c, Type::TEXT),
@@ -346,9 +388,9 @@ async fn current_codes(
             ],
         )
         .await?;
-    let (mut keys, mut words, mut width) = match &held {
-        Some(h) => (h.keys.clone(), h.words.clone(), h.width),
-        None => (Vec::new(), Vec::new(), 0),
+    let (mut keys, mut messages, mut words, mut width) = match &held {
+        Some(h) => (h.keys.clone(), h.messages.clone(), h.words.clone(), h.width),
+        None => (Vec::new(), Vec::new(), Vec::new(), 0),
     };
     for row in &rows {
         let code = vectors::code_from_bytes(&column::<Vec<u8>>(row, "code")?);
@@ -359,16 +401,22 @@ async fn current_codes(
             // Vectors of another model's size (the configuration changed): not comparable.
             continue;
         }
+        let role: String = column(row, "role")?;
+        let Some(role) = Role::from_name(&role) else {
+            continue;
+        };
         keys.push((
             Sequence::from_stored(column(row, "sequence")?),
             column::<i16>(row, "chunk")?.max(0) as u16,
         ));
+        messages.push((role, column(row, "own")?));
         words.extend(code);
     }
     let codes = Arc::new(Codes {
         version: state.version,
         through: state.embedded_through,
         keys,
+        messages,
         words,
         width,
     });
