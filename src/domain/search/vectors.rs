@@ -29,7 +29,7 @@ pub const MAX_CHUNKS: usize = 8;
 /// Dimensions a vector may have at most.
 pub const MAX_DIMENSIONS: usize = 4_096;
 /// Chunks kept by the Hamming scan for rescoring.
-pub const SHORTLIST: usize = 300;
+pub const SHORTLIST: usize = 200;
 /// Messages the semantic ranking contributes to the fusion.
 pub const SEMANTIC_HITS: usize = 40;
 /// Reciprocal rank fusion's constant: 10, so that the first places of either list count
@@ -111,6 +111,19 @@ impl PassageVector {
     /// Its dimensions.
     pub fn dimensions(&self) -> usize {
         self.values.len()
+    }
+
+    /// Its scale and quantized values, as [`Self::from_parts`] takes them.
+    pub fn parts(&self) -> (f32, &[i8]) {
+        (self.scale, &self.values)
+    }
+
+    /// The vector of `scale` and `values` (from [`Self::parts`]).
+    pub fn from_parts(scale: f32, values: &[i8]) -> Self {
+        Self {
+            scale,
+            values: values.to_vec(),
+        }
     }
 
     /// As stored: the scale (4 bytes, little-endian), then a byte per dimension.
@@ -201,6 +214,14 @@ impl QueryVector {
     /// Bits in which `code` differs from the query's sign bits (all of them past a shorter
     /// code).
     pub fn distance(&self, code: &[u64]) -> u32 {
+        if code.len() == self.code.len() {
+            return self
+                .code
+                .iter()
+                .zip(code)
+                .map(|(a, b)| (a ^ b).count_ones())
+                .sum();
+        }
         let mut differing = 0;
         for (i, word) in self.code.iter().enumerate() {
             differing += match code.get(i) {
@@ -241,13 +262,22 @@ pub fn shortlist<'a>(
     codes: impl Iterator<Item = ChunkCode<'a>>,
 ) -> Vec<(Sequence, u16)> {
     let mut heap = std::collections::BinaryHeap::with_capacity(SHORTLIST + 1);
+    // The distance of the worst kept once the heap is full: most codes are farther.
+    let mut worst = u32::MAX;
     for c in codes {
-        let key = (query.distance(c.code), Reverse(c.sequence), c.chunk);
+        let distance = query.distance(c.code);
+        if distance > worst {
+            continue;
+        }
+        let key = (distance, Reverse(c.sequence), c.chunk);
         if heap.len() < SHORTLIST {
             heap.push(key);
-        } else if heap.peek().is_some_and(|worst| key < *worst) {
+        } else if heap.peek().is_some_and(|top| key < *top) {
             heap.pop();
             heap.push(key);
+        }
+        if heap.len() == SHORTLIST {
+            worst = heap.peek().map_or(u32::MAX, |top| top.0);
         }
     }
     let mut nearest = heap.into_vec();

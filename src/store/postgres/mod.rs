@@ -48,8 +48,8 @@ mod vectors;
 mod working_memory;
 mod writes;
 
-/// Bytes of sign-bit codes a replica keeps for semantic search (see [`vectors::VectorCodes`]):
-/// 64 MiB hold about 1.2 million chunks of 384 dimensions.
+/// Bytes of codes and vectors a replica keeps for semantic search (see [`vectors::VectorCodes`]):
+/// 64 MiB hold about 140,000 chunks of 384 dimensions with their vectors, 800,000 without.
 const VECTOR_CODE_BYTES: usize = 64 << 20;
 
 /// Pool and connection settings of the Postgres store.

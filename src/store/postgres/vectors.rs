@@ -17,7 +17,7 @@ use crate::{
         ConversationId, Role, Sequence, TenantId,
         search::{
             self,
-            vectors::{self, ChunkCode, PassageVector, QueryVector},
+            vectors::{self, ChunkCode, MAX_DIMENSIONS, PassageVector, QueryVector},
         },
     },
     store::{EmbeddingBacklog, EmbeddingBatch, LogVersion, StoreError},
@@ -169,11 +169,32 @@ struct Codes {
     /// The codes, `words` words each.
     words: Vec<u64>,
     width: usize,
+    /// Each code's vector (scale, then `dimensions` values), when the replica holds them: the
+    /// rescoring then reads no rows. Empty when the conversation's vectors would not fit the
+    /// budget with them (its rescoring then reads the shortlist's rows).
+    scales: Vec<f32>,
+    values: Vec<i8>,
+    dimensions: usize,
 }
 
 impl Codes {
     fn bytes(&self) -> usize {
-        self.keys.len() * 32 + self.words.len() * 8 + 64
+        self.keys.len() * 32 + self.words.len() * 8 + self.scales.len() * 4 + self.values.len() + 64
+    }
+
+    /// Whether the replica holds the vectors too.
+    fn has_vectors(&self) -> bool {
+        !self.keys.is_empty() && self.scales.len() == self.keys.len()
+    }
+
+    /// The vector of `(sequence, chunk)`, when the replica holds it.
+    fn vector(&self, sequence: Sequence, chunk: u16) -> Option<PassageVector> {
+        if !self.has_vectors() {
+            return None;
+        }
+        let i = self.keys.binary_search(&(sequence, chunk)).ok()?;
+        let values = &self.values[i * self.dimensions..(i + 1) * self.dimensions];
+        Some(PassageVector::from_parts(self.scales[i], values))
     }
 
     /// The codes, each with its message's role.
@@ -275,52 +296,30 @@ pub(super) async fn semantic(
     filters: Filters<'_>,
 ) -> Result<(Vec<Sequence>, HashMap<i64, i64>), StoreError> {
     let codes = current_codes(client, codes_cache, (t, c), state).await?;
-    let skip: std::collections::HashSet<Sequence> = filters.skip.iter().copied().collect();
+    let mut skip = filters.skip.to_vec();
+    skip.sort_unstable();
     let last = Sequence::from_stored(state.last);
     let scanned = codes
         .iter()
         .filter(|(code, role)| {
             code.sequence <= last
-                && !skip.contains(&code.sequence)
-                && search::role_passes(filters.roles, *role)
+                && (skip.is_empty() || skip.binary_search(&code.sequence).is_err())
+                && (filters.roles.is_empty() || search::role_passes(filters.roles, *role))
         })
         .map(|(code, _)| code);
     let shortlist = vectors::shortlist(query, scanned);
     if shortlist.is_empty() {
         return Ok((Vec::new(), HashMap::new()));
     }
-    let sequences: Vec<i64> = shortlist.iter().map(|(s, _)| s.as_i64()).collect();
-    let chunks: Vec<i16> = shortlist.iter().map(|&(_, c)| c as i16).collect();
-    // Each key looked up by the primary key (the fence keeps a young conversation's stale
-    // statistics from turning the lookups into a scan of all its vectors).
-    let rows = client
-        .query_typed(
-            "SELECT k.sequence, k.chunk, v.vector
-             FROM unnest($3::bigint[], $4::smallint[]) AS k(sequence, chunk)
-             CROSS JOIN LATERAL (SELECT v.vector FROM message_vectors v
-                  WHERE v.tenant_id = $1 AND v.conversation_id = $2
-                    AND v.sequence = k.sequence AND v.chunk = k.chunk OFFSET 0) v",
-            &[
-                (&t, Type::TEXT),
-                (&c, Type::TEXT),
-                (&sequences, Type::INT8_ARRAY),
-                (&chunks, Type::INT2_ARRAY),
-            ],
-        )
-        .await?;
-    let mut rescored: HashMap<(i64, i16), PassageVector> = HashMap::new();
-    for row in &rows {
-        let bytes: Vec<u8> = column(row, "vector")?;
-        if let Some(vector) = PassageVector::from_bytes(&bytes) {
-            rescored.insert((column(row, "sequence")?, column(row, "chunk")?), vector);
+    let mut ranked = match codes.has_vectors() {
+        true => {
+            let held = shortlist
+                .iter()
+                .filter_map(|&(s, chunk)| Some((s, codes.vector(s, chunk)?)));
+            vectors::semantic_ranking(query, held)
         }
-    }
-    // In shortlist order, as the in-memory store rescores.
-    let ordered = shortlist.iter().filter_map(|&(s, chunk)| {
-        let vector = rescored.remove(&(s.as_i64(), chunk as i16))?;
-        Some((s, vector))
-    });
-    let mut ranked = vectors::semantic_ranking(query, ordered);
+        false => rescore_from_rows(client, (t, c), query, &shortlist).await?,
+    };
     if !filters.tools.is_empty() {
         let sequences: Vec<i64> = ranked.iter().map(|s| s.as_i64()).collect();
         let rows = client
@@ -352,6 +351,48 @@ pub(super) async fn semantic(
     Ok((ranked, sizes))
 }
 
+/// The shortlist rescored from its vector rows (a conversation whose vectors the replica does
+/// not hold).
+async fn rescore_from_rows(
+    client: &deadpool_postgres::Object,
+    (t, c): (&str, &str),
+    query: &QueryVector,
+    shortlist: &[(Sequence, u16)],
+) -> Result<Vec<Sequence>, StoreError> {
+    let sequences: Vec<i64> = shortlist.iter().map(|(s, _)| s.as_i64()).collect();
+    let chunks: Vec<i16> = shortlist.iter().map(|&(_, c)| c as i16).collect();
+    // Each key looked up by the primary key (the fence keeps a young conversation's stale
+    // statistics from turning the lookups into a scan of all its vectors).
+    let rows = client
+        .query_typed(
+            "SELECT k.sequence, k.chunk, v.vector
+             FROM unnest($3::bigint[], $4::smallint[]) AS k(sequence, chunk)
+             CROSS JOIN LATERAL (SELECT v.vector FROM message_vectors v
+                  WHERE v.tenant_id = $1 AND v.conversation_id = $2
+                    AND v.sequence = k.sequence AND v.chunk = k.chunk OFFSET 0) v",
+            &[
+                (&t, Type::TEXT),
+                (&c, Type::TEXT),
+                (&sequences, Type::INT8_ARRAY),
+                (&chunks, Type::INT2_ARRAY),
+            ],
+        )
+        .await?;
+    let mut rescored: HashMap<(i64, i16), PassageVector> = HashMap::new();
+    for row in &rows {
+        let bytes: Vec<u8> = column(row, "vector")?;
+        if let Some(vector) = PassageVector::from_bytes(&bytes) {
+            rescored.insert((column(row, "sequence")?, column(row, "chunk")?), vector);
+        }
+    }
+    // In shortlist order, as the in-memory store rescores.
+    let ordered = shortlist.iter().filter_map(|&(s, chunk)| {
+        let vector = rescored.remove(&(s.as_i64(), chunk as i16))?;
+        Some((s, vector))
+    });
+    Ok(vectors::semantic_ranking(query, ordered))
+}
+
 /// The conversation's codes up to its watermark: the replica's, extended or read again as the
 /// log's version and watermark say.
 async fn current_codes(
@@ -373,7 +414,7 @@ async fn current_codes(
     let rows = client
         .query_typed(
             &format!(
-                "SELECT v.sequence, v.chunk, v.code, m.role, ({MESSAGE_BYTES})::bigint AS own
+                "SELECT v.sequence, v.chunk, v.code, v.vector, m.role, ({MESSAGE_BYTES})::bigint AS own
                  FROM message_vectors v
                  JOIN messages m ON m.tenant_id = v.tenant_id AND m.conversation_id = v.conversation_id
                       AND m.sequence = v.sequence
@@ -391,6 +432,12 @@ async fn current_codes(
     let (mut keys, mut messages, mut words, mut width) = match &held {
         Some(h) => (h.keys.clone(), h.messages.clone(), h.words.clone(), h.width),
         None => (Vec::new(), Vec::new(), Vec::new(), 0),
+    };
+    // The vectors too, while every one so far is held and of one size.
+    let (mut scales, mut values, mut dimensions) = match &held {
+        Some(h) if h.has_vectors() => (h.scales.clone(), h.values.clone(), h.dimensions),
+        Some(_) => (Vec::new(), Vec::new(), usize::MAX),
+        None => (Vec::new(), Vec::new(), 0),
     };
     for row in &rows {
         let code = vectors::code_from_bytes(&column::<Vec<u8>>(row, "code")?);
@@ -411,15 +458,38 @@ async fn current_codes(
         ));
         messages.push((role, column(row, "own")?));
         words.extend(code);
+        let vector = PassageVector::from_bytes(&column::<Vec<u8>>(row, "vector")?);
+        match vector {
+            Some(v) if dimensions == 0 || dimensions == v.dimensions() => {
+                let (scale, parts) = v.parts();
+                dimensions = parts.len();
+                scales.push(scale);
+                values.extend_from_slice(parts);
+            }
+            // Not held: the rescoring reads rows.
+            _ => dimensions = usize::MAX,
+        }
     }
-    let codes = Arc::new(Codes {
+    if dimensions == usize::MAX {
+        (scales, values) = (Vec::new(), Vec::new());
+    }
+    let mut codes = Codes {
         version: state.version,
         through: state.embedded_through,
         keys,
         messages,
         words,
         width,
-    });
+        scales,
+        values,
+        dimensions: dimensions.min(MAX_DIMENSIONS),
+    };
+    // Too large with its vectors: held without them (its rescoring reads rows).
+    if codes.bytes() > cache.budget {
+        codes.scales = Vec::new();
+        codes.values = Vec::new();
+    }
+    let codes = Arc::new(codes);
     cache.put(key, codes.clone());
     Ok(codes)
 }
