@@ -484,21 +484,7 @@ impl Store for InMemoryStore {
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {
-        let mut conversations = self.lock();
-        let expired: Vec<Key> = conversations
-            .iter()
-            .filter(|(_, c)| c.expired(&rule))
-            .map(|(k, _)| k.clone())
-            .take(rule.batch)
-            .collect();
-        let mut swept = Swept::default();
-        for key in expired {
-            if let Some(removed) = conversations.remove(&key) {
-                swept.conversations += 1;
-                swept.messages += removed.messages.len() as u64;
-            }
-        }
-        Ok(swept)
+        Ok(self.lock().sweep(&rule))
     }
 
     async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError> {

@@ -23,64 +23,8 @@ pub(super) fn search(
 ) -> SearchPage {
     let log_last = conversation.last_sequence();
     let through = spec.through.map_or(log_last, |t| t.min(log_last));
-    let index = &conversation.search;
-    // Message `i` has sequence `i + 1`.
-    let within = |i: u32| Sequence::from_stored(i64::from(i) + 1) <= through;
-    let holding_messages = |term: &str| -> Vec<u32> {
-        let postings = index.postings(term);
-        postings
-            .iter()
-            .copied()
-            .filter(|&i| within(i) && index.document(i as usize).positions(term).is_some())
-            .collect()
-    };
-    // How many messages hold each term, counted up to one more than a common term's.
-    let holding = |term: &str| {
-        let postings = index.postings(term);
-        let holding = postings
-            .iter()
-            .filter(|&&i| within(i) && index.document(i as usize).positions(term).is_some());
-        holding.take(search::COMMON_TERM_MESSAGES + 1).count() as u64
-    };
-    let holders: Vec<u64> = spec.query.terms().iter().map(|t| holding(t)).collect();
-    let collection = collection(conversation, through);
-    let common = |term: &str| {
-        let i = spec.query.terms().iter().position(|t| t == term);
-        i.is_some_and(|i| search::is_common(holders[i], collection.messages))
-    };
-    let rare = spec.query.only(|term| !common(term));
-    let weights = search::Weights::new(&spec.query, &holders, collection);
-    let every_term_common = rare.is_empty();
-    let candidate_terms = if every_term_common { &spec.query } else { &rare };
-    let matches: BTreeSet<u32> = candidate_terms
-        .terms()
-        .iter()
-        .flat_map(|t| holding_messages(t))
-        .collect();
     let skip: HashSet<Sequence> = spec.skip.iter().copied().collect();
-    let passing = matches.into_iter().rev().filter(|&i| {
-        let message = &conversation.messages[i as usize];
-        search::role_passes(&spec.roles, message.message.role)
-            && !skip.contains(&message.sequence)
-            && (spec.tool_names.is_empty() || calls_tool(conversation, message, &spec.tool_names))
-    });
-    let cap = if every_term_common {
-        search::COMMON_TERM_MESSAGES
-    } else {
-        usize::MAX
-    };
-    let mut lexical: Vec<(Sequence, f32)> = passing
-        .take(cap)
-        .map(|i| {
-            let message = &conversation.messages[i as usize];
-            let document = index.document(i as usize);
-            let score = weights.score(message.tokens.approx, |t| {
-                document.occurrences(&spec.query.terms()[t])
-            });
-            (message.sequence, score)
-        })
-        .collect();
-    lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    let lexical = lexical(conversation, spec, through, &skip);
     let ranked: Vec<(Sequence, f32)> = match query_vector {
         Some(query) => {
             let semantic = semantic(conversation, spec, query, through, &skip);
@@ -113,6 +57,66 @@ pub(super) fn search(
         through,
         rewinds: conversation.rewinds,
     }
+}
+
+/// The lexical ranking of `spec` over the messages up to `through` (best first, ties newest
+/// first): the candidates are the messages with a term that is not common (or, when every term
+/// is, the newest [`search::COMMON_TERM_MESSAGES`] matches), scored by BM25 with every term.
+fn lexical(
+    conversation: &Conversation,
+    spec: &SearchSpec,
+    through: Sequence,
+    skip: &HashSet<Sequence>,
+) -> Vec<(Sequence, f32)> {
+    let index = &conversation.search;
+    // Message `i` has sequence `i + 1`.
+    let within = |i: u32| Sequence::from_stored(i64::from(i) + 1) <= through;
+    let holding = |term: &'_ str| -> Vec<u32> {
+        let postings = index.postings(term).iter().copied();
+        postings
+            .filter(|&i| within(i) && index.document(i as usize).positions(term).is_some())
+            .collect()
+    };
+    // How many messages hold each term, counted up to one more than a common term's.
+    let holders: Vec<u64> = spec
+        .query
+        .terms()
+        .iter()
+        .map(|t| holding(t).len().min(search::COMMON_TERM_MESSAGES + 1) as u64)
+        .collect();
+    let collection = collection(conversation, through);
+    let common = |term: &str| {
+        let i = spec.query.terms().iter().position(|t| t == term);
+        i.is_some_and(|i| search::is_common(holders[i], collection.messages))
+    };
+    let rare = spec.query.only(|term| !common(term));
+    let weights = search::Weights::new(&spec.query, &holders, collection);
+    let every_term_common = rare.is_empty();
+    let candidate_terms = if every_term_common { &spec.query } else { &rare };
+    let matches: BTreeSet<u32> = candidate_terms.terms().iter().flat_map(|t| holding(t)).collect();
+    let passing = matches.into_iter().rev().filter(|&i| {
+        let message = &conversation.messages[i as usize];
+        search::role_passes(&spec.roles, message.message.role)
+            && !skip.contains(&message.sequence)
+            && (spec.tool_names.is_empty() || calls_tool(conversation, message, &spec.tool_names))
+    });
+    let cap = match every_term_common {
+        true => search::COMMON_TERM_MESSAGES,
+        false => usize::MAX,
+    };
+    let mut lexical: Vec<(Sequence, f32)> = passing
+        .take(cap)
+        .map(|i| {
+            let message = &conversation.messages[i as usize];
+            let document = index.document(i as usize);
+            let score = weights.score(message.tokens.approx, |t| {
+                document.occurrences(&spec.query.terms()[t])
+            });
+            (message.sequence, score)
+        })
+        .collect();
+    lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    lexical
 }
 
 /// The semantic ranking of `spec`'s query vector ([`vectors`]): the shortlist by sign bits over

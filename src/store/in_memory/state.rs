@@ -13,6 +13,7 @@ use crate::domain::{
 };
 
 use super::entry::Conversation;
+use crate::store::{RetentionRule, Swept};
 
 /// A conversation's place in the store: its tenant and its id.
 pub(super) type Key = (TenantId, ConversationId);
@@ -81,6 +82,25 @@ impl State {
     }
 
     /// Removes a conversation and its place in the listing.
+    /// Deletes up to `rule.batch` conversations that `rule` says have expired.
+    pub(super) fn sweep(&mut self, rule: &RetentionRule) -> Swept {
+        let expired: Vec<Key> = self
+            .conversations
+            .iter()
+            .filter(|(_, c)| c.expired(rule))
+            .map(|(k, _)| k.clone())
+            .take(rule.batch)
+            .collect();
+        let mut swept = Swept::default();
+        for key in expired {
+            if let Some(removed) = self.remove(&key) {
+                swept.conversations += 1;
+                swept.messages += removed.messages.len() as u64;
+            }
+        }
+        swept
+    }
+
     pub(super) fn remove(&mut self, key: &Key) -> Option<Conversation> {
         let removed = self.conversations.remove(key)?;
         if let Some(index) = self.activity.get_mut(&key.0) {

@@ -134,29 +134,12 @@ pub(super) async fn search_messages(
     let Some(terms) = term_statistics(&client, t, c, spec, &scope, through).await? else {
         return Err(StoreError::NotFound);
     };
-    let newest = match terms.every_common {
-        true => search::COMMON_TERM_MESSAGES as i64,
-        false => i64::MAX,
-    };
-    let roles: Vec<&str> = spec.roles.iter().map(|r| r.as_str()).collect();
-    let skip: Vec<i64> = spec.skip.iter().map(|s| s.as_i64()).collect();
     let lexemes: Vec<String> = spec
         .query
         .terms()
         .iter()
         .map(|term| format!("{scope}{term}"))
         .collect();
-    let params: [(&(dyn ToSql + Sync), Type); 9] = [
-        (&t, Type::TEXT),
-        (&c, Type::TEXT),
-        (&terms.last, Type::INT8),
-        (&roles, Type::TEXT_ARRAY),
-        (&skip, Type::INT8_ARRAY),
-        (&spec.tool_names, Type::TEXT_ARRAY),
-        (&terms.candidates, Type::TEXT),
-        (&newest, Type::INT8),
-        (&lexemes, Type::TEXT_ARRAY),
-    ];
     // The semantic half goes out with the candidates' query, on the same connection: one
     // round trip for both.
     let tools = (&spec.tool_names[..], TOOL_FILTER);
@@ -172,32 +155,9 @@ pub(super) async fn search_messages(
             None => Ok::<_, StoreError>(None),
         }
     };
-    let lexical = async {
-        Ok::<_, StoreError>(
-            client
-                .query_typed(&candidates_sql(terms.every_common), &params)
-                .await?,
-        )
-    };
+    let lexical = candidate_rows(&client, (t, c), spec, &terms, &lexemes);
     let (rows, semantic) = tokio::try_join!(lexical, semantic)?;
-    let mut ranked = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let held: Option<Vec<String>> = column(row, "lexemes")?;
-        let counts: Option<Vec<i32>> = column(row, "counts")?;
-        let (held, counts) = (held.unwrap_or_default(), counts.unwrap_or_default());
-        let occurrences = |i: usize| {
-            let at = held.iter().position(|l| *l == lexemes[i]);
-            at.and_then(|at| counts.get(at)).map_or(0, |&n| n.max(0) as u32)
-        };
-        let length: i32 = column(row, "tokens_approx")?;
-        let candidate = Candidate {
-            sequence: column(row, "sequence")?,
-            score: terms.weights.score(length.max(0) as u32, occurrences),
-            bytes: column(row, "own")?,
-        };
-        ranked.push(candidate);
-    }
-    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.sequence.cmp(&a.sequence)));
+    let mut ranked = ranked_candidates(&rows, &lexemes, &terms.weights)?;
     if let Some((semantic, sizes)) = semantic {
         ranked = fused(ranked, &semantic, sizes);
     }
@@ -207,15 +167,7 @@ pub(super) async fn search_messages(
         })
     };
     ranked.retain(below);
-    let mut page = Vec::new();
-    let mut bytes = 0i64;
-    for candidate in ranked.iter().take(spec.limit) {
-        page.push(candidate);
-        bytes = bytes.saturating_add(candidate.bytes);
-        if bytes >= byte_limit(spec.max_bytes) {
-            break;
-        }
-    }
+    let page = page_of(&ranked, spec);
     let log_last = Sequence::from_stored(terms.last);
     let mut found = found_messages(&client, t, c, &page).await?;
     // A hit whose row went (a rewind since the statistics) is not found.
@@ -226,6 +178,78 @@ pub(super) async fn search_messages(
         through: spec.through.map_or(log_last, |t| t.min(log_last)),
         rewinds: terms.rewinds,
     })
+}
+
+/// The rows of [`candidates_sql`] for `spec`.
+async fn candidate_rows(
+    client: &deadpool_postgres::Object,
+    (t, c): (&str, &str),
+    spec: &SearchSpec,
+    terms: &TermStatistics,
+    lexemes: &[String],
+) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    let newest = match terms.every_common {
+        true => search::COMMON_TERM_MESSAGES as i64,
+        false => i64::MAX,
+    };
+    let roles: Vec<&str> = spec.roles.iter().map(|r| r.as_str()).collect();
+    let skip: Vec<i64> = spec.skip.iter().map(|s| s.as_i64()).collect();
+    let params: [(&(dyn ToSql + Sync), Type); 9] = [
+        (&t, Type::TEXT),
+        (&c, Type::TEXT),
+        (&terms.last, Type::INT8),
+        (&roles, Type::TEXT_ARRAY),
+        (&skip, Type::INT8_ARRAY),
+        (&spec.tool_names, Type::TEXT_ARRAY),
+        (&terms.candidates, Type::TEXT),
+        (&newest, Type::INT8),
+        (&lexemes, Type::TEXT_ARRAY),
+    ];
+    Ok(client
+        .query_typed(&candidates_sql(terms.every_common), &params)
+        .await?)
+}
+
+/// The candidates of [`candidates_sql`]'s rows scored by BM25 ([`search::Weights`]), best
+/// first (ties newest first); `lexemes` are the query's terms as scoped lexemes.
+fn ranked_candidates(
+    rows: &[tokio_postgres::Row],
+    lexemes: &[String],
+    weights: &search::Weights,
+) -> Result<Vec<Candidate>, StoreError> {
+    let mut ranked = Vec::with_capacity(rows.len());
+    for row in rows {
+        let held: Option<Vec<String>> = column(row, "lexemes")?;
+        let counts: Option<Vec<i32>> = column(row, "counts")?;
+        let (held, counts) = (held.unwrap_or_default(), counts.unwrap_or_default());
+        let occurrences = |i: usize| {
+            let at = held.iter().position(|l| *l == lexemes[i]);
+            at.and_then(|at| counts.get(at)).map_or(0, |&n| n.max(0) as u32)
+        };
+        let length: i32 = column(row, "tokens_approx")?;
+        ranked.push(Candidate {
+            sequence: column(row, "sequence")?,
+            score: weights.score(length.max(0) as u32, occurrences),
+            bytes: column(row, "own")?,
+        });
+    }
+    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.sequence.cmp(&a.sequence)));
+    Ok(ranked)
+}
+
+/// The page of `ranked`: at most `spec.limit` hits, and no more once their sizes reach
+/// `spec.max_bytes` (a first hit always comes).
+fn page_of<'a>(ranked: &'a [Candidate], spec: &SearchSpec) -> Vec<&'a Candidate> {
+    let mut page = Vec::new();
+    let mut bytes = 0i64;
+    for candidate in ranked.iter().take(spec.limit) {
+        page.push(candidate);
+        bytes = bytes.saturating_add(candidate.bytes);
+        if bytes >= byte_limit(spec.max_bytes) {
+            break;
+        }
+    }
+    page
 }
 
 /// The empty page, or NotFound without the conversation.

@@ -17,7 +17,7 @@ use crate::{
         ConversationId, Role, Sequence, TenantId,
         search::{
             self,
-            vectors::{self, ChunkCode, MAX_DIMENSIONS, PassageVector, QueryVector},
+            vectors::{self, ChunkCode, PassageVector, QueryVector},
         },
     },
     store::{EmbeddingBacklog, EmbeddingBatch, LogVersion, StoreError},
@@ -155,8 +155,11 @@ pub(super) async fn store_embeddings(
     Ok(true)
 }
 
+/// [`Codes::dimensions`] of codes held without their vectors.
+const NOT_HELD: usize = usize::MAX;
+
 /// A conversation's codes as a replica holds them.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Codes {
     version: LogVersion,
     /// The watermark they were read up to.
@@ -184,7 +187,41 @@ impl Codes {
 
     /// Whether the replica holds the vectors too.
     fn has_vectors(&self) -> bool {
-        !self.keys.is_empty() && self.scales.len() == self.keys.len()
+        self.dimensions != NOT_HELD && !self.keys.is_empty() && self.scales.len() == self.keys.len()
+    }
+
+    /// Adds a row of the fill query: its code, its message's role and size, and its vector
+    /// while every vector so far is held and of one size.
+    fn push_row(&mut self, row: &tokio_postgres::Row) -> Result<(), StoreError> {
+        let code = vectors::code_from_bytes(&column::<Vec<u8>>(row, "code")?);
+        if self.width == 0 {
+            self.width = code.len();
+        }
+        let role: String = column(row, "role")?;
+        // Vectors of another model's size (the configuration changed) are not comparable.
+        let (Some(role), true) = (Role::from_name(&role), code.len() == self.width) else {
+            return Ok(());
+        };
+        self.keys.push((
+            Sequence::from_stored(column(row, "sequence")?),
+            column::<i16>(row, "chunk")?.max(0) as u16,
+        ));
+        self.messages.push((role, column(row, "own")?));
+        self.words.extend(code);
+        let vector = PassageVector::from_bytes(&column::<Vec<u8>>(row, "vector")?);
+        match vector {
+            Some(v)
+                if self.dimensions != NOT_HELD
+                    && (self.dimensions == 0 || self.dimensions == v.dimensions()) =>
+            {
+                let (scale, parts) = v.parts();
+                self.dimensions = parts.len();
+                self.scales.push(scale);
+                self.values.extend_from_slice(parts);
+            }
+            _ => self.dimensions = NOT_HELD,
+        }
+        Ok(())
     }
 
     /// The vector of `(sequence, chunk)`, when the replica holds it.
@@ -429,65 +466,32 @@ async fn current_codes(
             ],
         )
         .await?;
-    let (mut keys, mut messages, mut words, mut width) = match &held {
-        Some(h) => (h.keys.clone(), h.messages.clone(), h.words.clone(), h.width),
-        None => (Vec::new(), Vec::new(), Vec::new(), 0),
-    };
-    // The vectors too, while every one so far is held and of one size.
-    let (mut scales, mut values, mut dimensions) = match &held {
-        Some(h) if h.has_vectors() => (h.scales.clone(), h.values.clone(), h.dimensions),
-        Some(_) => (Vec::new(), Vec::new(), usize::MAX),
-        None => (Vec::new(), Vec::new(), 0),
+    let mut codes = match &held {
+        Some(h) => Codes {
+            version: state.version,
+            through: state.embedded_through,
+            ..Codes::clone(h)
+        },
+        None => Codes {
+            version: state.version,
+            through: state.embedded_through,
+            keys: Vec::new(),
+            messages: Vec::new(),
+            words: Vec::new(),
+            width: 0,
+            scales: Vec::new(),
+            values: Vec::new(),
+            dimensions: 0,
+        },
     };
     for row in &rows {
-        let code = vectors::code_from_bytes(&column::<Vec<u8>>(row, "code")?);
-        if width == 0 {
-            width = code.len();
-        }
-        if code.len() != width {
-            // Vectors of another model's size (the configuration changed): not comparable.
-            continue;
-        }
-        let role: String = column(row, "role")?;
-        let Some(role) = Role::from_name(&role) else {
-            continue;
-        };
-        keys.push((
-            Sequence::from_stored(column(row, "sequence")?),
-            column::<i16>(row, "chunk")?.max(0) as u16,
-        ));
-        messages.push((role, column(row, "own")?));
-        words.extend(code);
-        let vector = PassageVector::from_bytes(&column::<Vec<u8>>(row, "vector")?);
-        match vector {
-            Some(v) if dimensions == 0 || dimensions == v.dimensions() => {
-                let (scale, parts) = v.parts();
-                dimensions = parts.len();
-                scales.push(scale);
-                values.extend_from_slice(parts);
-            }
-            // Not held: the rescoring reads rows.
-            _ => dimensions = usize::MAX,
-        }
+        codes.push_row(row)?;
     }
-    if dimensions == usize::MAX {
-        (scales, values) = (Vec::new(), Vec::new());
-    }
-    let mut codes = Codes {
-        version: state.version,
-        through: state.embedded_through,
-        keys,
-        messages,
-        words,
-        width,
-        scales,
-        values,
-        dimensions: dimensions.min(MAX_DIMENSIONS),
-    };
     // Too large with its vectors: held without them (its rescoring reads rows).
-    if codes.bytes() > cache.budget {
+    if codes.dimensions == NOT_HELD || codes.bytes() > cache.budget {
         codes.scales = Vec::new();
         codes.values = Vec::new();
+        codes.dimensions = NOT_HELD;
     }
     let codes = Arc::new(codes);
     cache.put(key, codes.clone());
