@@ -47,6 +47,9 @@ const TEXTS_PER_REQUEST: usize = 64;
 /// Attempts per request, and the first wait between them (doubled each time).
 const ATTEMPTS: u32 = 4;
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The wait before a failed backlog is tried again, and the longest (it doubles per failure).
+const FIRST_RETRY_WAIT: Duration = Duration::from_secs(2);
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 /// Queries whose vectors a replica keeps (the pages of one search, repeated recall queries).
 const QUERY_CACHE: usize = 1_024;
 
@@ -93,6 +96,8 @@ pub(super) struct EmbeddingQueue {
     state: Mutex<QueueState>,
     /// When this replica last stored an append, if it did.
     last_append: Mutex<Option<Instant>>,
+    /// Conversations whose backlog failed, with the failures in a row.
+    retries: Mutex<std::collections::HashMap<(TenantId, ConversationId), u32>>,
     queries: Mutex<Option<lru::LruCache<String, Arc<QueryVector>>>>,
     /// The model's mean vector, once known.
     mean: tokio::sync::OnceCell<Arc<Vec<f32>>>,
@@ -118,7 +123,11 @@ impl Service {
             .last_append
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-        let key = (tenant.clone(), conversation.clone());
+        self.queue_for_embedding((tenant.clone(), conversation.clone()));
+    }
+
+    /// Queues the conversation (once) and starts a worker if fewer than [`WORKERS`] run.
+    fn queue_for_embedding(&self, key: (TenantId, ConversationId)) {
         let start_worker = {
             let mut state = self.embeddings.state.lock().unwrap_or_else(|p| p.into_inner());
             if state.queued.contains(&key) {
@@ -182,12 +191,46 @@ impl Service {
                 return;
             };
             self.metrics.embedding_workers.inc();
-            if let Err(error) = self.embed_backlog(&tenant, &conversation).await {
-                let error = crate::telemetry::ErrorChain(&error);
-                tracing::warn!(%tenant, %conversation, %error, "embedding the backlog failed; the next append retries");
+            let key = (tenant.clone(), conversation.clone());
+            match self.embed_backlog(&tenant, &conversation).await {
+                Ok(()) => {
+                    self.embeddings
+                        .retries
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                }
+                Err(error) => {
+                    let error = crate::telemetry::ErrorChain(&error);
+                    tracing::warn!(%tenant, %conversation, %error, "embedding the backlog failed; retrying later");
+                    self.retry_later(key);
+                }
             }
             self.metrics.embedding_workers.dec();
         }
+    }
+
+    /// Queues the conversation again after a wait that doubles with each failure in a row (2 s,
+    /// 4 s, ... at most [`MAX_RETRY_WAIT`]), so that a backlog the endpoint refused is embedded
+    /// once it is back, with or without another append. At most [`MAX_QUEUED`] conversations
+    /// wait for a retry; past that, their next append retries.
+    fn retry_later(&self, key: (TenantId, ConversationId)) {
+        let wait = {
+            let mut retries = self.embeddings.retries.lock().unwrap_or_else(|p| p.into_inner());
+            if retries.len() >= MAX_QUEUED && !retries.contains_key(&key) {
+                return;
+            }
+            let failures = retries.entry(key.clone()).or_insert(0);
+            *failures = failures.saturating_add(1);
+            FIRST_RETRY_WAIT
+                .saturating_mul(1 << (*failures - 1).min(16))
+                .min(MAX_RETRY_WAIT)
+        };
+        let service = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            service.queue_for_embedding(key);
+        });
     }
 
     /// Embeds the conversation's messages after its watermark, batch by batch, until none is
