@@ -162,5 +162,15 @@ impl Config {
     }
 }
 
+impl Settings {
+    /// Whether `/inspect` is served: CTXD_INSPECTOR when set, else only in the development
+    /// default (the in-memory store without API keys), so a deployment opts in.
+    pub fn inspector(&self) -> bool {
+        self.server
+            .inspector
+            .unwrap_or(self.database.url.is_none() && self.auth.api_keys.is_empty())
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -103,6 +103,17 @@ pub struct ServerArgs {
     /// requests.
     #[arg(long, env = "CTXD_CORS_ORIGINS", value_delimiter = ',', display_order = 29)]
     pub cors_origins: Vec<String>,
+
+    /// Serve the Inspector, a web page at `/inspect` on this port that shows conversations,
+    /// logs, packs, memory and search through the public API with the API key typed into it.
+    /// Unset: served only in the development default (in memory, no API keys).
+    #[arg(
+        long,
+        env = "CTXD_INSPECTOR",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        display_order = 51
+    )]
+    pub inspector: Option<bool>,
 }
 
 /// The server's validated settings.
@@ -128,6 +139,8 @@ pub struct ServerOptions {
     pub shutdown_grace: Duration,
     /// Origins allowed to call from browsers (`*`: any); empty: none.
     pub cors_origins: Vec<String>,
+    /// CTXD_INSPECTOR as set (`None`: unset; [`crate::config::Settings::inspector`] decides).
+    pub inspector: Option<bool>,
 }
 
 /// TLS material, read at start-up so a missing file stops the server before it listens.
@@ -167,6 +180,7 @@ impl ServerArgs {
             concurrency_per_connection: self.concurrency_per_connection,
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
             cors_origins,
+            inspector: self.inspector,
         })
     }
 

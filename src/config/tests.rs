@@ -24,6 +24,23 @@ fn defaults_validate_to_an_in_memory_server_on_50051() {
 }
 
 #[test]
+fn the_inspector_is_served_only_in_the_development_default_unless_asked() {
+    let key = format!("{}=acme", "ab".repeat(32));
+    let inspector = |args: &[&str]| parse(args).validate().unwrap().inspector();
+    assert!(inspector(&[]), "in memory without keys");
+    assert!(!inspector(&["--api-keys", &key]), "keys configured");
+    assert!(!inspector(&["--database-url", "postgres://localhost/ctxd"]));
+    assert!(inspector(&["--api-keys", &key, "--inspector", "true"]));
+    assert!(!inspector(&["--inspector", "false"]));
+    assert!(inspector(&[
+        "--database-url",
+        "postgres://localhost/ctxd",
+        "--inspector",
+        "yes"
+    ]));
+}
+
+#[test]
 fn every_problem_is_reported_at_once() {
     let problems = problems(&[
         "--database-url",

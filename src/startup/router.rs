@@ -82,7 +82,11 @@ pub(super) fn router(
         settings.limits.max_request_bytes,
         settings.server.request_timeout,
         metrics.clone(),
+        settings.inspector(),
     );
+    if settings.inspector() {
+        tracing::info!(path = "/inspect", "inspector served (CTXD_INSPECTOR)");
+    }
     let body = RequestBodyLayer::new(
         service.response_budget().clone(),
         settings.limits.max_request_bytes,

@@ -39,18 +39,22 @@ pub struct ProtocolLayer {
     pub(super) request_timeout: Duration,
     /// Counts what this layer refuses itself.
     pub(super) metrics: ServerMetrics,
+    /// Whether `/inspect` is served.
+    pub(super) inspector: bool,
 }
 
 impl ProtocolLayer {
     /// Connect bodies up to `max_request_bytes` are read within `request_timeout` (or the call's
     /// `Connect-Timeout-Ms`) into memory taken from `budget`, in the share of the tenant
-    /// `tenants` resolves; what this layer refuses itself is counted in `metrics`.
+    /// `tenants` resolves; what this layer refuses itself is counted in `metrics`. The
+    /// Inspector is served at `/inspect` when `inspector` is set.
     pub fn new(
         budget: ResponseBudget,
         tenants: TenantInterceptor,
         max_request_bytes: usize,
         request_timeout: Duration,
         metrics: ServerMetrics,
+        inspector: bool,
     ) -> Self {
         Self {
             budget,
@@ -58,6 +62,7 @@ impl ProtocolLayer {
             max_request_bytes,
             request_timeout,
             metrics,
+            inspector,
         }
     }
 }

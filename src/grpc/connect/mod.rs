@@ -1,7 +1,7 @@
 //! HTTP and JSON on the gRPC port (docs/operations.md, "Protocols"): the Connect protocol's
 //! unary calls (`POST /ctxd.v1.ContextService/<Method>` with `application/json` or
 //! `application/proto`), gRPC-Web (tonic's own layer, next inside), and `GET /healthz` for load
-//! balancers that cannot speak gRPC.
+//! balancers that cannot speak gRPC, and the Inspector's page at `/inspect` when it is on.
 //!
 //! A Connect call is transcoded into the gRPC call it stands for and sent down the same stack
 //! as every gRPC call (metrics, request id, deadline, request body accounting, tenancy, the
@@ -13,6 +13,7 @@
 mod answer;
 mod call;
 mod codec;
+mod inspector;
 mod layer;
 
 pub use layer::{Protocol, ProtocolLayer};
@@ -89,6 +90,9 @@ where
                     call::connect(inner, &layer, request, &method, encoding, Accounting::Counted).await?
                 }
                 Route::Health => health(inner, &layer, request).await?,
+                Route::Inspector => {
+                    inspector::answer(request.method(), request.uri().path(), layer.inspector)
+                }
                 Route::Refused(status, code, message) => {
                     tracing::info!(http_status = status, code = ?code, "request refused before any RPC");
                     answer::error_response(status, code, &message, &[], &HeaderMap::new())
@@ -106,6 +110,8 @@ enum Route {
     Connect(MethodDescriptor, Encoding),
     /// `GET /healthz`.
     Health,
+    /// The Inspector's files (`/inspect`, served or not).
+    Inspector,
     /// A Connect path called in a way the protocol does not allow.
     Refused(u16, Code, String),
 }
@@ -132,6 +138,9 @@ fn route(request: &Request<tonic::body::Body>) -> Route {
     let path = request.uri().path();
     if path == HEALTHZ && (request.method() == Method::GET || request.method() == Method::HEAD) {
         return Route::Health;
+    }
+    if inspector::is_inspector(path) {
+        return Route::Inspector;
     }
     let encoding = match content_type.as_str() {
         "application/json" => Some(Encoding::Json),
