@@ -23,6 +23,7 @@ contract_tests!(
     recall_quotes_the_fact_the_pack_left_out_in_every_format,
     common_terms_do_not_hide_rare_ones_and_bound_the_ranking,
     recall_never_pushes_the_mandatory_part_over_the_budget,
+    a_pack_that_ends_on_a_reply_keeps_no_room_for_recall,
 );
 
 /// A fact stated early, and a later question about it in other words that shares its key
@@ -609,6 +610,51 @@ async fn recall_never_pushes_the_mandatory_part_over_the_budget(kind: StoreKind)
         stats.total_tokens <= 4000 && stats.budget_tokens == 4000,
         "{stats:?}"
     );
+}
+
+/// A pack that ends on an assistant reply (built right after it, in a format that keeps it)
+/// takes no recalled turn, so it keeps no room for one: its history is the pack's without
+/// recall. Where the reply is left out (Anthropic), the room is kept as before.
+async fn a_pack_that_ends_on_a_reply_keeps_no_room_for_recall(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    let mut messages = long_conversation().0[..300].to_vec();
+    messages.push(user("which invoice did we get for the march order?"));
+    messages.push(assistant_text("Let me look that up for you."));
+    load(&mut client, "replied", &messages).await;
+    let build = |format: proto::Format, recall: Option<proto::Recall>| proto::BuildContextRequest {
+        conversation_id: "replied".into(),
+        budget: Some(proto::Budget {
+            max_tokens: 3000,
+            ..Default::default()
+        }),
+        format: format as i32,
+        recall,
+        omit_messages: true,
+        ..Default::default()
+    };
+    for format in [proto::Format::OpenaiChat, proto::Format::AnthropicMessages] {
+        let mut stats = Vec::new();
+        for recall in [None, Some(proto::Recall::default())] {
+            let pack = client.build_context(build(format, recall)).await.unwrap();
+            stats.push(pack.into_inner().stats.unwrap());
+        }
+        let (without, with) = (&stats[0], &stats[1]);
+        match format {
+            proto::Format::OpenaiChat => {
+                assert_eq!(with.recall_tokens, 0, "{with:?}");
+                assert_eq!(with.oldest_included_sequence, without.oldest_included_sequence);
+                assert_eq!(with.total_tokens, without.total_tokens, "{with:?}");
+            }
+            _ => {
+                assert!(with.messages_recalled >= 1, "{with:?}");
+                assert!(
+                    with.oldest_included_sequence > without.oldest_included_sequence,
+                    "recall's room comes out of older history: {with:?} {without:?}"
+                );
+            }
+        }
+    }
 }
 
 async fn common_terms_do_not_hide_rare_ones_and_bound_the_ranking(kind: StoreKind) {

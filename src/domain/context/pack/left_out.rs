@@ -73,6 +73,19 @@ impl LeftOut {
 }
 
 impl ContextPacker {
+    /// Whether the pack ends on an assistant reply of the log, known once the mandatory part is
+    /// in: no pending message follows it, the format keeps such a reply, and the newest message
+    /// of the current turn is one (older history only goes before it).
+    pub(super) fn ends_on_reply(&self) -> bool {
+        self.request.pending.is_empty()
+            && !self.request.final_assistant.omits(self.request.format)
+            && self
+                .window
+                .messages
+                .first()
+                .is_some_and(|m| m.message.role == Role::Assistant)
+    }
+
     /// While the walk is among the messages that would end the pack: leaves out an assistant
     /// reply (not pinned, no calls) and says so; the first other turn ends that stretch. Tool
     /// results do not: the pack places them right after their calls, before any reply of the log

@@ -49,8 +49,9 @@ impl ContextPacker {
             self.walk.phase = Phase::Done;
             return;
         }
-        // Recall ranks below the summary and the memory, above older history.
-        let recall = self.request.recall.as_ref();
+        // Recall ranks below the summary and the memory, above older history. A pack that ends
+        // on an assistant reply takes no recalled turn, so it keeps no room for one.
+        let recall = self.request.recall.as_ref().filter(|_| !self.ends_on_reply());
         let room = recall.map_or(0, |r| r.room(&self.request.budget));
         self.budget.recall_reserve = room.min(self.budget.room());
     }

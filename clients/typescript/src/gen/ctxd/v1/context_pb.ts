@@ -196,7 +196,7 @@ export const BuildContextRequestSchema: GenMessage<BuildContextRequest> = /*@__P
  * What `BuildContextRequest.recall` adds to a pack. Its room is kept out of older history once
  * the mandatory part, the summary and the working memory are in (so history does not depend on
  * the question), and what it leaves unused stays unused. A pack that ends on an assistant reply
- * takes no recalled turn.
+ * takes no recalled turn and keeps no room for one.
  *
  * @generated from message ctxd.v1.Recall
  */
