@@ -16,6 +16,7 @@ contract_tests!(
     cache_stable_packs_repeat_the_previous_pack_until_history_jumps,
     cleared_packs_hold_more_turns_and_change_only_when_history_jumps,
     cache_stable_clearing_holds_nearly_what_newest_holds_at_a_lower_cost,
+    cache_stable_clearing_keeps_all_history_when_it_fits_cleared,
 );
 
 const BUDGET: u32 = 1500;
@@ -387,6 +388,54 @@ async fn cache_stable_clearing_holds_nearly_what_newest_holds_at_a_lower_cost(ki
             assert!(stable_cost <= 0.5, "mean input cost {stable_cost:.3}");
         }
     }
+}
+
+/// A short log whose results do not fit whole but do cleared: cache-stable history holds all of
+/// it from the log's start, as newest-that-fits does, instead of starting at a coarse anchor
+/// near the end (before: from message 13 of 20; the Inspector showed it).
+async fn cache_stable_clearing_keeps_all_history_when_it_fits_cleared(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    for n in 0..5 {
+        let (question, rest) = long_turn(n);
+        app.append_ok("short", std::iter::once(question).chain(rest).collect())
+            .await;
+    }
+    let mut client = app.client.clone();
+    // The summary ends inside the first turn: history after it starts at no turn anchor.
+    let summary = proto::SummarizeRequest {
+        conversation_id: "short".into(),
+        mode: proto::SummarizeMode::Provided as i32,
+        summary_text: "The user asked about the ledger job.".into(),
+        through_sequence: 1,
+        ..Default::default()
+    };
+    client.summarize(summary).await.unwrap();
+    let mut stats = Vec::new();
+    for policy in [proto::HistoryPolicy::CacheStable, proto::HistoryPolicy::Newest] {
+        let mut request = request("short", proto::Format::OpenaiChat, policy);
+        request.budget = Some(proto::Budget {
+            max_tokens: 2000,
+            ..Default::default()
+        });
+        request.pending_messages = vec![user("And the next partition?")];
+        request.clear_tool_results = Some(proto::ClearToolResults {
+            keep_recent: 1,
+            ..Default::default()
+        });
+        let pack = client.build_context(request).await.unwrap().into_inner();
+        stats.push(pack.stats.unwrap());
+    }
+    let (stable, newest) = (&stats[0], &stats[1]);
+    assert!(
+        newest.tool_results_cleared > 0 && newest.oldest_included_sequence == 2,
+        "{newest:?}"
+    );
+    assert_eq!(stable.oldest_included_sequence, 2, "{stable:?}");
+    assert_eq!(stable.messages_dropped, 0, "{stable:?}");
+    assert!(
+        stable.tool_results_cleared > 0 && stable.total_tokens <= 2000,
+        "{stable:?}"
+    );
 }
 
 /// Same log, same request: the same bytes from the in-memory store, and from two replicas on

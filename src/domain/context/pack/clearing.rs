@@ -10,7 +10,9 @@
 //!   - The start is the oldest turn anchor of a coarse level whose pack fits with every
 //!     clearable result cleared: [`ContextPacker::start_spread`] levels above the step without
 //!     clearing, as many as cleared turns are cheaper than whole ones. It stays put for long
-//!     and jumps by a large step only when even cleared history no longer fits.
+//!     and jumps by a large step only when even cleared history no longer fits. History that
+//!     fits cleared all the way back to the floor (the log's start or the summary's watermark)
+//!     starts there, as without clearing: that start moves only with the summary.
 //!   - The verbatim part starts at the *frontier*: the oldest anchor of the frontier's level
 //!     whose pack fits with the clearable results between start and frontier cleared (but for
 //!     that part's `keep_recent` newest results). The frontier's level is one above the
@@ -204,6 +206,11 @@ impl ContextPacker {
                 Some((i, (*level).min(start_level)))
             })
             .collect();
+        // History that reaches the floor (the log's start or the summary's watermark) may start
+        // there: the start that moves only with the summary, holding all of it.
+        if self.walk.exhausted && n > 0 {
+            starts.push((n - 1, start_level));
+        }
         // Highest level first, then oldest first.
         starts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         let (s, level) = starts
