@@ -12,8 +12,8 @@ use crate::domain::{
     working_memory::WorkingMemory,
 };
 
-/// The fewest tokens of summary text worth sending cut; with less room the pack says
-/// `over_budget` instead.
+/// The fewest tokens of summary text worth sending cut; with less room the summary is left
+/// out with the history it covers, and the truncation notice names what that was.
 const MIN_CUT_SUMMARY_TOKENS: usize = 16;
 
 impl ContextPacker {

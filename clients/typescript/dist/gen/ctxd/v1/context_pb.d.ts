@@ -444,9 +444,11 @@ export type ContextStats = Message<"ctxd.v1.ContextStats"> & {
      */
     truncated: boolean;
     /**
-     * True when the mandatory parts alone exceed the budget, or when the summary that covers
-     * left-out history does not fit even cut (the pack then holds no optional history): the
-     * pack never leaves out both a message and the summary that covers it without saying so.
+     * True when the mandatory parts alone exceed the budget (the pack carries them anyway). A
+     * summary that does not fit even cut does not set it: the pack then holds no optional
+     * history, `summary_through_sequence` is 0, and the truncation notice names the messages
+     * left out, those the summary covers included, so that no message and the summary covering
+     * it are both left out without the pack saying so.
      *
      * @generated from field: bool over_budget = 18;
      */
