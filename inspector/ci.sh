@@ -8,7 +8,8 @@
 #  4. no way to parse text as HTML or run it: src/ (without src/gen) and the bundle are free of
 #     innerHTML, outerHTML, insertAdjacentHTML, document.write, eval( and new Function
 #  5. the bundle's size, plain and gzipped
-#  6. the browser test (Debian's chromium via puppeteer-core) against the binary: in memory, and on
+#  6. the unit test of the pack view's classification (test/classify.test.mjs, Node alone)
+#  7. the browser test (Debian's chromium via puppeteer-core) against the binary: in memory, and on
 #     PostgreSQL when a DATABASE_URL is given. INSPECTOR_DEV_PROXY=1 serves the page from
 #     test/dev-server.mjs in front of the binary instead (for a binary built without the route).
 # Screenshots go to $CTXD_ARTIFACTS (default inspector/test-artifacts/). The npm registry is the
@@ -56,6 +57,9 @@ echo "ok"
 
 echo "== bundle size"
 echo "dist/inspector.js $(wc -c < dist/inspector.js) bytes, $(gzip -9c dist/inspector.js | wc -c) gzipped; dist/inspector.css $(wc -c < dist/inspector.css) bytes"
+
+echo "== unit test: the pack view's classification"
+node --test --test-reporter=spec test/classify.test.mjs
 
 echo "== browser test, in-memory store"
 env -u DATABASE_URL CTXD_BIN="$bin" node --test --test-reporter=spec test/browser.test.mjs

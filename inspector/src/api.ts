@@ -4,10 +4,19 @@
 
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { identityChanged } from "./cache.js";
 import { ContextService } from "./gen/ctxd/v1/context_service_pb.js";
 
 const KEY_ITEM = "ctxd.inspector.key";
 const TENANT_ITEM = "ctxd.inspector.tenant";
+
+/** Sets or removes a sessionStorage item; a change empties the page's caches (cache.ts). */
+function store(item: string, value: string): void {
+  if ((sessionStorage.getItem(item) ?? "") === value) return;
+  if (value) sessionStorage.setItem(item, value);
+  else sessionStorage.removeItem(item);
+  identityChanged();
+}
 
 /** The credential the calls carry. */
 export const session = {
@@ -16,21 +25,20 @@ export const session = {
     return sessionStorage.getItem(KEY_ITEM) ?? "";
   },
   set key(value: string) {
-    if (value) sessionStorage.setItem(KEY_ITEM, value);
-    else sessionStorage.removeItem(KEY_ITEM);
+    store(KEY_ITEM, value);
   },
   /** The tenant named in `x-tenant-id` (servers without API keys), or "" for the default. */
   get tenant(): string {
     return sessionStorage.getItem(TENANT_ITEM) ?? "";
   },
   set tenant(value: string) {
-    if (value) sessionStorage.setItem(TENANT_ITEM, value);
-    else sessionStorage.removeItem(TENANT_ITEM);
+    store(TENANT_ITEM, value);
   },
-  /** Forgets the key and the tenant. */
+  /** Forgets the key and the tenant (and with them everything the page kept). */
   forget(): void {
-    sessionStorage.removeItem(KEY_ITEM);
-    sessionStorage.removeItem(TENANT_ITEM);
+    store(KEY_ITEM, "");
+    store(TENANT_ITEM, "");
+    identityChanged();
   },
 };
 

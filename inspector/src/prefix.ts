@@ -41,3 +41,19 @@ export function sharedPrefix(previous: string, current: string): SharedPrefix {
     rest: decoder.decode(now.subarray(whole)),
   };
 }
+
+/** Anthropic's prompt-cache breakpoints as ctxd renders them (render/anthropic.rs: the member
+ *  is inserted into blocks with sorted keys, so it comes first and a comma follows it). */
+const CACHE_MARKER = /"cache_control":\{"type":"ephemeral"\},|,"cache_control":\{"type":"ephemeral"\}/g;
+
+/** An Anthropic rendering without its `cache_control` members: where the markers sit is not
+ *  part of the cached content, and they move every turn. */
+export function withoutCacheMarkers(rendered: string): string {
+  return rendered.replace(CACHE_MARKER, "");
+}
+
+/** Bytes the UTF-8 encodings of two texts share from their start, and the second's length. */
+export function sharedBytes(previous: string, current: string): { bytes: number; totalBytes: number } {
+  const now = encoder.encode(current);
+  return { bytes: commonPrefixLength(encoder.encode(previous), now), totalBytes: now.length };
+}

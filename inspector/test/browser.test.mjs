@@ -17,7 +17,7 @@ import { startDevServer, CSP } from "./dev-server.mjs";
 import { API_KEYS, KEY_A, KEY_B, call, commonPrefix, startCtxd } from "./harness.mjs";
 import { goHash, launchBrowser, logIn, openPage, pageText, until, viewReady } from "./page.mjs";
 import { buildInPage, clickBuild, domAudit, listedIds, shownPrefix } from "./views.mjs";
-import { HOSTILE, seedHostile, seedMain, seedMany, seedTenantB } from "./seed.mjs";
+import { HOSTILE, seedHostile, seedLarge, seedMain, seedMany, seedTenantB } from "./seed.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const bin = process.env.CTXD_BIN;
@@ -27,13 +27,14 @@ const artifacts = process.env.CTXD_ARTIFACTS || join(here, "..", "test-artifacts
 const run = `${Date.now().toString(36)}-${randomBytes(3).toString("hex")}`;
 const ids = {
   main: `insp-${run}-main`, b: `insp-${run}-tenant-b`, hostile: `insp-${run}-hostile`,
-  many: `insp-${run}-many`, utf8: `insp-${run}-utf8`,
+  many: `insp-${run}-many`, utf8: `insp-${run}-utf8`, anthropic: `insp-${run}-anthropic`, large: `insp-${run}-large`,
+  shared: `insp-${run}-shared`,
 };
 const markerB = `MARKER-B-${run}`;
 const enc = new TextEncoder();
 const say = (...parts) => console.log(`[${store}]`, ...parts);
 
-let ctxd, dev, base, chromium, seeded;
+let ctxd, dev, base, chromium, seeded, many;
 
 before(async () => {
   assert.ok(bin, "set CTXD_BIN to the ctxd binary");
@@ -43,8 +44,11 @@ before(async () => {
   base = proxied ? dev.url : ctxd.url;
   seeded = await seedMain(ctxd.url, KEY_A, ids.main, run);
   await seedTenantB(ctxd.url, KEY_B, ids.b, markerB);
+  // One id in both tenants: two conversations that must never mix.
+  await call(ctxd.url, "AppendMessage", { conversationId: ids.shared, messages: [{ role: "ROLE_USER", content: "shared by A" }] }, KEY_A);
+  await call(ctxd.url, "AppendMessage", { conversationId: ids.shared, messages: [{ role: "ROLE_USER", content: `shared by B ${markerB}` }] }, KEY_B);
   await seedHostile(ctxd.url, KEY_A, ids.hostile, run);
-  await seedMany(ctxd.url, KEY_A, ids.many, 1000);
+  [many] = await Promise.all([seedMany(ctxd.url, KEY_A, ids.many, 1000), seedLarge(ctxd.url, KEY_A, ids.large)]);
   chromium = await launchBrowser();
   say(`ctxd ${ctxd.url}${proxied ? `, page through the dev server ${dev.url}` : ""}; run ${run}`);
 });
@@ -124,7 +128,7 @@ test("c. with tenant A's key: the list, the log with its tool group and image, m
     assert.match(rowText, /awaiting answer/);
     assert.match(rowText, /team=platform/);
     assert.match(rowText, /usage in 812/);
-    assert.match(rowText, /\b19\b/);
+    assert.equal(await row.$eval("td.messages", (td) => td.textContent), "19", "the messages column");
     await shot(page, "conversations");
 
     // Filters and paging: this run's two labelled conversations, one per page; then by status.
@@ -229,7 +233,7 @@ async function expectedSections(conversationId, res) {
   const expected = {
     system_prompt: n(stats.systemPromptTokens), pinned, summary: n(stats.summaryTokens), working_memory: n(stats.workingMemoryTokens),
     notice: n(stats.truncationNoticeTokens), recall: n(stats.recallTokens), history: n(stats.historyTokens) - pinned,
-    pending: n(stats.pendingTokens), overhead: Math.max(0, n(stats.totalTokens) - parts), free: Math.max(0, n(stats.budgetTokens) - n(stats.totalTokens)),
+    pending: n(stats.pendingTokens), priming: Math.max(0, n(stats.totalTokens) - parts), free: Math.max(0, n(stats.budgetTokens) - n(stats.totalTokens)),
   };
   return { expected, pinned };
 }
@@ -272,10 +276,23 @@ test("d. the pack view's figures are BuildContext's", async () => {
     const n = (v) => Number(v ?? 0);
     assert.ok(n(stats.toolResultsCleared) > 0 || n(stats.messagesDropped) > 0, "the budget is tight enough to clear or drop");
     // The log strip agrees with the pack: cleared results, the omitted final reply, what recall quoted.
+    assert.ok(n(stats.toolResultsCleared) > 0, "results are cleared");
+    assert.ok(n(stats.finalAssistantOmitted) > 0, "the final reply is omitted");
     const fates = await page.$$eval("#ranges .legend li", (lis) => Object.fromEntries(lis.map((li) => [li.dataset.fate, Number(li.dataset.count)])));
-    assert.equal(fates.cleared ?? 0, n(stats.toolResultsCleared));
-    assert.equal(fates.final ?? 0, n(stats.finalAssistantOmitted));
+    assert.equal(fates.cleared, n(stats.toolResultsCleared));
+    assert.equal(fates.final, n(stats.finalAssistantOmitted));
     assert.equal(fates["ui-only"], 1);
+    assert.equal(await page.$("#ranges .checks .mismatch"), null, "no count of the page disagrees with the stats");
+    // Recall: the page lists the items the recalled turn quotes, as many as the stats say, each a
+    // message of the log.
+    const recalledShown = await page.$$eval("#recalled a.recalled", (as) => as.map((a) => a.dataset.sequence));
+    const recallTurn = res.messages.find((m) => m.source === "CONTEXT_SOURCE_RECALL").content;
+    const quoted = [...recallTurn.matchAll(/\n\n\[message (\d+), /g)].map((x) => x[1]);
+    assert.ok(n(stats.messagesRecalled) > 0, "recall quotes messages");
+    assert.equal(recalledShown.length, n(stats.messagesRecalled));
+    assert.deepEqual(recalledShown, quoted);
+    const logged = new Set((await call(ctxd.url, "ListMessages", { conversationId: ids.main, pageSize: 1000 }, KEY_A)).messages.map((m) => m.sequence));
+    for (const seq of recalledShown) assert.ok(logged.has(seq), `recalled #${seq} is a message of the log`);
     assert.equal(await page.$eval("#rendered", (e) => e.textContent), res.rendered);
     await page.browserContext().overridePermissions(base, ["clipboard-read", "clipboard-write", "clipboard-sanitized-write"]);
     await page.click("#copy-rendered");
@@ -283,7 +300,7 @@ test("d. the pack view's figures are BuildContext's", async () => {
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), res.rendered, "Copy put the rendering on the clipboard");
     await shot(page, "pack");
     assert.deepEqual(watch.csp, []);
-    say(`pack: total ${n(stats.totalTokens)} of ${n(stats.budgetTokens)}; sections ${JSON.stringify(expected)}; cleared ${n(stats.toolResultsCleared)}, dropped ${n(stats.messagesDropped)}, recall ${n(stats.recallTokens)}; fates ${JSON.stringify(fates)}`);
+    say(`pack: total ${n(stats.totalTokens)} of ${n(stats.budgetTokens)}; sections ${JSON.stringify(expected)}; cleared ${n(stats.toolResultsCleared)}, dropped ${n(stats.messagesDropped)}, recall ${n(stats.recallTokens)} quoting [${recalledShown}]; fates ${JSON.stringify(fates)}`);
   } finally {
     await close();
   }
@@ -354,6 +371,28 @@ test("e. build again after the next turn: the shared byte prefix", async () => {
     assert.ok(got2.mark.endsWith("Un caf"), got2.mark.slice(-20));
     assert.deepEqual(watch.csp, []);
     say(`prefix across a split character: ${want2.bytes} shared bytes, mark of ${want2.mark.length} bytes ending "${got2.mark.slice(-6)}"`);
+
+    // Anthropic: the cache_control markers sit on the last two messages and move every turn, so
+    // the raw prefix stops at the first one; the page also compares without them.
+    await call(ctxd.url, "AppendMessage", { conversationId: ids.anthropic, messages: [
+      { role: "ROLE_USER", content: "Which fado house?" }, { role: "ROLE_ASSISTANT", content: "Clube de Fado." }, { role: "ROLE_USER", content: "For how many?" },
+    ] }, KEY_A);
+    await goHash(page, base, `#/c/${ids.anthropic}/pack`);
+    const r3 = await buildInPage(page, { format: 2, maxTokens: 2000 });
+    const third = (await call(ctxd.url, "BuildContext", r3, KEY_A)).rendered;
+    await call(ctxd.url, "AppendMessage", { conversationId: ids.anthropic, messages: [
+      { role: "ROLE_ASSISTANT", content: "Twelve." }, { role: "ROLE_USER", content: "Book it." },
+    ] }, KEY_A);
+    await clickBuild(page, "#pack-build-again");
+    const fourth = (await call(ctxd.url, "BuildContext", r3, KEY_A)).rendered;
+    const unmark = (t) => t.replaceAll('"cache_control":{"type":"ephemeral"},', "");
+    const raw = expectedPrefix(third, fourth);
+    const unmarked = expectedPrefix(unmark(third), unmark(fourth));
+    assert.equal(Number((await shownPrefix(page)).bytes), raw.bytes, "the raw byte prefix is still shown");
+    const shownUnmarked = await page.$eval("#prefix-unmarked", (p) => [Number(p.dataset.prefixBytes), Number(p.dataset.totalBytes)]);
+    assert.deepEqual(shownUnmarked, [unmarked.bytes, unmarked.total]);
+    assert.ok(unmarked.bytes > raw.bytes, `without the markers more is shared (${unmarked.bytes} > ${raw.bytes})`);
+    say(`anthropic: ${raw.bytes} bytes shared raw, ${unmarked.bytes} of ${unmarked.total} without the cache_control markers`);
   } finally {
     await close();
   }
@@ -377,9 +416,28 @@ test("f. a tenant sees only its own conversations", async () => {
         assert.equal(await page.$("#conv-head"), null);
       }
       // Forget key: back to the prompt, nothing stored.
+      if (key === KEY_A) {
+        await goHash(page, base, `#/c/${ids.shared}/pack`);
+        await buildInPage(page, { maxTokens: 1234 });
+      }
       await page.click("#forget-key");
       await page.waitForSelector("#key-form");
       assert.deepEqual(await page.evaluate(() => [sessionStorage.length, !!document.querySelector("#nav")]), [0, false]);
+      if (key === KEY_A) {
+        // Tenant B in the same page, on its conversation of the same id: nothing tenant A's
+        // page kept (form values, the last rendering, the log read) is used.
+        await page.type("#key-input", KEY_B);
+        await page.click("#key-submit");
+        await page.waitForSelector("#nav");
+        await goHash(page, base, `#/c/${ids.shared}/pack`);
+        assert.equal(await page.$eval("#pack-max-tokens", (i) => i.value), "16000", "the form's values are tenant A's");
+        await clickBuild(page, "#pack-build");
+        assert.equal(await page.$("mark#prefix"), null, "tenant A's rendering was compared");
+        const text = await pageText(page);
+        assert.ok(text.includes(`shared by B ${markerB}`) && !text.includes("shared by A"), "the pack is tenant B's");
+        await page.click("#forget-key");
+        await page.waitForSelector("#key-form");
+      }
       assert.deepEqual(watch.csp, []);
       say(`tenant ${key === KEY_A ? "A" : "B"}: ${listed.length} conversations listed, the other's not among them; its views NOT_FOUND`);
     } finally {
@@ -400,9 +458,26 @@ test("g. hostile content is shown as text and never runs", async () => {
       [`#/c/${ids.hostile}/search?q=pwned`, [script]],
       [`#/c/${ids.hostile}/pack`, []],
     ];
+    // The pack is built tight, so that results are cleared (placeholders naming the hostile
+    // tool) and recall quotes hostile excerpts: the first budget of a few that does both.
+    const packOptions = { format: "FORMAT_ANTHROPIC_MESSAGES", clearToolResults: {}, recall: { query: "pwned window" } };
+    let budget;
+    for (const maxTokens of [7000, 6500, 7500, 6000, 8000]) {
+      const { stats } = await call(ctxd.url, "BuildContext", { conversationId: ids.hostile, budget: { maxTokens }, ...packOptions }, KEY_A);
+      if (Number(stats.toolResultsCleared ?? 0) > 0 && Number(stats.messagesRecalled ?? 0) > 0) {
+        budget = maxTokens;
+        break;
+      }
+    }
+    assert.ok(budget, "a budget at which the hostile pack clears results and recalls messages");
     for (const [hash, strings] of views) {
       await goHash(page, base, hash);
-      if (hash.endsWith("/pack")) await clickBuild(page, "#pack-build");
+      let pack;
+      if (hash.endsWith("/pack")) {
+        const sent = await buildInPage(page, { format: 2, maxTokens: budget, keepRecent: 0, recall: "pwned window" });
+        pack = await call(ctxd.url, "BuildContext", sent, KEY_A);
+        strings.push(`[tool result cleared to save context: tool${svg} returned`);
+      }
       await new Promise((r) => setTimeout(r, 200)); // give any injected handler a chance to fire
       const audit = await page.evaluate(domAudit);
       assert.equal(audit.pwned, undefined, `${hash}: window.__pwned was set`);
@@ -412,7 +487,14 @@ test("g. hostile content is shown as text and never runs", async () => {
       assert.equal(audit.svg, 0, hash);
       assert.deepEqual(audit.csp, [], hash);
       for (const s of strings) assert.ok(audit.text.includes(s), `${hash} does not show ${s} verbatim`);
-      if (hash.endsWith("/pack")) assert.ok((await page.$eval("#rendered", (e) => e.textContent)).includes(script));
+      if (pack) {
+        const rendered = await page.$eval("#rendered", (e) => e.textContent);
+        assert.ok(rendered.includes(script));
+        const recalled = pack.messages.find((m) => m.source === "CONTEXT_SOURCE_RECALL").content;
+        assert.ok(recalled.includes(script), "recall quotes a hostile excerpt");
+        assert.ok(rendered.includes(JSON.stringify(recalled).slice(1, -1)), "the recalled turn is drawn in the rendering");
+        assert.ok(Number(pack.stats.toolResultsCleared) > 0);
+      }
       if (hash.endsWith("/log")) {
         const native = await page.$eval("#m-9", (m) => [m.querySelector("details.native pre")?.textContent, m.querySelector("details.reasoning")?.textContent]);
         assert.ok(native[0]?.includes(script) && native[0].includes("thinking"), `native JSON: ${native[0]}`);
@@ -441,11 +523,14 @@ test("h. a log of 1,000 messages renders in under a second", async () => {
       ms: Number(document.querySelector("#log").dataset.renderMs),
       messages: document.querySelectorAll("#log .msg").length,
       groups: document.querySelectorAll("#log .tool-group").length,
+      uiOnly: document.querySelectorAll("#log .msg.ui-only").length,
       status: document.querySelector("#log-status").textContent,
     }));
-    say(`log of ${r.messages} messages rendered in ${r.ms} ms (${r.groups} tool groups; page says "${r.status}")`);
+    say(`log of ${r.messages} messages rendered in ${r.ms} ms (${r.groups} tool groups, ${r.uiOnly} UI-only events; page says "${r.status}")`);
     assert.equal(r.messages, 1000);
-    assert.equal(r.groups, 200);
+    assert.equal(r.groups, many.groups);
+    assert.ok(many.uiOnly > 0);
+    assert.equal(r.uiOnly, many.uiOnly);
     assert.ok(r.ms > 0 && r.ms < 1000, `${r.ms} ms`);
     await goHash(page, base, `#/c/${ids.many}/log?seq=750`);
     assert.equal(await page.$eval("#m-750", (m) => m.classList.contains("highlight")), true);
@@ -486,11 +571,83 @@ test("j. a server without API keys: the app at once, with a tenant field", async
     assert.equal(await page.evaluate(() => sessionStorage.getItem("ctxd.inspector.tenant")), "tenant-x");
     await goHash(page, url, `#/c/${id}/log`);
     assert.match(await page.$eval("#m-1", (m) => m.textContent), /hello from tenant-x/);
+    // Another tenant with a conversation of the same id: a tenant change empties what the page
+    // kept (the form's values, the last rendering, the log read), so nothing of tenant-x shows.
+    await call(open.url, "AppendMessage", { conversationId: id, messages: [{ role: "ROLE_USER", content: "hello from tenant-y" }] }, undefined, { "x-tenant-id": "tenant-y" });
+    await goHash(page, url, `#/c/${id}/pack`);
+    await buildInPage(page, { maxTokens: 1234 });
+    await page.$eval("#tenant-input", (i) => { i.value = "tenant-y"; });
+    await page.click("#tenant-form button");
+    await viewReady(page, `#/c/${id}/pack`);
+    assert.equal(await page.$eval("#pack-max-tokens", (i) => i.value), "16000", "the form's values are tenant-x's");
+    await clickBuild(page, "#pack-build");
+    assert.equal(await page.$("mark#prefix"), null, "a rendering of tenant-x's conversation was compared");
+    assert.match(await page.$eval("#rendered", (e) => e.textContent), /hello from tenant-y/);
     assert.deepEqual(watch.csp, []);
-    say("no API keys: the app without a prompt; x-tenant-id from the tenant field");
+    say("no API keys: the app without a prompt; x-tenant-id from the tenant field; a tenant change forgets what the page kept");
   } finally {
     await close();
     await front?.close();
     await open.stop();
+  }
+});
+
+test("k. a rendering over 1 MiB: a window around the end of the shared bytes, all of it on request", async () => {
+  const { page, watch, close } = await openPage(chromium.browser);
+  try {
+    await logIn(page, base, KEY_A);
+    await goHash(page, base, `#/c/${ids.large}/pack`);
+    const request = await buildInPage(page, { maxTokens: 2_000_000 });
+    const before = (await call(ctxd.url, "BuildContext", request, KEY_A)).rendered;
+    await call(ctxd.url, "AppendMessage", { conversationId: ids.large, messages: [{ role: "ROLE_USER", content: "And the summary of it?" }] }, KEY_A);
+    await clickBuild(page, "#pack-build-again");
+    const current = (await call(ctxd.url, "BuildContext", request, KEY_A)).rendered;
+    const want = expectedPrefix(before, current);
+    assert.ok(want.total > 1024 * 1024, `${want.total} bytes`);
+    const got = await page.evaluate(() => {
+      const pre = document.querySelector("#rendered");
+      return { windowed: pre.dataset.windowed, bytes: Number(pre.dataset.prefixBytes), total: Number(pre.dataset.totalBytes), chars: pre.textContent.length, mark: document.querySelector("mark#prefix").textContent };
+    });
+    assert.equal(got.windowed, "1");
+    assert.equal(got.bytes, want.bytes, "the exact shared byte count");
+    assert.equal(got.total, want.total);
+    assert.ok(got.chars < 20_000, `the window holds ${got.chars} characters`);
+    assert.ok(want.mark.toString("utf8").endsWith(got.mark), "the mark is the end of the shared characters");
+    await page.click("#rendered-all");
+    const all = await shownPrefix(page);
+    assert.equal(all.text, current);
+    assert.ok(Buffer.from(enc.encode(all.mark)).equals(want.mark));
+    assert.deepEqual(watch.csp, []);
+    assert.deepEqual(watch.errors, []);
+    say(`large rendering: ${want.total} bytes, ${want.bytes} shared; window of ${got.chars} characters, then all of it`);
+  } finally {
+    await close();
+  }
+});
+
+test("l. cache-stable history: the anchor it starts at, and newest-that-fits for comparison", async () => {
+  const { page, watch, close } = await openPage(chromium.browser);
+  try {
+    await logIn(page, base, KEY_A);
+    await goHash(page, base, `#/c/${ids.many}/pack`);
+    const request = await buildInPage(page, { maxTokens: 3000 });
+    const { stats } = await call(ctxd.url, "BuildContext", request, KEY_A);
+    const newest = (await call(ctxd.url, "BuildContext", { ...request, historyPolicy: "HISTORY_POLICY_NEWEST" }, KEY_A)).stats;
+    assert.ok(Number(stats.historyStepTokens) > 0 && Number(stats.messagesDropped) > 0, "history starts at an anchor");
+    const why = await page.$eval("#ranges tr[data-fate='dropped'] td.why", (td) => td.textContent);
+    assert.match(why, new RegExp(`turn anchor \\(#${stats.oldestIncludedSequence}\\)`));
+    assert.match(why, /might have fit/);
+    const fates = await page.$$eval("#ranges .legend li", (lis) => Object.fromEntries(lis.map((li) => [li.dataset.fate, Number(li.dataset.count)])));
+    assert.equal(fates["ui-only"], many.uiOnly);
+    assert.equal(fates.missing, undefined);
+    await page.click("#compare-newest");
+    await until(page, () => document.querySelector("#compare-newest-result")?.dataset.oldest);
+    const shown = await page.$eval("#compare-newest-result", (e) => [e.dataset.oldest, e.textContent]);
+    assert.equal(shown[0], newest.oldestIncludedSequence);
+    await shot(page, "pack-cache-stable");
+    assert.deepEqual(watch.csp, []);
+    say(`cache-stable: history from #${stats.oldestIncludedSequence} (step ${stats.historyStepTokens}); newest-that-fits:${shown[1]}`);
+  } finally {
+    await close();
   }
 });

@@ -80,6 +80,9 @@ export const HOSTILE = {
   dataSvg: "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIG9ubG9hZD0id2luZG93Ll9fcHduZWQ9MSIvPg==",
 };
 
+/** A tool output long enough to be cleared: `line` thirty times, numbered. */
+const hostileListing = (line) => Array.from({ length: 30 }, (_, i) => `${i + 1}. ${line}`).join("\n");
+
 /** Tenant A's conversation of hostile content in every field the page shows. */
 export async function seedHostile(base, key, id, run) {
   const { script, img, svg, js, dataHtml, dataSvg } = HOSTILE;
@@ -87,8 +90,8 @@ export async function seedHostile(base, key, id, run) {
     user(script, { name: img, metadata: { [img]: svg, note: script } }),
     user(img),
     assistant(svg, { toolCalls: [call_("call_h1", `tool${svg}`, { q: img, s: script }), { id: "call_h2", name: script, arguments: `not json ${img}` }] }),
-    tool("call_h1", svg),
-    tool("call_h2", `${script} ${img}`),
+    tool("call_h1", hostileListing(svg)),
+    tool("call_h2", hostileListing(`${script} ${img}`)),
     user("pwned attachments", { attachments: [
       { mimeType: "image/png", filename: img, uri: js },
       { mimeType: "text/html", filename: "x.html", uri: dataHtml },
@@ -114,7 +117,8 @@ export async function seedHostile(base, key, id, run) {
   }, key);
 }
 
-/** `total` messages in cycles of 10: user, two calls and results, replies, one more call. */
+/** `total` messages in cycles of 10 (11 every tenth cycle, with a UI-only event): user, two
+ *  calls and results, replies, one more call. */
 export async function seedMany(base, key, id, total = 1000) {
   const cycle = (c) => [
     user(`Question ${c}: how many venues in area ${c}?`),
@@ -122,7 +126,9 @@ export async function seedMany(base, key, id, total = 1000) {
     tool(`c${c}a`, `${c * 3} venues`),
     tool(`c${c}b`, `Area ${c}`),
     assistant(`Area ${c} has ${c * 3} venues.`),
-    user(`And the cheapest in area ${c}?`, c % 10 === 0 ? { excludeFromContext: false, metadata: { cycle: String(c) } } : {}),
+    user(`And the cheapest in area ${c}?`),
+    // Every tenth cycle a UI-only event (a panel opened), kept in the log and never in a pack.
+    ...(c % 10 === 0 ? [user(`[ui] map of area ${c} opened`, { excludeFromContext: true, metadata: { cycle: String(c) } })] : []),
     assistant("", { toolCalls: [call_(`c${c}c`, "cheapest", { area: c })] }),
     tool(`c${c}c`, `Quinta ${c}, €${100 + c} per night`),
     assistant(`The cheapest is Quinta ${c} at €${100 + c}.`, { name: "planner" }),
@@ -134,4 +140,12 @@ export async function seedMany(base, key, id, total = 1000) {
   for (let i = 0; i < all.length; i += 100) {
     await call(base, "AppendMessage", { conversationId: id, messages: all.slice(i, i + 100) }, key);
   }
+  return { groups: all.filter((m) => m.toolCalls).length, uiOnly: all.filter((m) => m.excludeFromContext).length };
+}
+
+/** A conversation whose pack renders to more than 1 MiB: a question and an answer of about
+ *  half a megabyte each. */
+export async function seedLarge(base, key, id) {
+  const text = Array.from({ length: 9000 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog ✓ `).join("\n");
+  await call(base, "AppendMessage", { conversationId: id, messages: [user(text), assistant(text)] }, key);
 }

@@ -46,12 +46,20 @@ type ListRequest = { pageSize: number; status: number; labels: Record<string, st
 async function showPage(ctx: ViewContext, request: ListRequest, tokens: string[], list: HTMLElement): Promise<void> {
   const res = await api.listConversations({ ...request, pageToken: tokens.at(-1)! });
   if (!ctx.live()) return;
-  const back = tokens.length > 1 ? on(h("button", { type: "button", id: "page-back" }, "Previous page"), "click", () => {
-    void showPage(ctx, request, tokens.slice(0, -1), list).catch(ctx.fail);
-  }) : null;
-  const next = res.nextPageToken ? on(h("button", { type: "button", id: "page-next" }, "Next page"), "click", () => {
-    void showPage(ctx, request, [...tokens, res.nextPageToken], list).catch(ctx.fail);
-  }) : null;
+  const back = tokens.length > 1 ? h("button", { type: "button", id: "page-back" }, "Previous page") : null;
+  const next = res.nextPageToken ? h("button", { type: "button", id: "page-next" }, "Next page") : null;
+  // One page at a time: both buttons wait while a page loads (a second click is ignored).
+  const go = (to: string[]) => {
+    if (back) back.disabled = true;
+    if (next) next.disabled = true;
+    showPage(ctx, request, to, list).catch((err) => {
+      if (back) back.disabled = false;
+      if (next) next.disabled = false;
+      ctx.fail(err);
+    });
+  };
+  if (back) on(back, "click", () => go(tokens.slice(0, -1)));
+  if (next) on(next, "click", () => go([...tokens, res.nextPageToken]));
   replace(list,
     res.conversations.length === 0 ? h("p", { class: "note", id: "no-conversations" }, "No conversations.") : table(res.conversations),
     h("div", { class: "pager" }, `page ${tokens.length} · ${res.conversations.length} conversations `, back, next));
@@ -68,7 +76,7 @@ function table(conversations: Conversation[]): HTMLElement {
       h("td", null, labelChips(c.labels)),
       h("td", { class: "usage" }, c.usage && (c.usage.inputTokens || c.usage.outputTokens) ? usage(c.usage) : "—"),
       h("td", null, h("time", null, time(c.updatedAt))),
-      h("td", { class: "n" }, num(c.lastSequence)),
+      h("td", { class: "n messages" }, num(c.lastSequence)),
       h("td", { class: "n" }, c.summaryThroughSequence ? num(c.summaryThroughSequence) : "—"),
       h("td", { class: "n" }, c.memoryVersion ? `v${c.memoryVersion}` : "—"),
       h("td", null, origin(c)))))));

@@ -18,7 +18,11 @@ export const logView: View = async (ctx) => {
   if (!ctx.params.has("from") && seq !== undefined && seq > BigInt(MAX_LOG_MESSAGES)) after = seq - 100n;
   const status = h("p", { class: "status", id: "log-status" }, "loading…");
   ctx.root.append(status);
-  const log = await loadLog(ctx.id, after, MAX_LOG_MESSAGES, (n) => { status.textContent = `loading… ${num(n)} messages`; });
+  // Paging stops when the person leaves the view (`live`).
+  const log = await loadLog(ctx.id, after, MAX_LOG_MESSAGES, {
+    onPage: (n) => { status.textContent = `loading… ${num(n)} messages`; },
+    live: ctx.live,
+  });
   if (!ctx.live()) return;
   const container = h("div", { id: "log", class: "log" });
   append(ctx.root, [toolbar(ctx.id, container), rangeNote(ctx.id, log.messages, log.after, log.truncated, log.nextAfter), container]);

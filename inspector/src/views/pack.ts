@@ -1,25 +1,31 @@
 // The pack view: BuildContext with the options of the form, and what came back: where the
 // budget went, which parts of the log are in and why the rest is not, every message of the
-// pack, every stat, and the rendering with the bytes shared with the previous build.
+// pack, every stat, and the rendering with the bytes shared with the previous build. The log
+// is read after the build, up to the pack's `log_last_sequence`, so that both describe the same
+// moment; the pack is shown even when that read fails.
 
-import { toJson } from "@bufbuild/protobuf";
-import { api } from "../api.js";
-import { BuildContextRequestSchema, ContextSource, ContextSourceSchema, type BuildContextRequest, type BuildContextResponse } from "../gen/ctxd/v1/context_pb.js";
-import { RoleSchema, type Message } from "../gen/ctxd/v1/messages_pb.js";
+import { clone, toJson } from "@bufbuild/protobuf";
+import { api, callError } from "../api.js";
+import { currentIdentity, ScopedCache } from "../cache.js";
+import { BuildContextRequestSchema, ContextSource, ContextSourceSchema, HistoryPolicy, type BuildContextRequest, type BuildContextResponse } from "../gen/ctxd/v1/context_pb.js";
+import { RoleSchema } from "../gen/ctxd/v1/messages_pb.js";
 import { h, on, replace } from "../dom.js";
 import { enumLabel, num } from "../format.js";
-import { currentLog } from "../log_data.js";
+import { packLog, type LoadedLog } from "../log_data.js";
 import { messageHref } from "../routes.js";
 import type { View, ViewContext } from "../view.js";
 import { budgetElement, statsElement } from "./pack_budget.js";
+import { packedFate, packHistory, isPinned, type Fate, type PackFacts } from "./pack_classify.js";
 import { DEFAULT_OPTIONS, packForm, packRequest, type PackOptions } from "./pack_form.js";
-import { CLEARED, CUT, packHistory, rangesElement } from "./pack_ranges.js";
+import { rangesElement } from "./pack_ranges.js";
 import { renderedElement, type Previous } from "./pack_rendered.js";
+import { historyFitsBadge } from "./pack_why.js";
 
 /** The form's values per conversation, while the page is open. */
-const optionsOf = new Map<string, PackOptions>();
-/** The last rendering per request (conversation and options), for the shared-prefix view. */
-const previousOf = new Map<string, Previous>();
+const optionsOf = new ScopedCache<PackOptions>();
+/** The last rendering per conversation, with the request (as JSON) that made it: "Build again"
+ *  compares with it when the request is the same. */
+const previousOf = new ScopedCache<Previous & { request: string }>();
 
 export const packView: View = async (ctx) => {
   const { form, read } = packForm(optionsOf.get(ctx.id) ?? DEFAULT_OPTIONS);
@@ -27,18 +33,31 @@ export const packView: View = async (ctx) => {
   const result = h("div", { id: "pack-result" });
   const again = form.querySelector<HTMLButtonElement>("#pack-build-again")!;
   let last: BuildContextRequest | undefined;
+  /** Bumped by every build: only the newest one's answer is drawn. */
+  let builds = 0;
   const run = async (req: BuildContextRequest) => {
+    const n = ++builds;
+    const current = () => n === builds && ctx.live();
     last = req;
     again.disabled = true;
     requestPre.textContent = JSON.stringify(toJson(BuildContextRequestSchema, req), null, 2);
     replace(result, h("p", { class: "status" }, "building…"));
-    await build(ctx, req, result);
-    again.disabled = false;
+    try {
+      await build(ctx, req, result, current);
+    } catch (err) {
+      // Drawing failed: say so rather than leave "building…" up.
+      if (current()) {
+        replace(result, h("p", { class: "note warn", id: "pack-draw-failed" }, "The result could not be drawn (see the banner)."));
+        ctx.fail(err);
+      }
+    } finally {
+      if (n === builds) again.disabled = false;
+    }
   };
   on(form, "submit", (e) => {
     e.preventDefault();
     const options = read();
-    optionsOf.set(ctx.id, options);
+    optionsOf.set(ctx.id, options, currentIdentity());
     void run(packRequest(ctx.id, options));
   });
   on(again, "click", () => { if (last) void run(last); });
@@ -46,53 +65,97 @@ export const packView: View = async (ctx) => {
     h("details", { class: "request" }, h("summary", null, "BuildContextRequest as sent (JSON)"), requestPre), result));
 };
 
-async function build(ctx: ViewContext, req: BuildContextRequest, result: HTMLElement): Promise<void> {
+/** Builds `req`, reads the log and the conversation's stored summary watermark, and draws it
+ *  all into `result` while `current()` holds. */
+async function build(ctx: ViewContext, req: BuildContextRequest, result: HTMLElement, current: () => boolean): Promise<void> {
+  const identity = currentIdentity();
   let res: BuildContextResponse;
-  let messages: Message[];
   try {
-    [res, { messages }] = await Promise.all([api.buildContext(req), currentLog(ctx.id)]);
+    res = await api.buildContext(req);
   } catch (err) {
-    if (ctx.live()) {
+    if (current()) {
       replace(result);
       ctx.fail(err);
     }
     return;
   }
-  if (!ctx.live()) return;
-  const key = JSON.stringify(toJson(BuildContextRequestSchema, req));
-  const previous = previousOf.get(key);
+  if (!current()) return;
   const stats = res.stats!;
-  previousOf.set(key, { rendered: res.rendered, stablePrefixTokens: stats.stablePrefixTokens });
-  const log = new Map(messages.map((m) => [m.sequence, m]));
-  let pinned = 0;
-  for (const [seq, m] of packHistory(res)) if (log.get(seq)?.pinned) pinned += m.tokens;
+  replace(result, h("p", { class: "status" }, `built; reading the log through #${stats.logLastSequence}…`));
+  const [logRead, conversationRead] = await Promise.allSettled([
+    packLog(ctx.id, stats.logLastSequence, { live: current }),
+    api.getConversation({ conversationId: ctx.id }),
+  ]);
+  if (!current()) return;
+  const log: LoadedLog | undefined = logRead.status === "fulfilled" ? logRead.value : undefined;
+  const stored = conversationRead.status === "fulfilled" ? conversationRead.value.conversation : ctx.conversation;
+  const facts: PackFacts = {
+    req, res,
+    log: new Map((log?.messages ?? []).map((m) => [m.sequence, m])),
+    logFrom: log ? log.after + 1n : stats.logLastSequence + 1n,
+    storedSummaryThrough: stored?.summaryThroughSequence ?? 0n,
+  };
+  const request = JSON.stringify(toJson(BuildContextRequestSchema, req));
+  const kept = previousOf.get(ctx.id);
+  const previous = kept?.request === request ? kept : undefined;
+  previousOf.set(ctx.id, { request, rendered: res.rendered, stablePrefixTokens: stats.stablePrefixTokens }, identity);
   replace(result,
     flags(res),
-    budgetElement(stats, pinned),
-    rangesElement(ctx.id, req, res, log),
-    packMessages(ctx.id, res, log),
+    logRead.status === "rejected" ? logMissing(logRead.reason) : null,
+    budgetElement(stats, pinnedTokens(facts)),
+    rangesElement(ctx.id, facts, () => api.buildContext(newestThatFits(req))),
+    packMessages(ctx.id, facts),
     statsElement(res),
-    renderedElement(res.rendered, stats.stablePrefixTokens, previous));
+    renderedElement(res.rendered, stats.stablePrefixTokens, previous, req.format));
   result.dataset.built = String(Date.now());
+}
+
+/** The same request with newest-that-fits history. */
+function newestThatFits(req: BuildContextRequest): BuildContextRequest {
+  const newest = clone(BuildContextRequestSchema, req);
+  newest.historyPolicy = HistoryPolicy.NEWEST;
+  return newest;
+}
+
+/** Tokens of the pack's pinned history messages. */
+function pinnedTokens(facts: PackFacts): number {
+  let tokens = 0;
+  for (const [seq, m] of packHistory(facts.res)) if (isPinned(seq, facts)) tokens += m.tokens;
+  return tokens;
+}
+
+function logMissing(err: unknown): HTMLElement {
+  const e = callError(err);
+  return h("p", { class: "note warn", id: "pack-log-missing" },
+    `The log could not be read (${e.code}: ${e.message}), so what the page works out from it is missing: which messages are UI-only, `
+    + "pinned inside the window or part of incomplete tool groups, which replies were omitted, whose arguments or reasoning were left out. "
+    + "The pack and its stats are complete.");
 }
 
 function flags(res: BuildContextResponse): HTMLElement {
   const s = res.stats!;
   const badge = (cond: boolean, text: string, cls = "badge-warn") => (cond ? h("span", { class: `badge ${cls}` }, text) : null);
+  const fits = historyFitsBadge(res);
   return h("p", { class: "flags", id: "pack-flags" },
     `${res.messages.length} pack messages · ${num(s.totalTokens)} tokens · `,
     badge(s.overBudget, "over_budget", "badge-error"), badge(s.truncated, "truncated"), badge(s.summaryCut, "summary_cut"),
     badge(res.needsSummary, "needs_summary: call Summarize"), badge(s.toolResultsCleared > 0, `${s.toolResultsCleared} results cleared`),
     badge(s.messagesDropped > 0, `${s.messagesDropped} dropped`),
-    !s.overBudget && !s.truncated && !s.summaryCut && !res.needsSummary && s.messagesDropped === 0 ? h("span", { class: "badge badge-ok" }, "all history fits") : null);
+    fits ? h("span", { class: "badge badge-ok", id: "history-fits" }, fits) : null);
 }
 
+/** How the pack table notes a history message's fate. */
+const FATE_NOTES: Partial<Record<Fate, string>> = {
+  pinned: "pinned", cleared: "cleared", cut: "cut", "args-cleared": "arguments cleared", "reasoning-omitted": "reasoning left out",
+};
+
 /** The pack's messages in order: where each comes from and what it costs. */
-function packMessages(id: string, res: BuildContextResponse, log: Map<bigint, Message>): HTMLElement {
+function packMessages(id: string, facts: PackFacts): HTMLElement {
+  const { res } = facts;
   const rows = res.messages.map((m, i) => {
+    const fate = m.source === ContextSource.HISTORY && m.sequence > 0n ? packedFate(m, facts) : undefined;
     const notes = [
-      m.source === ContextSource.HISTORY && log.get(m.sequence)?.pinned ? "pinned" : "",
-      CLEARED.test(m.content) ? "cleared" : "", CUT.test(m.content) ? "cut" : "",
+      fate ? FATE_NOTES[fate] ?? "" : "",
       m.toolCalls.length ? `calls ${m.toolCalls.map((c) => c.name).join(", ")}` : "",
       m.error ? `error ${m.error.code}` : "", m.attachments.length ? `${m.attachments.length} attachment${m.attachments.length === 1 ? "" : "s"}` : "",
       m.reasoning.length ? `${m.reasoning.length} reasoning blocks` : "",

@@ -1,6 +1,6 @@
 // Where a pack's budget went: a stacked bar by section, a table of the sections, and every
 // ContextStats field under its proto name (`data-stat="<name>"`; derived figures carry
-// `data-section`).
+// `data-section`: the sections' keys, e.g. `priming` for the reply priming).
 
 import { ContextStatsSchema, type BuildContextResponse, type ContextStats } from "../gen/ctxd/v1/context_pb.js";
 import { h } from "../dom.js";
@@ -28,7 +28,7 @@ export function sections(stats: ContextStats, pinnedTokens: number): Section[] {
     { key: "recall", label: "recall", tokens: stats.recallTokens, from: "recall_tokens" },
     { key: "history", label: "history (not pinned)", tokens: stats.historyTokens - pinnedTokens, from: "history_tokens − pinned" },
     { key: "pending", label: "pending", tokens: stats.pendingTokens, from: "pending_tokens" },
-    { key: "overhead", label: "format overhead", tokens: Math.max(0, stats.totalTokens - parts), from: "total_tokens − the sections" },
+    { key: "priming", label: "reply priming", tokens: Math.max(0, stats.totalTokens - parts), from: "total_tokens − the sections: the tokens that prime the reply, which total_tokens includes" },
     { key: "free", label: "free", tokens: Math.max(0, stats.budgetTokens - stats.totalTokens), from: "budget_tokens − total_tokens" },
   ];
 }

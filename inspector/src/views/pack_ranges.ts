@@ -1,149 +1,62 @@
 // Which parts of the log a pack holds, and why the rest is not there: each sequence of
-// 1..log_last_sequence classified from the pack's messages (source, sequence, content), the
-// stats and the log's flags, drawn as a strip and listed as ranges linked into the log.
+// 1..log_last_sequence classified (pack_classify.ts) and explained (pack_why.ts), drawn as a
+// strip and listed as ranges linked into the log, with the pack's own counts next to what the
+// page found, so that a mismatch shows.
 
-import { ContextSource, HistoryPolicy, type BuildContextRequest, type BuildContextResponse, type ContextMessage } from "../gen/ctxd/v1/context_pb.js";
-import { Role, type Message } from "../gen/ctxd/v1/messages_pb.js";
-import { h } from "../dom.js";
+import type { BuildContextResponse } from "../gen/ctxd/v1/context_pb.js";
+import { h, on, type Child } from "../dom.js";
 import { num } from "../format.js";
 import { messageHref } from "../routes.js";
+import { classify, fateCounts, recalledSequences, type Fate, type PackFacts, type Run } from "./pack_classify.js";
+import { anchoredStart, LABELS, span, why } from "./pack_why.js";
 
-/** The placeholder of a cleared tool result (docs/design.md, "Context editing"). */
-export const CLEARED = /^\[tool result cleared to save context: .* returned (\d+) tokens; ListMessages returns it at sequence (\d+)\]$/s;
-/** The marker inside a tool output cut by `tool_output_max_tokens`. */
-export const CUT = /\n\[\.\.\. (\d+) tokens of this tool output omitted; ListMessages returns it in full at sequence (\d+) \.\.\.\]\n/;
-/** How the recalled turn names each message it quotes. */
-const RECALLED = /^\[message (\d+), /gm;
+/** Builds the same request with newest-that-fits history (for the comparison button). */
+export type CompareNewest = () => Promise<BuildContextResponse>;
 
-/** What became of one sequence of the log. */
-export type Fate = "summary" | "dropped" | "in" | "pinned" | "cleared" | "cut" | "ui-only" | "final" | "left-out" | "unread";
-
-/** A run of sequences with one fate. */
-export interface Run { fate: Fate; from: bigint; to: bigint }
-
-const LABELS: Record<Fate, string> = {
-  summary: "covered by the summary", dropped: "left out", in: "in the pack", pinned: "in the pack (pinned)",
-  cleared: "in, result cleared", cut: "in, output cut", "ui-only": "UI-only event", final: "final assistant reply omitted",
-  "left-out": "left out inside the window", unread: "not read",
-};
-
-/** The pack's history messages by sequence. */
-export function packHistory(res: BuildContextResponse): Map<bigint, ContextMessage> {
-  const bySeq = new Map<bigint, ContextMessage>();
-  for (const m of res.messages) if (m.source === ContextSource.HISTORY && m.sequence > 0n) bySeq.set(m.sequence, m);
-  return bySeq;
-}
-
-/** The sequences the recalled turn quotes. */
-export function recalledSequences(res: BuildContextResponse): bigint[] {
-  const found: bigint[] = [];
-  for (const m of res.messages) {
-    if (m.source !== ContextSource.RECALL) continue;
-    for (const match of m.content.matchAll(RECALLED)) found.push(BigInt(match[1]!));
-  }
-  return found;
-}
-
-/** The fate of every sequence, as runs. `log` holds the log's messages by sequence. */
-export function classify(res: BuildContextResponse, log: Map<bigint, Message>): Run[] {
-  const stats = res.stats!;
-  const packed = packHistory(res);
-  const last = stats.logLastSequence;
-  const finals = finalOmitted(log, packed, last, stats.finalAssistantOmitted);
-  const runs: Run[] = [];
-  for (let s = 1n; s <= last; s++) {
-    const fate = fateOf(s, packed.get(s), log.get(s), finals, stats.summaryThroughSequence, stats.oldestIncludedSequence);
-    const run = runs.at(-1);
-    if (run && run.fate === fate && run.to === s - 1n) run.to = s;
-    else runs.push({ fate, from: s, to: s });
-  }
-  return runs;
-}
-
-function fateOf(s: bigint, packed: ContextMessage | undefined, logged: Message | undefined, finals: Set<bigint>, watermark: bigint, oldest: bigint): Fate {
-  if (packed) {
-    if (packed.role === Role.TOOL && CLEARED.test(packed.content)) return "cleared";
-    if (packed.role === Role.TOOL && CUT.test(packed.content)) return "cut";
-    return logged?.pinned ? "pinned" : "in";
-  }
-  if (s <= watermark) return "summary";
-  if (!logged) return "unread";
-  if (logged.excludeFromContext) return "ui-only";
-  if (finals.has(s)) return "final";
-  if (oldest === 0n || s < oldest) return "dropped";
-  return "left-out";
-}
-
-/** The trailing assistant replies the pack left out (`final_assistant_omitted` of them). */
-function finalOmitted(log: Map<bigint, Message>, packed: Map<bigint, ContextMessage>, last: bigint, count: number): Set<bigint> {
-  const finals = new Set<bigint>();
-  for (let s = last; s > 0n && finals.size < count; s--) {
-    const m = log.get(s);
-    if (!m || packed.has(s)) break;
-    if (m.excludeFromContext) continue;
-    if (m.role !== Role.ASSISTANT || m.toolCalls.length > 0) break;
-    finals.add(s);
-  }
-  return finals;
-}
-
-/** Why a run's messages are where they are. */
-function why(run: Run, req: BuildContextRequest, res: BuildContextResponse): string {
-  const stats = res.stats!;
-  switch (run.fate) {
-    case "summary": return `the summary covers 1–${stats.summaryThroughSequence} and stands in for them`;
-    case "dropped": {
-      const limits = [req.budget?.maxMessages ? `max_messages ${req.budget.maxMessages}` : "", req.budget?.maxTurns ? `max_turns ${req.budget.maxTurns}` : ""].filter(Boolean).join(", ");
-      const policy = req.historyPolicy === HistoryPolicy.NEWEST
-        ? "newest-that-fits history: older messages did not fit the budget"
-        : `cache-stable history begins at a turn anchor (#${stats.oldestIncludedSequence}) that moves in steps of about ${num(stats.historyStepTokens)} tokens: older messages did not fit the budget`;
-      const uncovered = res.needsSummary ? "; no summary covers them (needs_summary)" : "";
-      return `${policy}${limits ? ` or the limits (${limits})` : ""}${uncovered}`;
-    }
-    case "in": return "verbatim";
-    case "pinned": return "pinned messages are always kept";
-    case "cleared": return "context editing: the result's content is a placeholder naming where ListMessages returns it";
-    case "cut": return "longer than tool_output_max_tokens: head and tail kept around a marker";
-    case "ui-only": return "exclude_from_context: kept in the log, never in a pack";
-    case "final": return "the pack may not end on an assistant reply (final_assistant / the format's rule)";
-    case "left-out": return "inside the window but not in the pack: an incomplete tool-call group (results not yet appended)";
-    case "unread": return "beyond the part of the log this page read";
-  }
-}
+/** The most ranges the table lists. */
+const MAX_ROWS = 500;
 
 /** The strip, the counts and the list of ranges. */
-export function rangesElement(id: string, req: BuildContextRequest, res: BuildContextResponse, log: Map<bigint, Message>): HTMLElement {
-  const stats = res.stats!;
-  const runs = classify(res, log);
-  const last = Number(stats.logLastSequence) || 1;
-  const strip = h("div", { class: "strip", id: "log-strip", role: "img", "aria-label": "the log by fate" });
-  for (const run of runs) {
-    const seg = h("div", { class: `fate fate-${run.fate}`, title: `${span(run)}: ${LABELS[run.fate]}` });
-    seg.style.setProperty("width", `${((100 * Number(run.to - run.from + 1n)) / last).toFixed(4)}%`);
-    strip.append(seg);
-  }
-  const counts = new Map<Fate, number>();
-  for (const run of runs) counts.set(run.fate, (counts.get(run.fate) ?? 0) + Number(run.to - run.from + 1n));
-  const recalled = recalledSequences(res);
-  const shown = runs.slice(0, 500);
+export function rangesElement(id: string, facts: PackFacts, compareNewest: CompareNewest): HTMLElement {
+  const stats = facts.res.stats!;
+  const classified = classify(facts);
+  const { runs } = classified;
+  const last = stats.logLastSequence;
+  const counts = fateCounts(runs);
+  const recalled = recalledSequences(facts.res);
+  const shown = runs.slice(0, MAX_ROWS);
+  const lastDropped = runs.filter((r) => r.fate === "dropped").at(-1);
   return h("section", { class: "ranges", id: "ranges" },
-    h("h3", null, `The log, 1–${stats.logLastSequence}: what the pack holds`),
-    strip,
+    h("h3", null, last > 0n ? `The log, #1–#${last}: what the pack holds` : "The log is empty"),
+    strip(runs, last),
     h("ul", { class: "legend" }, [...counts].map(([fate, n]) =>
       h("li", { "data-fate": fate, "data-count": n }, h("span", { class: `swatch fate-${fate}` }), `${LABELS[fate]}: ${num(n)}`))),
-    checks(res, counts),
-    recalled.length > 0 ? h("p", { id: "recalled" }, `recalled (quoted in the recall turn, ${stats.messagesRecalled} per stats): `,
-      recalled.map((s, i) => [i ? ", " : "", h("a", { href: messageHref(id, s) }, `#${s}`)])) : null,
+    checks(facts.res, counts, recalled),
+    recalled.length > 0 ? h("p", { id: "recalled", "data-count": recalled.length }, `recalled (quoted in the recall turn, ${stats.messagesRecalled} per stats): `,
+      recalled.map((s, i) => [i ? ", " : "", h("a", { href: messageHref(id, s), class: "recalled", "data-sequence": s }, `#${s}`)])) : null,
     h("table", { class: "runs" },
       h("thead", null, h("tr", null, h("th", null, "sequences"), h("th", { class: "n" }, "count"), h("th", null, "fate"), h("th", null, "why"))),
       h("tbody", null, shown.map((run) => h("tr", { class: `fate-row-${run.fate}`, "data-fate": run.fate, "data-from": run.from, "data-to": run.to },
         h("td", null, h("a", { href: messageHref(id, run.from) }, `#${run.from}`), run.to > run.from ? ["–", h("a", { href: messageHref(id, run.to) }, `#${run.to}`)] : null),
-        h("td", { class: "n" }, num(run.to - run.from + 1n)), h("td", null, LABELS[run.fate]), h("td", { class: "why" }, why(run, req, res), recalledIn(run, recalled)))))),
+        h("td", { class: "n" }, num(run.to - run.from + 1n)), h("td", null, LABELS[run.fate]),
+        h("td", { class: "why" }, why(run, facts, classified), recalledIn(run, recalled),
+          run === lastDropped && anchoredStart(facts) ? compareButton(stats.oldestIncludedSequence, compareNewest) : null))))),
     runs.length > shown.length ? h("p", { class: "note" }, `… ${num(runs.length - shown.length)} more ranges`) : null);
 }
 
+function strip(runs: Run[], last: bigint): HTMLElement {
+  const el = h("div", { class: "strip", id: "log-strip", role: "img", "aria-label": "the log by fate" });
+  const total = Number(last) || 1;
+  for (const run of runs) {
+    const seg = h("div", { class: `fate fate-${run.fate}`, title: `${span(run.from, run.to)}: ${LABELS[run.fate]}` });
+    seg.style.setProperty("width", `${((100 * Number(run.to - run.from + 1n)) / total).toFixed(4)}%`);
+    el.append(seg);
+  }
+  return el;
+}
+
 /** The pack's own counts next to what the strip found, so a mismatch shows. */
-function checks(res: BuildContextResponse, counts: Map<Fate, number>): HTMLElement {
+function checks(res: BuildContextResponse, counts: Map<Fate, number>, recalled: bigint[]): HTMLElement {
   const s = res.stats!;
   const item = (label: string, found: number, stat: number, name: string) =>
     h("li", { class: found === stat ? "" : "mismatch" }, `${label}: ${num(found)} found in the pack; ${name} = ${num(stat)}`);
@@ -152,6 +65,7 @@ function checks(res: BuildContextResponse, counts: Map<Fate, number>): HTMLEleme
     s.toolResultTokensCleared ? h("li", null, `clearing saved ${num(s.toolResultTokensCleared)} tokens (tool_result_tokens_cleared)`) : null,
     h("li", null, `cut outputs: ${num(counts.get("cut") ?? 0)}; truncated = ${s.truncated}`),
     item("final replies omitted", counts.get("final") ?? 0, s.finalAssistantOmitted, "final_assistant_omitted"),
+    s.messagesRecalled || recalled.length ? item("recalled messages", recalled.length, s.messagesRecalled, "messages_recalled") : null,
     h("li", null, `history messages included: ${s.messagesIncluded} (considered ${s.messagesConsidered}, dropped ${s.messagesDropped}, tool groups dropped ${s.toolGroupsDropped}, incomplete ${s.incompleteToolGroups})`));
 }
 
@@ -160,6 +74,25 @@ function recalledIn(run: Run, recalled: bigint[]): string {
   return quoted.length ? ` · quoted by recall: ${quoted.map((s) => `#${s}`).join(", ")}` : "";
 }
 
-function span(run: Run): string {
-  return run.to > run.from ? `#${run.from}–#${run.to}` : `#${run.from}`;
+/** "compare with newest-that-fits": the same request with HISTORY_POLICY_NEWEST, and the oldest
+ *  sequence its history keeps. */
+function compareButton(oldest: bigint, compareNewest: CompareNewest): Child {
+  const out = h("span", { class: "compare", id: "compare-newest-result" });
+  const button = on(h("button", { type: "button", id: "compare-newest", class: "small" }, "compare with newest-that-fits"), "click", async () => {
+    button.disabled = true;
+    out.textContent = " building…";
+    try {
+      const stats = (await compareNewest()).stats!;
+      const from = stats.oldestIncludedSequence;
+      out.dataset.oldest = String(from);
+      out.textContent = from === 0n ? " newest-that-fits keeps no history either"
+        : from < oldest ? ` newest-that-fits keeps history from #${from}: ${num(oldest - from)} older log positions (#${from}–#${oldest - 1n}) than this pack`
+          : ` newest-that-fits keeps history from #${from} too: nothing more fits`;
+    } catch (err) {
+      out.textContent = ` the comparison failed: ${err instanceof Error ? err.message : String(err)}`;
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return [" ", button, out];
 }

@@ -69,8 +69,15 @@ async function page(ctx: ViewContext, request: SearchRequest, token: string, res
       h("thead", null, h("tr", null, ["", "sequence", "role", "tool", "score", "snippet"].map((t) => h("th", null, t)))), table));
   }
   table.append(...res.hits.map((hit, i) => hitRow(ctx.id, hit, shown + i + 1)));
-  const more: Child = res.nextPageToken ? on(h("button", { type: "button", class: "more" }, "Next page"), "click", () => {
-    void page(ctx, request, res.nextPageToken, results, shown + res.hits.length).catch(ctx.fail);
+  // A second click while the next page loads is ignored (the button waits).
+  const more: Child = res.nextPageToken ? on(h("button", { type: "button", class: "more" }, "Next page"), "click", (e) => {
+    const button = e.currentTarget as HTMLButtonElement;
+    if (button.disabled) return;
+    button.disabled = true;
+    page(ctx, request, res.nextPageToken, results, shown + res.hits.length).catch((err) => {
+      button.disabled = false;
+      ctx.fail(err);
+    });
   }) : null;
   if (more) results.append(more);
 }
