@@ -25,25 +25,55 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 
-# The layers, lowest first. A file may import its own layer and the layers below it, never one
-# above. The first matching prefix decides a file's layer.
+# The layers, lowest first: each is whole folders of src/ (and the few files that must sit at its
+# root), so the tree shows the layers; `main` checks that every entry of src/ is in exactly one
+# layer and that the root holds at most MAX_ROOT_FILES files. A file may import its own layer and
+# the layers below it, never one above.
 LAYERS = [
-    ("foundation", ["src/proto.rs", "src/tokenize.rs", "src/deadline.rs", "src/cpu.rs", "src/net.rs",
-                    "src/telemetry.rs", "src/response_budget.rs"]),
-    ("domain vocabulary", ["src/domain/ids.rs", "src/domain/violation.rs", "src/domain/usage.rs",
-                           "src/domain/reasoning.rs", "src/domain/format.rs", "src/domain/token_counts.rs",
-                           "src/domain/native_content.rs", "src/domain/message.rs"]),
-    ("domain rules", ["src/domain/attachments.rs", "src/domain/native/", "src/domain/tool_protocol.rs",
-                      "src/domain/search/", "src/domain/summary.rs", "src/domain/working_memory/"]),
-    ("domain use of the rules", ["src/domain/context/", "src/domain/append/", "src/domain/conversation/"]),
-    ("domain face", ["src/domain/mod.rs"]),
+    ("foundation", ["src/proto.rs", "src/runtime/"]),
+    ("domain", ["src/domain/"]),
     ("configuration", ["src/config/"]),
-    ("storage and models", ["src/store/", "src/summarize/", "src/embed.rs", "src/auth.rs"]),
-    ("observability", ["src/metrics.rs"]),
+    ("storage and models", ["src/store/", "src/models/"]),
     ("use cases", ["src/service/"]),
     ("transport", ["src/grpc/"]),
     ("composition root", ["src/startup/", "src/fuzzing.rs", "src/lib.rs", "src/main.rs"]),
 ]
+MAX_ROOT_FILES = 4
+
+# The domain's floors, lowest first, held like the layers: the vocabulary imports nothing above
+# it, the rules stand on the vocabulary, and what uses the rules on both. The first matching
+# prefix decides a file's floor.
+DOMAIN_FLOORS = [
+    ("domain vocabulary", ["src/domain/tokenize.rs", "src/domain/ids.rs", "src/domain/violation.rs",
+                           "src/domain/usage.rs", "src/domain/reasoning.rs", "src/domain/format.rs",
+                           "src/domain/token_counts.rs", "src/domain/native_content.rs",
+                           "src/domain/message.rs"]),
+    ("domain rules", ["src/domain/attachments.rs", "src/domain/native/", "src/domain/tool_protocol.rs",
+                      "src/domain/search/", "src/domain/summary.rs", "src/domain/working_memory/"]),
+    ("domain use of the rules", ["src/domain/context/", "src/domain/append/", "src/domain/conversation/"]),
+    ("domain face", ["src/domain/mod.rs"]),
+]
+
+
+def folder_problems():
+    """Where the tree and LAYERS disagree: an entry of src/ in no layer or in two, a layer
+    naming what is not there, more files at the root than MAX_ROOT_FILES."""
+    problems = []
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in SRC.iterdir()
+                     if p.is_dir() or p.suffix == ".rs")
+    named = [e for _, prefixes in LAYERS for e in prefixes]
+    for entry in entries:
+        count = named.count(f"src/{entry}")
+        if count != 1:
+            problems.append(f"src/{entry}: in {count} layers (scripts/imports.py, LAYERS)")
+    for entry in named:
+        if entry.removeprefix("src/") not in entries:
+            problems.append(f"{entry}: named in LAYERS but not in the tree")
+    root_files = [e for e in entries if not e.endswith("/")]
+    if len(root_files) > MAX_ROOT_FILES:
+        problems.append(f"src/ holds {len(root_files)} files ({', '.join(root_files)}): at most {MAX_ROOT_FILES}")
+    return problems
+
 
 USE = re.compile(r"\b(pub(?:\s*\([^)]*\))?\s+)?use\s+([^;{]*(?:\{[^;]*\})?[^;]*);", re.S)
 INLINE_PATH = re.compile(r"(?<![\w:])(crate|super|self|ctxd)((?:::\w+)+)")
@@ -295,10 +325,25 @@ def circles(files, arrows):
     return out
 
 
+def matches(f, prefixes):
+    return any(f == p or (p.endswith("/") and f.startswith(p)) for p in prefixes)
+
+
 def layer_of(f):
-    for rank, (name, prefixes) in enumerate(LAYERS):
-        if any(f == p or (p.endswith("/") and f.startswith(p)) for p in prefixes):
+    """The file's rank, lowest first, and name: its layer, or inside the domain its floor."""
+    rank = 0
+    for name, prefixes in LAYERS:
+        if name == "domain":
+            for floor, floor_prefixes in DOMAIN_FLOORS:
+                if matches(f, floor_prefixes):
+                    return rank, floor
+                rank += 1
+            if matches(f, prefixes):
+                return None, None
+            continue
+        if matches(f, prefixes):
             return rank, name
+        rank += 1
     return None, None
 
 
@@ -328,6 +373,9 @@ def main():
         for (a, b), names in sorted(arrows.items()):
             print(f"{a} -> {b}: {', '.join(sorted(names))}")
     problems = 0
+    for problem in folder_problems():
+        problems += 1
+        print(problem)
     kept = kept_circles()
     for circle in circles(crate.module_of, arrows):
         if circle in kept:

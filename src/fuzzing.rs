@@ -8,12 +8,12 @@ use std::{collections::HashSet, sync::Arc};
 use prost::Message as _;
 
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{Sequence, TenantId, Violations},
     grpc::convert,
     proto,
     service::{AiSettings, Limits, Service},
     store::InMemoryStore,
-    tokenize::Tokenizer,
 };
 
 /// Decodes `bytes` as each request type and parses what decodes, as the handlers do.

@@ -4,25 +4,17 @@
 //! use case, which runs the domain's rules over the [`store`]; the answers travel back the same
 //! way. See docs/design.md, "Architecture".
 
-pub mod auth;
 pub mod config;
-pub mod cpu;
-pub mod deadline;
 pub mod domain;
-pub mod embed;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod grpc;
-pub mod metrics;
-pub mod net;
+pub mod models;
 pub mod proto;
-pub mod response_budget;
+pub mod runtime;
 pub mod service;
 pub mod startup;
 pub mod store;
-pub mod summarize;
-pub mod telemetry;
-pub mod tokenize;
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C): the production shutdown trigger.
 pub async fn shutdown_signal() {

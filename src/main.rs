@@ -4,11 +4,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ctxd::{
-    auth::ApiKey,
+    config::ApiKey,
     config::{Cli, Command, Settings},
+    runtime::telemetry::ErrorChain,
     startup::{App, init_telemetry, migrate_with_retry, postgres_options},
     store,
-    telemetry::ErrorChain,
 };
 
 #[tokio::main]

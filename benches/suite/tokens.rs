@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use ctxd::tokenize::Tokenizer;
+use ctxd::domain::tokenize::Tokenizer;
 
 use crate::build::message;
 

@@ -27,6 +27,7 @@ mod native;
 use native::native_reply;
 
 use ctxd::{
+    domain::tokenize::Tokenizer,
     domain::{
         Attachment, AttachmentSource, ConversationId, LlmError, Message, Provider, Reasoning, Role, Sequence,
         TenantId, ToolCall,
@@ -38,7 +39,6 @@ use ctxd::{
     },
     service::{AiSettings, Limits, Service, SummarizeMode, SummarizeRequest},
     store::InMemoryStore,
-    tokenize::Tokenizer,
 };
 
 /// splitmix64: small, seedable, and the same on every platform.

@@ -1,7 +1,10 @@
-//! Who may call: API keys (stored as SHA-256 hashes, each acting for one tenant), or, with none
-//! configured, whoever names a tenant in `x-tenant-id`.
+//! Who may call: API keys (stored as SHA-256 hashes, compared in constant time, each acting for
+//! one tenant), or, with none configured, whoever names a tenant in `x-tenant-id`. The
+//! transport ([`crate::grpc::tenant`]) reads the key off a call; this module knows keys.
 
 use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
 
 use crate::domain::TenantId;
 
@@ -40,21 +43,36 @@ pub struct AuthArgs {
 #[derive(Debug, Clone)]
 pub struct AuthOptions {
     /// The configured keys; empty means auth is off (x-tenant-id trusted).
-    pub api_keys: Vec<KeyEntry>,
+    pub api_keys: Vec<ApiKey>,
     /// Tenant of calls without a tenant header, when auth is off.
     pub default_tenant: TenantId,
 }
 
-/// One configured API key: the SHA-256 of the key (never the key itself) and its tenant.
+/// One configured API key: the SHA-256 of the key (never the key itself) and the tenant it
+/// acts for. Keys are compared in constant time ([`ApiKey::tenant_of`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyEntry {
+pub struct ApiKey {
     /// SHA-256 of the key.
-    pub sha256: [u8; 32],
+    pub hash: [u8; 32],
     /// The tenant the key acts for.
     pub tenant: TenantId,
 }
 
-impl KeyEntry {
+/// Why a key could never be presented, so hashing it would configure a key nobody can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// An empty header value is no key.
+    #[error("an API key must not be empty")]
+    Empty,
+    /// HTTP header values lose surrounding whitespace and carry only visible ASCII.
+    #[error(
+        "an API key must be visible ASCII without spaces (HTTP headers trim whitespace and refuse \
+         other bytes)"
+    )]
+    NotVisibleAscii,
+}
+
+impl ApiKey {
     /// Parses `sha256hex=tenant` (also `sha256hex tenant`, the key-file line format).
     pub fn parse(entry: &str) -> Result<Self, KeyEntryError> {
         let (hash, tenant) =
@@ -65,10 +83,56 @@ impl KeyEntry {
                     entry: entry.to_owned(),
                 })?;
         Ok(Self {
-            sha256: decode_sha256_hex(hash.trim()).ok_or(KeyEntryError::NotSha256)?,
+            hash: decode_sha256_hex(hash.trim()).ok_or(KeyEntryError::NotSha256)?,
             tenant: TenantId::parse(tenant.trim()).map_err(|reason| KeyEntryError::Tenant { reason })?,
         })
     }
+
+    /// The key `key` acting for `tenant`: for whoever holds a key itself (tests, tools), where
+    /// configuration holds only its hash.
+    pub fn from_key(key: &str, tenant: TenantId) -> Self {
+        Self {
+            hash: Sha256::digest(key.as_bytes()).into(),
+            tenant,
+        }
+    }
+
+    /// Checks that `key` can be presented: a key outside `!`..=`~` could never match its hash.
+    pub fn check_key(key: &str) -> Result<(), KeyError> {
+        if key.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        if !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(KeyError::NotVisibleAscii);
+        }
+        Ok(())
+    }
+
+    /// The SHA-256 hex of a key, as configured (`ctxd hash-key`).
+    pub fn hash_hex(key: &str) -> String {
+        Sha256::digest(key.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// The tenant of the configured key whose hash matches `presented`, if any. Every entry is
+    /// compared, so timing does not reveal which one matched.
+    pub fn tenant_of<'a>(keys: &'a [ApiKey], presented: &str) -> Option<&'a TenantId> {
+        let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        keys.iter().fold(None, |found, k| {
+            if constant_time_eq(&k.hash, &hash) {
+                Some(&k.tenant)
+            } else {
+                found
+            }
+        })
+    }
+}
+
+/// Compares two hashes in time independent of where they differ.
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl AuthArgs {
@@ -82,7 +146,7 @@ impl AuthArgs {
             .entries(&mut problems)
             .into_iter()
             .filter_map(|(origin, entry)| {
-                KeyEntry::parse(&entry)
+                ApiKey::parse(&entry)
                     .map_err(|source| problems.push(ConfigProblem::ApiKey { origin, source }))
                     .ok()
             })
@@ -143,18 +207,25 @@ mod tests {
 
     #[test]
     fn key_entries_must_be_sha256_hex() {
-        assert_eq!(KeyEntry::parse("abc=acme"), Err(KeyEntryError::NotSha256));
+        assert_eq!(ApiKey::parse("abc=acme"), Err(KeyEntryError::NotSha256));
         let hash = "ab".repeat(32);
-        let entry = KeyEntry::parse(&format!("{hash} acme")).unwrap();
-        assert_eq!(entry.sha256, [0xab; 32]);
+        let entry = ApiKey::parse(&format!("{hash} acme")).unwrap();
+        assert_eq!(entry.hash, [0xab; 32]);
         assert_eq!(entry.tenant.as_str(), "acme");
     }
 
     #[test]
     fn an_entry_without_a_tenant_is_not_a_pair() {
         assert!(matches!(
-            KeyEntry::parse(&"ab".repeat(32)),
+            ApiKey::parse(&"ab".repeat(32)),
             Err(KeyEntryError::NotAPair { .. })
         ));
+    }
+
+    #[test]
+    fn a_hash_key_line_configures_the_key_it_was_made_from() {
+        let entry = ApiKey::parse(&format!("{}=acme", ApiKey::hash_hex("secret"))).unwrap();
+        let key = ApiKey::from_key("secret", entry.tenant.clone());
+        assert_eq!(key.hash, entry.hash);
     }
 }

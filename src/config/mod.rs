@@ -20,7 +20,7 @@ mod server;
 mod summarizer;
 mod telemetry;
 
-pub use auth::{AuthArgs, AuthOptions, KeyEntry};
+pub use auth::{ApiKey, AuthArgs, AuthOptions, KeyError};
 pub use database::{DatabaseArgs, DatabaseOptions};
 pub use embeddings::{EmbeddingArgs, EmbeddingEndpoint};
 pub use limits::{LimitArgs, LimitOptions, TokenizerName};

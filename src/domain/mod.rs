@@ -20,6 +20,7 @@ pub mod reasoning;
 pub mod search;
 pub mod summary;
 pub mod token_counts;
+pub mod tokenize;
 pub mod tool_protocol;
 pub mod usage;
 pub mod violation;

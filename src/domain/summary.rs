@@ -1,5 +1,5 @@
 //! Rolling summaries: where the cut goes and the embedded extractive summarizer (what an LLM
-//! summarizer is given is in `crate::summarize::prompts`). Pure: the service reads the messages after the watermark and stores
+//! summarizer is given is in `crate::models::summarize::prompts`). Pure: the service reads the messages after the watermark and stores
 //! the result with a compare-and-set.
 
 use std::time::SystemTime;
@@ -8,7 +8,7 @@ use super::{
     ids::Sequence,
     message::{Role, StoredMessage},
 };
-use crate::tokenize::Tokenizer;
+use crate::domain::tokenize::Tokenizer;
 
 /// A stored summary version.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Token counts of a message under every tokenizer: computed once at append (by
 //! `context::cost`, which knows the framing) and stored with the message.
 
-use crate::tokenize::Tokenizer;
+use crate::domain::tokenize::Tokenizer;
 
 /// A message's cost under every tokenizer, computed once at append and stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

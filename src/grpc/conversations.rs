@@ -2,7 +2,7 @@
 //! RewindConversation.
 
 use super::{ContextApi, convert};
-use crate::{deadline::Deadline, domain::TenantId, proto, service::ServiceError};
+use crate::{domain::TenantId, proto, runtime::deadline::Deadline, service::ServiceError};
 
 impl ContextApi {
     pub(super) async fn list_conversations(

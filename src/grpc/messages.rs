@@ -2,9 +2,9 @@
 
 use super::{ContextApi, Reply, convert};
 use crate::{
-    deadline::Deadline,
     domain::{TenantId, Violations},
     proto,
+    runtime::deadline::Deadline,
     service::ServiceError,
 };
 

@@ -3,9 +3,10 @@
 //! outermost layer, so a call is observed once, when its status is known: from the response
 //! headers for an error (gRPC "trailers-only"), else from the body's trailers; a response the
 //! client stops reading counts as CANCELLED. The body also keeps the response's memory
-//! reservation (see [`crate::response_budget`]), so it is freed when the body is, sent or not,
+//! reservation (see [`crate::runtime::response_budget`]), so it is freed when the body is, sent or not,
 //! or when the client has not read it in time ([`super::unread`]).
 
+use crate::runtime::response_budget::Reservation;
 use std::{
     future::Future,
     pin::Pin,
@@ -17,8 +18,8 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 use tonic::codegen::http::{HeaderMap, Request, Response};
 use tower::{Layer, Service};
 
-use super::{HeldMemory, METHODS, code_name, connect::Protocol, unread::ReadInTime};
-use crate::metrics::ServerMetrics;
+use super::{METHODS, code_name, connect::Protocol, unread::ReadInTime};
+use crate::service::metrics::ServerMetrics;
 
 /// The gRPC service whose calls are counted.
 const SERVICE_PREFIX: &str = "/ctxd.v1.ContextService/";
@@ -102,7 +103,7 @@ where
                 call.finish(code);
                 return Ok(response);
             }
-            let held = response.extensions_mut().remove::<HeldMemory>();
+            let held = response.extensions_mut().remove::<std::sync::Arc<Reservation>>();
             Ok(response.map(|body| {
                 let inner = match held {
                     Some(held) => tonic::body::Body::new(ReadInTime::new(body, held, read_timeout)),

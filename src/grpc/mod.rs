@@ -8,17 +8,17 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     proto::{self, context_service_server::ContextService},
-    response_budget::Reservation,
+    runtime::response_budget::Reservation,
+    runtime::telemetry::ErrorChain,
     service::{Service, ServiceError},
-    telemetry::ErrorChain,
 };
 
+mod build_context;
 pub mod codec;
 pub mod connect;
-mod context;
 mod conversations;
 pub(crate) mod convert;
-pub mod deadline;
+pub mod deadline_layer;
 mod descriptors;
 mod entries;
 mod messages;
@@ -31,7 +31,7 @@ pub mod tenant;
 pub(crate) mod unread;
 mod working_memory;
 
-pub use crate::auth::ApiKey;
+pub use crate::config::ApiKey;
 pub use tenant::{API_KEY_HEADER, TENANT_HEADER, TenantInterceptor};
 
 /// The `ContextService` implementation over the use cases.
@@ -50,7 +50,7 @@ impl ContextApi {
 type RpcResult<T> = Result<Response<T>, Status>;
 
 /// A handler's answer: the response message and, for responses that load messages, the memory
-/// they hold ([`crate::response_budget`]) until the client has read them.
+/// they hold ([`crate::runtime::response_budget`]) until the client has read them.
 #[derive(Debug)]
 pub(crate) struct Reply<T> {
     value: T,
@@ -76,22 +76,6 @@ impl<T> From<T> for Reply<T> {
     }
 }
 
-/// A response's [`Reservation`], carried in the response's extensions to [`metered`], which
-/// keeps it with the body.
-#[derive(Debug, Clone)]
-pub(crate) struct HeldMemory {
-    _reservation: std::sync::Arc<Reservation>,
-}
-
-impl HeldMemory {
-    /// Memory held by `reservation` until the response body holding it goes.
-    pub(crate) fn new(reservation: Reservation) -> Self {
-        Self {
-            _reservation: std::sync::Arc::new(reservation),
-        }
-    }
-}
-
 /// Turns a handler's outcome into the RPC answer, logging failures once, by who caused them:
 /// client errors at info, server errors at error with their cause chain. Metrics are counted
 /// outside, by [`metered`], which also sees calls that never reach a handler.
@@ -105,9 +89,8 @@ fn respond<T>(
             let Reply { value, reservation } = reply.into();
             let mut response = Response::new(value);
             if let Some(reservation) = reservation {
-                response.extensions_mut().insert(HeldMemory {
-                    _reservation: std::sync::Arc::new(reservation),
-                });
+                // In the response's extensions, [`metered`] keeps it with the body.
+                response.extensions_mut().insert(std::sync::Arc::new(reservation));
             }
             (tonic::Code::Ok, Ok(response))
         }
@@ -209,7 +192,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::AppendMessageResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self.append_message(tenant, request.into_inner(), deadline).await;
         respond("AppendMessage", started, result)
     }
@@ -230,7 +213,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::SummarizeResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self.summarize(tenant, request.into_inner(), deadline).await;
         respond("Summarize", started, result)
     }
@@ -241,7 +224,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::GetWorkingMemoryResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self
             .get_working_memory(tenant, request.into_inner(), deadline)
             .await;
@@ -254,7 +237,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::UpdateWorkingMemoryResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self
             .update_working_memory(tenant, request.into_inner(), deadline)
             .await;
@@ -277,7 +260,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::DeleteConversationResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self
             .delete_conversation(tenant, request.into_inner(), deadline)
             .await;
@@ -319,7 +302,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::UpdateConversationResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self
             .update_conversation(tenant, request.into_inner(), deadline)
             .await;
@@ -332,7 +315,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::ForkConversationResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self
             .fork_conversation(tenant, request.into_inner(), deadline)
             .await;
@@ -345,7 +328,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::RedactMessageResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self.redact_message(tenant, request.into_inner(), deadline).await;
         respond("RedactMessage", started, result)
     }
@@ -356,7 +339,7 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::RewindConversationResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let deadline = deadline::of(&request);
+        let deadline = deadline_layer::of(&request);
         let result = self
             .rewind_conversation(tenant, request.into_inner(), deadline)
             .await;

@@ -1,6 +1,6 @@
 //! Every request body as it arrives, before tonic buffers it:
 //!
-//! - counted against the replica's memory budget ([`crate::response_budget`]), the same amount
+//! - counted against the replica's memory budget ([`crate::runtime::response_budget`]), the same amount
 //!   that message pages and responses come out of, and against the calling tenant's share of
 //!   it, held until the call has answered: a body that would pass either ends the call with
 //!   RESOURCE_EXHAUSTED, so bodies sent slowly or never finished cannot take the replica's
@@ -26,7 +26,7 @@ use tonic::{
 use tower::{Layer, Service};
 
 use super::TenantInterceptor;
-use crate::response_budget::{Refusal, Reservation, ResponseBudget};
+use crate::runtime::response_budget::{Refusal, Reservation, ResponseBudget};
 
 /// The health service, whose request is also decoded here (its codec would call bytes that
 /// are not a `HealthCheckRequest` INTERNAL).

@@ -9,11 +9,11 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::{
     domain::{Violations, violation::clip},
-    response_budget::Refusal,
+    models::summarize::{ModelError, OpenAiError},
+    runtime::response_budget::Refusal,
+    runtime::telemetry::ErrorChain,
     service::ServiceError,
     store::StoreError,
-    summarize::{ModelError, OpenAiError},
-    telemetry::ErrorChain,
 };
 
 /// The most of a model endpoint's error (with its causes) that a status message carries.

@@ -1,7 +1,7 @@
 //! Summarize.
 
 use super::{ContextApi, Reply, convert};
-use crate::{deadline::Deadline, domain::TenantId, proto, service::ServiceError};
+use crate::{domain::TenantId, proto, runtime::deadline::Deadline, service::ServiceError};
 
 impl ContextApi {
     pub(super) async fn summarize(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tonic::{Request, Status, metadata::MetadataMap, service::Interceptor};
 
-use crate::{auth::ApiKey, domain::TenantId};
+use crate::{config::ApiKey, domain::TenantId};
 
 /// Metadata header naming the tenant.
 pub const TENANT_HEADER: &str = "x-tenant-id";

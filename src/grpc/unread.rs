@@ -1,4 +1,4 @@
-//! A response that holds part of the replica's memory ([`crate::response_budget`]) must be read
+//! A response that holds part of the replica's memory ([`crate::runtime::response_budget`]) must be read
 //! within the request timeout of being ready. A client that stops reading (a zero HTTP/2
 //! window) otherwise holds it until its connection ends, and with it the memory other calls
 //! need. When the time is up the response's content and its reservation are dropped at once,
@@ -7,6 +7,7 @@
 //! Large data frames are handed to HTTP/2 in copied slices, so the connection's send buffer
 //! never keeps the whole response alive behind a slow reader.
 
+use crate::runtime::response_budget::Reservation;
 use std::{
     pin::Pin,
     sync::{Arc, Mutex, PoisonError},
@@ -15,8 +16,6 @@ use std::{
 };
 
 use hyper::body::{Body, Buf, Bytes, Frame, SizeHint};
-
-use super::HeldMemory;
 
 /// The largest piece of a data frame handed to HTTP/2 at once.
 const SLICE: usize = 256 << 10;
@@ -34,12 +33,12 @@ struct Content {
     body: tonic::body::Body,
     /// The rest of a large data frame, handed out in slices.
     pending: Bytes,
-    _held: HeldMemory,
+    _held: std::sync::Arc<Reservation>,
 }
 
 impl ReadInTime {
     /// `body`, holding `held`, to be read within `timeout`.
-    pub(crate) fn new(body: tonic::body::Body, held: HeldMemory, timeout: Duration) -> Self {
+    pub(crate) fn new(body: tonic::body::Body, held: std::sync::Arc<Reservation>, timeout: Duration) -> Self {
         let slot = Arc::new(Mutex::new(Some(Content {
             body,
             pending: Bytes::new(),

@@ -4,8 +4,8 @@
 use super::{Service, ServiceError, settings::AutoSummarize};
 use crate::{
     domain::{AppendOutcome, ConversationId, TenantId, summary::messages_to_fold},
+    models::summarize::Caller,
     store::StoreError,
-    summarize::Caller,
 };
 
 /// Background summarization is considered each time a conversation passes a multiple of this
@@ -33,7 +33,7 @@ impl Service {
         let key = format!("{tenant}\u{0}{conversation}");
         let started = self.tasks.try_spawn(key, auto.concurrency, async move {
             if let Err(error) = service.auto_summarize(&tenant, &conversation, auto).await {
-                let error = crate::telemetry::ErrorChain(&error);
+                let error = crate::runtime::telemetry::ErrorChain(&error);
                 tracing::warn!(%tenant, %conversation, %error, "background summarization failed");
             }
         });

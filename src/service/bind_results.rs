@@ -40,7 +40,7 @@ impl Service {
                 .store
                 .list_messages(tenant, &batch.conversation_id, after, WINDOW as usize, read.limit)
                 .await?;
-            reservation.end_read(read, super::context::loaded_bytes(&page.messages))?;
+            reservation.end_read(read, super::packing::loaded_bytes(&page.messages))?;
             for stored in &page.messages {
                 calls.extend(
                     stored

@@ -2,11 +2,11 @@
 
 use super::{Service, ServiceError};
 use crate::{
-    deadline::Deadline,
     domain::{
         ConversationId, Sequence, TenantId, Violations,
         conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
     },
+    runtime::deadline::Deadline,
     store::{Redaction, Rewind},
 };
 

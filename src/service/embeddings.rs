@@ -20,7 +20,7 @@ use crate::{
             vectors::{PassageVector, QueryVector, centred_code, chunks, mean_of},
         },
     },
-    embed::{EmbedError, Embedder, Kind},
+    models::embeddings::{EmbedError, Embedder, Kind},
     store::{EmbeddingBatch, MessageVector, QueryEmbedding, StoreError},
 };
 
@@ -201,7 +201,7 @@ impl Service {
                         .remove(&key);
                 }
                 Err(error) => {
-                    let error = crate::telemetry::ErrorChain(&error);
+                    let error = crate::runtime::telemetry::ErrorChain(&error);
                     tracing::warn!(%tenant, %conversation, %error, "embedding the backlog failed; retrying later");
                     self.retry_later(key);
                 }
@@ -372,7 +372,7 @@ impl Service {
                     .embedding_failures
                     .with_label_values(&["query"])
                     .inc();
-                let error = crate::telemetry::ErrorChain(&error);
+                let error = crate::runtime::telemetry::ErrorChain(&error);
                 tracing::warn!(%error, "the query could not be embedded; searching lexically");
                 None
             }

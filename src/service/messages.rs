@@ -2,12 +2,12 @@
 
 use super::{Service, ServiceError, offload};
 use crate::{
-    deadline::Deadline,
     domain::{
         AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId,
         context::{Format, render::render_history},
     },
-    response_budget::Reservation,
+    runtime::deadline::Deadline,
+    runtime::response_budget::Reservation,
     store::{MessagePage, StoreError},
 };
 
@@ -91,7 +91,7 @@ impl Service {
             .store
             .list_messages(tenant, conversation, after, limit, read.limit)
             .await?;
-        let loaded = super::context::loaded_bytes(&page.messages);
+        let loaded = super::packing::loaded_bytes(&page.messages);
         reservation.end_read(read, loaded)?;
         // The page, then its encoding; a rendering copies the page, then is encoded too.
         let rendered = match format {

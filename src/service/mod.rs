@@ -7,32 +7,33 @@ use std::sync::Arc;
 
 use crate::{
     domain::Violations,
-    metrics::UseCaseMetrics,
-    response_budget::{Refusal, ResponseBudget},
+    models::summarize::ModelError,
+    runtime::response_budget::{Refusal, ResponseBudget},
+    service::metrics::UseCaseMetrics,
     store::{Store, StoreError},
-    summarize::ModelError,
 };
 
 mod auto_summary;
+mod background;
 mod bind_results;
-mod context;
 mod conversations;
 mod embeddings;
 mod messages;
+pub mod metrics;
+mod packing;
 pub mod retention;
 mod search;
 mod settings;
 mod summary;
-mod tasks;
 mod tenant_slots;
 mod working_memory;
 
-pub use context::ContextOutcome;
+pub use background::BackgroundTasks;
 pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessagesOutcome};
+pub use packing::ContextOutcome;
 pub use search::{DEFAULT_SEARCH_PAGE, MAX_SEARCH_PAGE, SearchHit, SearchOutcome, SearchRequest};
 pub use settings::{AiSettings, AutoSummarize, Limits};
 pub use summary::{PreparedRequest, SummarizeMode, SummarizeOutcome, SummarizeRequest};
-pub use tasks::BackgroundTasks;
 pub use working_memory::{MemoryMode, MemoryOutcome};
 
 use tenant_slots::TenantSlots;
@@ -162,16 +163,16 @@ impl Service {
     }
 }
 
-/// Runs CPU work proportional to `bytes` on the CPU pool ([`crate::cpu`]) when large, inline
+/// Runs CPU work proportional to `bytes` on the CPU pool ([`crate::runtime::cpu`]) when large, inline
 /// when small.
 pub(crate) async fn offload<T: Send + 'static>(
     owner: &str,
     bytes: usize,
-    work: impl FnOnce(&crate::cpu::Cancel) -> T + Send + 'static,
+    work: impl FnOnce(&crate::runtime::cpu::Cancel) -> T + Send + 'static,
 ) -> T {
     if bytes > OFFLOAD_BYTES {
-        crate::cpu::run(owner, work).await
+        crate::runtime::cpu::run(owner, work).await
     } else {
-        work(&crate::cpu::Cancel::default())
+        work(&crate::runtime::cpu::Cancel::default())
     }
 }

@@ -8,7 +8,7 @@ use std::{
 };
 
 use crate::{
-    metrics::UseCaseMetrics,
+    service::metrics::UseCaseMetrics,
     store::{RetentionRule, Store, StoreError, Swept},
 };
 
@@ -38,7 +38,7 @@ pub async fn run(store: Arc<dyn Store>, retention: Retention, metrics: Arc<UseCa
             ),
             Ok(_) => {}
             Err(error) => {
-                tracing::warn!(error = %crate::telemetry::ErrorChain(&error), "retention sweep failed")
+                tracing::warn!(error = %crate::runtime::telemetry::ErrorChain(&error), "retention sweep failed")
             }
         }
     }

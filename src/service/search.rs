@@ -2,6 +2,7 @@
 
 use super::{SEARCH_QUEUE_WAIT, Service, ServiceError, offload};
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{
         ConversationId, Role, Sequence, TenantId, Violations,
         context::{
@@ -16,9 +17,8 @@ use crate::{
             searchable_text, snippet,
         },
     },
-    response_budget::Reservation,
+    runtime::response_budget::Reservation,
     store::{SearchPage, SearchSpec},
-    tokenize::Tokenizer,
 };
 
 /// Hits per page when the request leaves it at 0.

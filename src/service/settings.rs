@@ -2,10 +2,10 @@
 //! extractor, background summarization. Plain values the composition root fills in.
 
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{AppendLimits, search::Language},
-    response_budget::ResponseBudget,
-    summarize::{Extractor, Summarizer},
-    tokenize::Tokenizer,
+    models::summarize::{Extractor, Summarizer},
+    runtime::response_budget::ResponseBudget,
 };
 
 /// Limits and defaults of requests.
@@ -70,7 +70,7 @@ pub struct AiSettings {
     /// The model context PREPARE's requests fit (CTXD_OPENAI_CONTEXT_TOKENS).
     pub context_tokens: usize,
     /// Semantic search's embeddings endpoint, when configured.
-    pub embedder: Option<std::sync::Arc<crate::embed::Embedder>>,
+    pub embedder: Option<std::sync::Arc<crate::models::embeddings::Embedder>>,
 }
 
 impl Default for AiSettings {

@@ -2,16 +2,16 @@
 
 use super::{Service, ServiceError};
 use crate::{
-    deadline::Deadline,
+    domain::tokenize::Tokenizer,
     domain::{
         ConversationId, Sequence, StoredMessage, TenantId, Violations,
         message::Message,
         summary::{Summary, is_boundary, messages_to_fold},
     },
-    response_budget::Reservation,
+    models::summarize::{Caller, ModelError, ModelRole, prompts::render_chat, summary_chunk},
+    runtime::deadline::Deadline,
+    runtime::response_budget::Reservation,
     store::{NewSummary, StoreError, SummaryState},
-    summarize::{Caller, ModelError, ModelRole, prompts::render_chat, summary_chunk},
-    tokenize::Tokenizer,
 };
 
 /// SERVER summaries retry this many times when a concurrent summary moved the watermark.
@@ -174,7 +174,7 @@ impl Service {
         let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
         let state = self.store.summary_state(tenant, conversation, read.limit).await?;
-        reservation.end_read(read, super::context::loaded_bytes(&state.messages))?;
+        reservation.end_read(read, super::packing::loaded_bytes(&state.messages))?;
         Ok((state, reservation))
     }
 

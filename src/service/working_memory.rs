@@ -3,14 +3,16 @@
 
 use super::{PreparedRequest, Service, ServiceError};
 use crate::{
-    deadline::Deadline,
     domain::{
         ConversationId, TenantId, Violations, conversation, message::StoredMessage,
         working_memory::WorkingMemory,
     },
-    response_budget::Reservation,
+    models::summarize::{
+        Caller, ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format,
+    },
+    runtime::deadline::Deadline,
+    runtime::response_budget::Reservation,
     store::{MemoryBase, MemoryState, StoreError},
-    summarize::{Caller, ModelError, ModelRole, extraction_chunk, prompts::extraction_response_format},
 };
 
 /// Refreshes retry this many times when a concurrent update bumped the version.
@@ -133,7 +135,7 @@ impl Service {
         let read = reservation.begin_read()?;
         let limit = with_messages.then_some(read.limit);
         let state = self.store.memory_state(tenant, conversation, limit).await?;
-        reservation.end_read(read, super::context::loaded_bytes(&state.messages))?;
+        reservation.end_read(read, super::packing::loaded_bytes(&state.messages))?;
         Ok((state, reservation))
     }
 

@@ -4,19 +4,18 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::{
-    auth::ApiKey,
     config::{
         AuthOptions, DatabaseOptions, EmbeddingEndpoint, Engine, LimitOptions, LogFormatName,
         RetentionOptions, SummarizerOptions, TelemetryOptions, TokenizerName,
     },
     domain::AppendLimits,
-    embed::{EmbedError, Embedder, EmbeddingOptions},
+    domain::tokenize::Tokenizer,
     grpc::TenantInterceptor,
+    models::embeddings::{EmbedError, Embedder, EmbeddingOptions},
+    models::summarize::{Extractor, OpenAiClient, OpenAiError, OpenAiOptions, Summarizer},
+    runtime::telemetry::{self, LogFormat, TelemetryError},
     service::{AiSettings, AutoSummarize, Limits, retention::Retention},
     store::PostgresOptions,
-    summarize::{Extractor, OpenAiClient, OpenAiError, OpenAiOptions, Summarizer},
-    telemetry::{self, LogFormat, TelemetryError},
-    tokenize::Tokenizer,
 };
 
 /// Installs logging as configured.
@@ -146,27 +145,7 @@ pub(super) fn interceptor(auth: &AuthOptions) -> TenantInterceptor {
         );
         return TenantInterceptor::trusting_header(auth.default_tenant.clone());
     }
-    let keys: Vec<ApiKey> = auth
-        .api_keys
-        .iter()
-        .map(|entry| ApiKey {
-            hash: entry.sha256,
-            tenant: entry.tenant.clone(),
-        })
-        .collect();
+    let keys = auth.api_keys.clone();
     tracing::info!(keys = keys.len(), "API key authentication enabled");
     TenantInterceptor::with_api_keys(keys)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::KeyEntry;
-
-    #[test]
-    fn a_hash_key_line_configures_the_key_it_was_made_from() {
-        let entry = KeyEntry::parse(&format!("{}=acme", ApiKey::hash_hex("secret"))).unwrap();
-        let key = ApiKey::from_key("secret", entry.tenant.clone());
-        assert_eq!(key.hash, entry.sha256);
-    }
 }

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use crate::{store::StoreError, summarize::OpenAiError};
+use crate::{models::summarize::OpenAiError, store::StoreError};
 
 /// Failures that stop the server from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +35,7 @@ pub enum StartupError {
     Embeddings {
         /// Why.
         #[source]
-        source: crate::embed::EmbedError,
+        source: crate::models::embeddings::EmbedError,
     },
     /// The TLS certificate, key or client CA was refused.
     #[error("TLS set-up failed")]

@@ -10,16 +10,16 @@ use tonic_health::server::HealthReporter;
 
 use crate::{
     config::{ServerOptions, Settings},
-    metrics::{self, ServerMetrics, StoreStatus},
+    service::metrics::{self, ServerMetrics, StoreStatus},
     service::{Service, retention::Retention},
     store::{self, Store, StoreError},
 };
 
+mod companions;
 mod compose;
 mod error;
 mod router;
 mod run;
-mod tasks;
 
 pub use compose::{init_telemetry, postgres_options};
 pub use error::StartupError;

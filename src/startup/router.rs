@@ -22,14 +22,14 @@ use crate::{
     grpc::{
         ContextApi, TenantInterceptor,
         connect::ProtocolLayer,
-        deadline::DeadlineLayer,
+        deadline_layer::DeadlineLayer,
         metered::MeteredLayer,
         request_body::RequestBodyLayer,
         request_id::{REQUEST_ID_HEADER, RequestIdLayer},
     },
-    metrics::ServerMetrics,
     proto::{self, context_service_server::ContextServiceServer},
     service::Service,
+    service::metrics::ServerMetrics,
 };
 
 /// Streams a client may reset before the server has taken them up, per connection, before

@@ -8,14 +8,14 @@ use tonic_health::{ServingStatus, server::HealthReporter};
 
 use super::{
     App, SERVICE_NAME, StartupError,
-    tasks::{self, Companions, Ended, ServerTask},
+    companions::{self, Companions, Ended, ServerTask},
 };
 use crate::{
-    metrics,
-    net::{Acceptor, HTTP2_PREFACE_BYTES},
+    runtime::net::{Acceptor, HTTP2_PREFACE_BYTES},
+    runtime::telemetry::ErrorChain,
     service::Service,
+    service::metrics,
     store::Store,
-    telemetry::ErrorChain,
 };
 
 /// A server and its companions, running.
@@ -41,7 +41,7 @@ impl App {
         let addr = self.local_addr();
         let mut running = self.start().await;
         tracing::info!(%addr, "ctxd listening");
-        let ended = tasks::first_end(&mut running.server, &mut running.companions, shutdown).await;
+        let ended = companions::first_end(&mut running.server, &mut running.companions, shutdown).await;
         running.stop(ended).await
     }
 
@@ -62,7 +62,7 @@ impl App {
             .set_service_status(SERVICE_NAME, ServingStatus::Serving)
             .await;
         let mut companions = Companions::default();
-        let probe = tasks::probe_store(store.clone(), health.clone(), options.health_probe_interval);
+        let probe = companions::probe_store(store.clone(), health.clone(), options.health_probe_interval);
         companions.spawn("the health probe", probe);
         let sweeper = crate::service::retention::run(store.clone(), retention, service.metrics().clone());
         companions.spawn("the retention sweeper", sweeper);
@@ -103,19 +103,19 @@ impl Running {
             shutdown_grace,
         } = self;
         let outcome = match ended {
-            Ended::Server(served) => tasks::served(served),
+            Ended::Server(served) => companions::served(served),
             Ended::Shutdown => {
                 tracing::info!(
                     grace_secs = shutdown_grace.as_secs(),
                     "shutting down: draining in-flight calls"
                 );
                 stop_serving(&health, stop_server).await;
-                tasks::served(tasks::drain(server, &service, shutdown_grace).await)
+                companions::served(companions::drain(server, &service, shutdown_grace).await)
             }
             Ended::Companion(failure) => {
                 tracing::error!(error = %ErrorChain(&failure), "stopping: draining in-flight calls");
                 stop_serving(&health, stop_server).await;
-                let _ = tasks::drain(server, &service, shutdown_grace).await;
+                let _ = companions::drain(server, &service, shutdown_grace).await;
                 Err(failure)
             }
         };

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 
 use crate::{
-    deadline::Deadline,
     domain::{
         AppendBatch, AppendOutcome, AppendRejection, ConversationId, Sequence, TenantId, Violations,
         context::PageRequest,
@@ -18,6 +17,7 @@ use crate::{
         summary::Summary,
         working_memory::WorkingMemory,
     },
+    runtime::deadline::Deadline,
 };
 
 pub mod in_memory;

@@ -236,7 +236,7 @@ async fn prepare_steps_over_a_tool_group_larger_than_the_model_context(kind: Sto
         let counted: usize = request
             .messages
             .iter()
-            .map(|m| ctxd::tokenize::Tokenizer::Cl100kBase.count(&m.content) + 8)
+            .map(|m| ctxd::domain::tokenize::Tokenizer::Cl100kBase.count(&m.content) + 8)
             .sum();
         assert!(
             counted + request.max_output_tokens as usize <= 4_096,

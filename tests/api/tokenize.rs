@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use ctxd::{proto, tokenize::Tokenizer};
+use ctxd::{domain::tokenize::Tokenizer, proto};
 use serde_json::Value;
 
 use crate::helpers::{StoreKind, spawn_app};

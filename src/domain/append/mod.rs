@@ -11,14 +11,14 @@ use super::{
     token_counts::TokenCounts,
 };
 
-mod native;
 mod plan;
+mod provider_checks;
 mod validate;
 
-pub use native::{MAX_REASONING_BLOCKS, parse_native};
 pub use plan::{
     AppendPlan, AppendRejection, AppendState, IdempotencyRecord, WritePlan, needs_state, newest_facts, plan,
 };
+pub use provider_checks::{MAX_REASONING_BLOCKS, parse_native};
 pub use validate::{check_batch_size, check_message};
 
 /// Maximum length of a tool call id, tool name, message name or response id, in bytes.

@@ -1,6 +1,6 @@
 //! Per-message checks on append: what each role needs, and the size limits.
 
-use super::{AppendLimits, MAX_SHORT_FIELD_BYTES, native::check_native};
+use super::{AppendLimits, MAX_SHORT_FIELD_BYTES, provider_checks::check_native};
 use crate::domain::{
     message::{AttachmentSource, Message, Role},
     violation::{NUL_DESCRIPTION, Violations, check_no_nul},

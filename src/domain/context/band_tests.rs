@@ -11,11 +11,11 @@ use super::{
     cost::text_message_cost, initial_page_limit,
 };
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{
         ids::{ConversationId, Sequence},
         message::{Message, Role, StoredMessage},
     },
-    tokenize::Tokenizer,
 };
 
 /// The fewest summary tokens a cut summary carries (as the packer's MIN_CUT_SUMMARY_TOKENS).

@@ -1,15 +1,15 @@
 //! What a message costs in a context pack: its rendered text and its tokens under each
-//! tokenizer, with the chat framing of [`crate::tokenize`].
+//! tokenizer, with the chat framing of [`crate::domain::tokenize`].
 
 use std::borrow::Cow;
 
 use crate::{
+    domain::tokenize::{ATTACHMENT_TOKENS, MESSAGE_OVERHEAD, NAME_OVERHEAD, TOOL_CALL_OVERHEAD, Tokenizer},
     domain::{
         format::Format,
         message::{AttachmentSource, Message},
         token_counts::TokenCounts,
     },
-    tokenize::{ATTACHMENT_TOKENS, MESSAGE_OVERHEAD, NAME_OVERHEAD, TOOL_CALL_OVERHEAD, Tokenizer},
 };
 
 /// Counting, beside the framing it counts.

@@ -24,7 +24,7 @@ use super::{
     violation::Violations,
     working_memory::WorkingMemory,
 };
-use crate::tokenize::Tokenizer;
+use crate::domain::tokenize::Tokenizer;
 
 /// Largest accepted `max_tokens`: above every model's context window, and a bound on how much
 /// of a log one BuildContext reads.

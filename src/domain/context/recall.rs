@@ -7,12 +7,12 @@ use std::collections::HashSet;
 
 use super::{ContextMessage, ContextPack, Recall, Source, cost::text_message_cost};
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{
         ids::Sequence,
         message::{Message, Role, StoredMessage},
         search::{self, Language, SearchQuery},
     },
-    tokenize::Tokenizer,
 };
 
 /// Opens the recalled turn.

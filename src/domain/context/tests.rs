@@ -21,11 +21,11 @@ use super::{
     render::{render, renders_as_turn},
 };
 use crate::{
+    domain::tokenize::{REPLY_PRIMING, Tokenizer},
     domain::{
         ids::{ConversationId, Sequence},
         message::{Attachment, AttachmentSource, LlmError, Message, Role, StoredMessage, ToolCall},
     },
-    tokenize::{REPLY_PRIMING, Tokenizer},
 };
 
 /// One step of a generated conversation.

@@ -1,7 +1,7 @@
 //! Working memory: the structured facts of a conversation with their provenance, and the merge
 //! that supersedes items instead of deleting them. The embedded `rules` extractor is in
 //! [`rules`]; the LLM extraction protocol (prompt, schema, answer parsing) in
-//! `crate::summarize::prompts`.
+//! `crate::models::summarize::prompts`.
 
 use std::time::SystemTime;
 

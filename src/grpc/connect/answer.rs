@@ -17,7 +17,7 @@ use super::{
     codec::{self, Encoding},
     layer::ProtocolLayer,
 };
-use crate::grpc::{HeldMemory, METHODS, code_name, unread::ReadInTime};
+use crate::grpc::{METHODS, code_name, unread::ReadInTime};
 
 /// How a call's memory is accounted: under the tenant its headers name, or not at all (the
 /// health check, which must answer whatever the budget holds).
@@ -118,14 +118,14 @@ pub(super) async fn transcode(
 fn answered(
     layer: &ProtocolLayer,
     body: Bytes,
-    reservation: Option<crate::response_budget::Reservation>,
+    reservation: Option<crate::runtime::response_budget::Reservation>,
     headers: &HeaderMap,
     encoding: Encoding,
 ) -> Response<tonic::body::Body> {
     let body = tonic::body::Body::new(Full::new(body));
     let body = match reservation {
         Some(reservation) => {
-            let held = HeldMemory::new(reservation);
+            let held = std::sync::Arc::new(reservation);
             tonic::body::Body::new(ReadInTime::new(body, held, layer.request_timeout))
         }
         None => body,

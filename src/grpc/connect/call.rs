@@ -17,7 +17,7 @@ use super::{
     codec::{self, Encoding},
     layer::{Protocol, ProtocolLayer},
 };
-use crate::response_budget::Reservation;
+use crate::runtime::response_budget::Reservation;
 
 /// A Connect unary call, as the gRPC call it stands for.
 pub(super) async fn connect<S>(

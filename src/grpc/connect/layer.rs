@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use crate::{grpc::TenantInterceptor, metrics::ServerMetrics, response_budget::ResponseBudget};
+use crate::{
+    grpc::TenantInterceptor, runtime::response_budget::ResponseBudget, service::metrics::ServerMetrics,
+};
 
 /// How a call reached the server, as metrics label it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -71,7 +71,7 @@ pub(crate) fn conversation(conversation: Conversation) -> proto::Conversation {
             conversation_id: id.as_str().to_owned(),
             sequence: sequence.get(),
         }),
-        usage: super::native::usage_to_proto(usage),
+        usage: super::provider_json::usage_to_proto(usage),
     }
 }
 

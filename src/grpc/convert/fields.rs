@@ -2,9 +2,9 @@
 //! formats, each parsed with its violation under the field's path, and written back.
 
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{ConversationId, Role, Sequence, Violations, format::Format},
     proto,
-    tokenize::Tokenizer,
 };
 
 /// Parses a conversation id field, recording a violation under `field`.

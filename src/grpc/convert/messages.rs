@@ -44,9 +44,9 @@ pub(crate) fn append_batch(
         Some(native) => {
             let salt = match &idempotency_key {
                 Some(Some(key)) => key.as_str().to_owned(),
-                _ => super::native::unique_salt(),
+                _ => super::provider_json::unique_salt(),
             };
-            super::native::native_messages(native, &salt, limits, &mut v)
+            super::provider_json::native_messages(native, &salt, limits, &mut v)
         }
         None => {
             v.extend(check_batch_size(raw_messages.len(), limits));
@@ -168,7 +168,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         content_signature,
         content_phase,
         native: None,
-        usage: usage.map(super::native::usage_of).unwrap_or_default(),
+        usage: usage.map(super::provider_json::usage_of).unwrap_or_default(),
     });
     match message {
         Some(m) if v.is_empty() => Ok(m),
@@ -419,7 +419,7 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
             format: format_to_proto(n.format) as i32,
             json: n.json.to_string(),
         }),
-        usage: super::native::usage_to_proto(usage),
+        usage: super::provider_json::usage_to_proto(usage),
     }
 }
 

@@ -3,22 +3,22 @@
 //! compile error here until someone decides what it means. The scalar fields every group
 //! shares (ids, sequences, roles, tokenizers, formats) are parsed in `fields`.
 
-mod context;
 mod conversations;
 mod fields;
 mod messages;
-mod native;
+mod pack;
+mod provider_json;
 mod search;
 mod summary;
 mod working_memory;
 
-pub(crate) use context::{context_request, context_response};
 pub(crate) use conversations::{
     conversation, fork_request, get_request, list_request as list_conversations_request, redact_request,
     rewind_request, update_request,
 };
 pub(crate) use fields::{conversation_id, tokenizer, tokenizer_to_proto};
 pub(crate) use messages::{append_batch, list_request, stored_message};
+pub(crate) use pack::{context_request, context_response};
 pub(crate) use search::{search_request, search_response};
 pub(crate) use summary::{prepared_request, summarize_request, summary};
 pub(crate) use working_memory::{memory_from_proto, memory_to_proto};

@@ -2,10 +2,10 @@
 
 use super::fields::{conversation_id, role_to_proto, sequence, tokenizer};
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{Sequence, Violations, message::Message, summary::Summary, violation::check_no_nul},
     proto,
     service::{Limits, PreparedRequest, SummarizeMode, SummarizeRequest},
-    tokenize::Tokenizer,
 };
 
 /// The wire form of a summary, its tokens counted with `tokenizer`.

@@ -16,7 +16,6 @@ use super::{
     SummaryState, Swept,
 };
 use crate::{
-    deadline::Deadline,
     domain::{
         AppendBatch, AppendOutcome, AppendPlan, AppendState, ConversationId, Sequence, TenantId,
         append::plan,
@@ -25,6 +24,7 @@ use crate::{
         summary::Summary,
         working_memory::WorkingMemory,
     },
+    runtime::deadline::Deadline,
 };
 
 mod entry;

@@ -14,7 +14,6 @@ use super::{
     rows::{self, column},
 };
 use crate::{
-    deadline::Deadline,
     domain::{
         ConversationId, Sequence, TenantId, Usage,
         conversation::{
@@ -22,6 +21,7 @@ use crate::{
         },
         working_memory::WorkingMemory,
     },
+    runtime::deadline::Deadline,
     store::{RetentionRule, StoreError, Swept},
 };
 

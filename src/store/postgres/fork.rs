@@ -9,13 +9,13 @@ use super::{
     rows::{self, column},
 };
 use crate::{
-    deadline::Deadline,
     domain::{
         ConversationId, Sequence, TenantId,
         conversation::{Conversation, ForkPlan, ForkSource},
         search,
         working_memory::WorkingMemory,
     },
+    runtime::deadline::Deadline,
     store::StoreError,
 };
 /// Every column of `messages` after the conversation id, as the fork copies them.

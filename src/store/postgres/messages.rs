@@ -4,8 +4,8 @@ use deadpool_postgres::Pool;
 
 use super::rows::{byte_limit, capped_messages, capped_page};
 use crate::{
-    deadline::Deadline,
     domain::{ConversationId, Sequence, StoredMessage, TenantId},
+    runtime::deadline::Deadline,
     store::{CappedPage, MessagePage, StoreError},
 };
 

@@ -19,7 +19,6 @@ use super::{
     SearchSpec, Store, StoreError, SummaryState, Swept,
 };
 use crate::{
-    deadline::Deadline,
     domain::{
         AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId,
         context::PageRequest,
@@ -27,11 +26,11 @@ use crate::{
         summary::Summary,
         working_memory::WorkingMemory,
     },
+    runtime::deadline::Deadline,
 };
 
 mod append;
 mod cache;
-mod context;
 mod conversations;
 mod errors;
 mod fork;
@@ -44,6 +43,7 @@ mod rewind;
 mod rows;
 mod search;
 mod summary;
+mod tail;
 mod vectors;
 mod working_memory;
 mod writes;
@@ -178,7 +178,7 @@ impl Store for PostgresStore {
         first_page: usize,
         max_bytes: usize,
     ) -> Result<OpenedContext, StoreError> {
-        context::open_context(
+        tail::open_context(
             &self.pool,
             &self.cache,
             tenant,
@@ -196,7 +196,7 @@ impl Store for PostgresStore {
         version: LogVersion,
         page: PageRequest,
     ) -> Result<CappedPage, StoreError> {
-        context::tail(&self.pool, &self.cache, tenant, conversation, version, page).await
+        tail::tail(&self.pool, &self.cache, tenant, conversation, version, page).await
     }
 
     async fn open_calls(
@@ -205,7 +205,7 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         ids: &[String],
     ) -> Result<HashMap<String, Sequence>, StoreError> {
-        context::open_calls(&self.pool, tenant, conversation, ids).await
+        tail::open_calls(&self.pool, tenant, conversation, ids).await
     }
 
     async fn summary_state(

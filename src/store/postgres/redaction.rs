@@ -10,11 +10,11 @@ use super::{
     rows::{self, column},
 };
 use crate::{
-    deadline::Deadline,
     domain::{
         ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, conversation,
         token_counts::TokenCounts,
     },
+    runtime::deadline::Deadline,
     store::{Redaction, StoreError},
 };
 

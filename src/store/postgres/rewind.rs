@@ -11,11 +11,11 @@ use super::{
     rows::{self, column},
 };
 use crate::{
-    deadline::Deadline,
     domain::{
         ConversationId, Sequence, TenantId,
         conversation::{self, RewindRefusal},
     },
+    runtime::deadline::Deadline,
     store::{Rewind, StoreError},
 };
 

@@ -6,8 +6,8 @@ use tokio_postgres::types::ToSql;
 
 use super::{messages::messages_after, rows::column};
 use crate::{
-    deadline::Deadline,
     domain::{ConversationId, Sequence, TenantId, conversation::REDACTED_CONTENT, summary::Summary},
+    runtime::deadline::Deadline,
     store::{NewSummary, StoreError, SummaryState},
 };
 

@@ -8,8 +8,8 @@ use super::{
     rows::{column, memory_from_row},
 };
 use crate::{
-    deadline::Deadline,
     domain::{ConversationId, Sequence, TenantId, working_memory::WorkingMemory},
+    runtime::deadline::Deadline,
     store::{MemoryBase, MemoryState, StoreError},
 };
 

@@ -3,7 +3,7 @@
 //! nothing the caller saw fail commits later (docs/design.md, "Every call is bounded").
 
 use crate::{
-    deadline::Deadline,
+    runtime::deadline::Deadline,
     store::{StoreError, claim_commit},
 };
 

@@ -1,12 +1,17 @@
-"""Channel, metadata, deadlines and retries shared by Client and AsyncClient."""
+"""Channel, metadata, deadlines and retries shared by Client and AsyncClient, and the two
+transports, the only place where the blocking client and the asyncio one differ."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import random
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -118,3 +123,161 @@ class Deadline:
 
     def allows(self, pause: float) -> bool:
         return self.at is None or time.monotonic() + pause < self.at
+
+
+# -- the transports ---------------------------------------------------------------------------
+# Every client method is written once, as a coroutine (or an async generator), in
+# ctxd.client._Api; its I/O goes through `_invoke` (one attempt of an RPC) and `_pause` (the
+# backoff between attempts). The transport a client class mixes in supplies those two, makes the
+# channel, and turns each shared definition into that class's method:
+#  - Blocking (Client): `_invoke` calls grpc's blocking stub and `_pause` is time.sleep, so the
+#    shared coroutine never suspends; the method runs it to the end at once (`complete`) and
+#    returns the response (the iterators: a generator that runs each step so).
+#  - Asyncio (AsyncClient): `_invoke` awaits grpc.aio and `_pause` is asyncio.sleep; the method
+#    is the shared coroutine function itself.
+
+T = TypeVar("T")
+Method = Callable[..., Any]
+
+
+def complete(step: Awaitable[T]) -> T:
+    """The value of `step`, an awaitable whose awaits all finish at once (a Blocking client's)."""
+    steps = step.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    steps.close()
+    raise RuntimeError("a blocking ctxd call waited for an event loop")
+
+
+def _owned_by(method: Method, owner: type) -> Method:
+    method.__qualname__ = f"{owner.__qualname__}.{method.__name__}"
+    return method
+
+
+class Transport:
+    """What a client class's transport supplies to the shared methods (see the comment above)."""
+
+    @staticmethod
+    def _connect(
+        target: str,
+        tls: bool | grpc.ChannelCredentials | None,
+        options: Sequence[tuple[str, Any]] | None,
+        interceptors: Sequence[Any] | None,
+        channel: Any,
+    ) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    async def _invoke(rpc: Any, request: Any, timeout: float | None, metadata: Sequence[tuple[str, str]]) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    async def _pause(seconds: float) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _method(impl: Callable[..., Coroutine[Any, Any, Any]], owner: type) -> Method:
+        """The method of `owner` that `impl` (a shared coroutine function) defines."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _iterator(impl: Callable[..., AsyncIterator[Any]], owner: type) -> Method:
+        """The method of `owner` that `impl` (a shared async generator function) defines."""
+        raise NotImplementedError
+
+
+class Blocking(Transport):
+    """The blocking transport (ctxd.Client): grpc's channel, calls that block."""
+
+    @staticmethod
+    def _connect(
+        target: str,
+        tls: bool | grpc.ChannelCredentials | None,
+        options: Sequence[tuple[str, Any]] | None,
+        interceptors: Sequence[Any] | None,
+        channel: grpc.Channel | None,
+    ) -> grpc.Channel:
+        if channel is None:
+            creds = credentials(tls)
+            opts = channel_options(options)
+            channel = grpc.secure_channel(target, creds, opts) if creds else grpc.insecure_channel(target, opts)
+        return grpc.intercept_channel(channel, *interceptors) if interceptors else channel
+
+    @staticmethod
+    async def _invoke(rpc: Any, request: Any, timeout: float | None, metadata: Sequence[tuple[str, str]]) -> Any:
+        return rpc(request, timeout=timeout, metadata=metadata)
+
+    @staticmethod
+    async def _pause(seconds: float) -> None:
+        time.sleep(seconds)
+
+    @staticmethod
+    def _method(impl: Callable[..., Coroutine[Any, Any, Any]], owner: type) -> Method:
+        @functools.wraps(impl)
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return complete(impl(*args, **kwargs))
+
+        return _owned_by(method, owner)
+
+    @staticmethod
+    def _iterator(impl: Callable[..., AsyncIterator[Any]], owner: type) -> Method:
+        @functools.wraps(impl)
+        def method(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            items = impl(*args, **kwargs)
+            try:
+                while True:
+                    try:
+                        item = complete(items.__anext__())
+                    except StopAsyncIteration:
+                        return
+                    yield item
+            finally:
+                complete(items.aclose())  # type: ignore[attr-defined]
+
+        # Its annotation says what it returns here: Iterator[X] for the shared AsyncIterator[X].
+        returns = str(impl.__annotations__["return"]).removeprefix("Async")
+        method.__annotations__ = {**impl.__annotations__, "return": returns}
+        method.__signature__ = inspect.signature(impl).replace(return_annotation=returns)  # type: ignore[attr-defined]
+        return _owned_by(method, owner)
+
+
+class Asyncio(Transport):
+    """The asyncio transport (ctxd.AsyncClient): grpc.aio's channel, calls that are awaited."""
+
+    @staticmethod
+    def _connect(
+        target: str,
+        tls: bool | grpc.ChannelCredentials | None,
+        options: Sequence[tuple[str, Any]] | None,
+        interceptors: Sequence[Any] | None,
+        channel: grpc.aio.Channel | None,
+    ) -> grpc.aio.Channel:
+        if channel is not None:
+            return channel
+        creds = credentials(tls)
+        opts = channel_options(options)
+        ics = list(interceptors or ())
+        return (
+            grpc.aio.secure_channel(target, creds, opts, interceptors=ics)
+            if creds
+            else grpc.aio.insecure_channel(target, opts, interceptors=ics)
+        )
+
+    @staticmethod
+    async def _invoke(rpc: Any, request: Any, timeout: float | None, metadata: Sequence[tuple[str, str]]) -> Any:
+        return await rpc(request, timeout=timeout, metadata=metadata)
+
+    @staticmethod
+    async def _pause(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    @staticmethod
+    def _method(impl: Method, owner: type) -> Method:
+        # The shared function itself, copied to be named as the owner's.
+        method = types.FunctionType(impl.__code__, impl.__globals__, impl.__name__, impl.__defaults__, impl.__closure__)
+        method.__kwdefaults__ = impl.__kwdefaults__
+        return _owned_by(functools.update_wrapper(method, impl), owner)
+
+    _iterator = _method

@@ -4,6 +4,7 @@
 
 use super::{ContextPacker, Sequence};
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{
         context::{
             ContextMessage, ContextRequest, ContextSnapshot, Format, Source,
@@ -12,7 +13,6 @@ use crate::{
         },
         message::{Message, Role, StoredMessage},
     },
-    tokenize::Tokenizer,
 };
 
 /// The user turn that opens an Anthropic or Gemini pack whose first message would otherwise

@@ -34,8 +34,8 @@ pub use left_out::{CLOSING_TURN, PLACEHOLDER_TURN};
 
 use super::{ContextMessage, ContextRequest, ContextSnapshot, ContextStats, cost::saturate};
 use crate::{
+    domain::tokenize::{REPLY_PRIMING, Tokenizer},
     domain::{ids::Sequence, message::Role},
-    tokenize::{REPLY_PRIMING, Tokenizer},
 };
 use shape::{Shaping, pending_message_cost, pinned_cost};
 use walk::{Unit, Walk};

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use super::ContextPacker;
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{
         context::{
             ContextMessage, ContextRequest, ContextSnapshot, Format, ReasoningPolicy, Source,
@@ -18,7 +19,6 @@ use crate::{
         ids::Sequence,
         message::{Message, Role, StoredMessage},
     },
-    tokenize::Tokenizer,
 };
 
 /// What shaping decides by, and what it found.

@@ -5,7 +5,7 @@
 use super::ContextPacker;
 use crate::{
     domain::context::{ContextMessage, HistoryPolicy, ReasoningPolicy, Source, cost::saturate},
-    tokenize::REPLY_PRIMING,
+    domain::tokenize::REPLY_PRIMING,
 };
 
 impl ContextPacker {

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use super::{ContextPacker, clearing::Saving, groups};
 use crate::{
+    domain::tokenize::REPLY_PRIMING,
     domain::{
         context::{ContextMessage, HistoryPolicy},
         ids::Sequence,
         message::Role,
     },
-    tokenize::REPLY_PRIMING,
 };
 
 /// Included history, newest first, with what deciding its start needs.

@@ -10,13 +10,13 @@
 
 mod anthropic;
 mod gemini;
-mod native;
 mod openai_chat;
 mod openai_responses;
+mod stored_json;
 mod turns;
 
 pub use anthropic::anthropic_renders;
-use native::{native_list, sendable_call};
+use stored_json::{native_list, sendable_call};
 pub use turns::renders_as_turn;
 
 use std::borrow::Cow;

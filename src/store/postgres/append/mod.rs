@@ -17,13 +17,13 @@ use insert::MessageRows;
 use placement::Placement;
 
 use crate::{
-    deadline::Deadline,
     domain::{
         AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, IdempotencyRecord, KnownCall,
         PayloadHash, Sequence, TenantId, Usage, WritePlan,
         append::{needs_state, newest_facts, plan},
         tool_protocol::mentioned_call_ids,
     },
+    runtime::deadline::Deadline,
     store::StoreError,
 };
 

@@ -18,7 +18,7 @@ use prometheus::{
 };
 
 use crate::{
-    net::Acceptor,
+    runtime::net::Acceptor,
     store::{CacheStats, PoolStats},
 };
 

@@ -167,7 +167,7 @@ mod tests {
 
     use super::*;
     use crate::domain::{ids::Sequence, message::ToolCall, token_counts::TokenCounts};
-    use crate::summarize::cut::fit_chunk;
+    use crate::models::summarize::cut::fit_chunk;
 
     fn stored(sequence: u64, message: Message) -> StoredMessage {
         StoredMessage {
@@ -272,8 +272,8 @@ mod tests {
         ];
         for text in samples {
             for tokenizer in [
-                crate::tokenize::Tokenizer::O200kBase,
-                crate::tokenize::Tokenizer::Cl100kBase,
+                crate::domain::tokenize::Tokenizer::O200kBase,
+                crate::domain::tokenize::Tokenizer::Cl100kBase,
             ] {
                 let counted = tokenizer.count(text);
                 assert!(
@@ -295,8 +295,8 @@ mod tests {
             let system = &request[0];
             assert_eq!(system.role, Role::System);
             for tokenizer in [
-                crate::tokenize::Tokenizer::O200kBase,
-                crate::tokenize::Tokenizer::Cl100kBase,
+                crate::domain::tokenize::Tokenizer::O200kBase,
+                crate::domain::tokenize::Tokenizer::Cl100kBase,
             ] {
                 let counted = tokenizer.count(&system.content);
                 assert!(

@@ -1,7 +1,7 @@
 //! A call's deadline as a value, so that work deep below the transport (a database statement,
 //! a lock wait, a model call) ends when the caller stops waiting instead of finishing unseen.
 //!
-//! The gRPC layer ([`crate::grpc::deadline`]) makes one for every call and puts it in the
+//! The gRPC layer ([`crate::grpc::deadline_layer`]) makes one for every call and puts it in the
 //! request's extensions; handlers pass it down to the use cases, which pass it to the store and
 //! the model clients. Work outside a call (background summarization, start-up, the retention
 //! sweep) passes `None` and relies on the configured backstops.

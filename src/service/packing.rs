@@ -8,6 +8,7 @@ use super::{
     search::{RecallPlan, recall_into},
 };
 use crate::{
+    domain::tokenize::Tokenizer,
     domain::{
         StoredMessage, TenantId, Violations,
         context::{
@@ -17,9 +18,8 @@ use crate::{
         },
         search::Language,
     },
-    response_budget::Reservation,
+    runtime::response_budget::Reservation,
     store::{CappedPage, OpenedContext, Store},
-    tokenize::Tokenizer,
 };
 
 /// A built pack and its rendering in the requested provider format.

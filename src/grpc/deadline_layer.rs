@@ -14,7 +14,7 @@ use std::{
 use tonic::codegen::http::{HeaderMap, Request, Response};
 use tower::{Layer, Service};
 
-use crate::deadline::Deadline;
+use crate::runtime::deadline::Deadline;
 
 /// How much sooner than the caller's deadline this layer ends a call. tonic's server applies
 /// the caller's `grpc-timeout` too, outside every layer, and answers CANCELLED when it passes:

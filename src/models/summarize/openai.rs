@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::{
-    deadline::Deadline,
     domain::{message::Message, violation::clip},
+    runtime::deadline::Deadline,
 };
 
 /// Bytes of an upstream error body kept in statuses and logs.

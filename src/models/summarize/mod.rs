@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use crate::{
-    deadline::Deadline,
+    domain::tokenize::Tokenizer,
     domain::{
         ids::Sequence,
         message::{Message, StoredMessage},
         summary::{Summary, extractive_summary},
         working_memory::{WorkingMemory, extract_rules},
     },
-    tokenize::Tokenizer,
+    runtime::deadline::Deadline,
 };
 
 pub mod chunk;
@@ -76,7 +76,7 @@ impl Summarizer {
     }
 
     /// Folds `messages` (oldest first) into `previous`. The embedded summarizer runs on the
-    /// CPU pool ([`crate::cpu`]). An endpoint's answer must be complete, not empty, and at
+    /// CPU pool ([`crate::runtime::cpu`]). An endpoint's answer must be complete, not empty, and at
     /// most [`summary_limit`] tokens.
     pub async fn summarize(
         &self,
@@ -90,7 +90,7 @@ impl Summarizer {
             Summarizer::Extractive => {
                 let previous = previous.cloned();
                 let messages = messages.to_vec();
-                Ok(crate::cpu::run(caller.owner, move |cancel| {
+                Ok(crate::runtime::cpu::run(caller.owner, move |cancel| {
                     extractive_summary(
                         previous.as_ref(),
                         &messages,
@@ -189,7 +189,7 @@ async fn check_summary_size(
     if text.len() > limit.saturating_mul(16) {
         return Err(too_large(text.len() / 16));
     }
-    let (text, tokens) = crate::cpu::run(owner, move |_| {
+    let (text, tokens) = crate::runtime::cpu::run(owner, move |_| {
         let tokens = tokenizer.count(&text);
         (text, tokens)
     })
@@ -201,7 +201,7 @@ async fn check_summary_size(
 }
 
 /// Who a summarization or extraction runs for: the owner (tenant) whose share of the CPU pool
-/// its embedded work takes ([`crate::cpu`]), and the call's deadline, if it serves one.
+/// its embedded work takes ([`crate::runtime::cpu`]), and the call's deadline, if it serves one.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller<'a> {
     /// The tenant.
@@ -229,7 +229,7 @@ impl Extractor {
     }
 
     /// Folds the facts of `messages` (oldest first) into `memory` and moves its watermark. The
-    /// embedded extractor runs on the CPU pool ([`crate::cpu`]). An endpoint's answer must be
+    /// embedded extractor runs on the CPU pool ([`crate::runtime::cpu`]). An endpoint's answer must be
     /// of the schema and pass UpdateWorkingMemory's checks (texts of at most `max_text_bytes`);
     /// it is folded in by content ([`WorkingMemory::absorb`]). On error `memory` is unchanged.
     pub async fn extract(
@@ -260,7 +260,7 @@ impl Extractor {
             Extractor::Rules => {
                 let mut owned = std::mem::take(memory);
                 let messages = Arc::clone(messages);
-                *memory = crate::cpu::run(caller.owner, move |cancel| {
+                *memory = crate::runtime::cpu::run(caller.owner, move |cancel| {
                     extract_rules(&mut owned, &messages, &|| cancel.is_cancelled());
                     owned
                 })
