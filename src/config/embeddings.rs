@@ -77,12 +77,19 @@ pub struct EmbeddingArgs {
 /// The validated settings: `None` when semantic search is off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbeddingEndpoint {
+    /// Base URL up to the API version, e.g. `https://api.openai.com/v1`.
     pub base_url: String,
+    /// Model name.
     pub model: String,
+    /// Bearer token, if the endpoint needs one.
     pub api_key: Option<String>,
+    /// Dimensions asked for (`dimensions`), when set; the model's own otherwise.
     pub dimensions: Option<usize>,
+    /// Put before a query's text (e5: `query: `).
     pub query_prefix: String,
+    /// Put before a message chunk's text (e5: `passage: `).
     pub passage_prefix: String,
+    /// Timeout of one request.
     pub timeout: Duration,
 }
 

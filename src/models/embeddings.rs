@@ -7,32 +7,16 @@ use std::time::Duration;
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use crate::domain::{search::vectors::MAX_DIMENSIONS, violation::clip};
+use crate::{
+    config::EmbeddingEndpoint,
+    domain::{search::vectors::MAX_DIMENSIONS, violation::clip},
+};
 
 /// Bytes of an upstream error body kept in logs.
 const ERROR_BODY_BYTES: usize = 300;
 /// The largest answer read: a batch's vectors as base64 (64 texts of 4,096 dimensions are
 /// 1.4 MB).
 const MAX_ANSWER_BYTES: usize = 16 << 20;
-
-/// Where and how to call the endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EmbeddingOptions {
-    /// Base URL up to the API version, e.g. `https://api.openai.com/v1`.
-    pub base_url: String,
-    /// Model name.
-    pub model: String,
-    /// Bearer token, if the endpoint needs one.
-    pub api_key: Option<String>,
-    /// Dimensions asked for (`dimensions`), when set; the model's own otherwise.
-    pub dimensions: Option<usize>,
-    /// Put before a query's text (e5: `query: `).
-    pub query_prefix: String,
-    /// Put before a message chunk's text (e5: `passage: `).
-    pub passage_prefix: String,
-    /// Timeout of one request.
-    pub timeout: Duration,
-}
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -59,12 +43,12 @@ pub enum Kind {
 #[derive(Debug)]
 pub struct Embedder {
     http: reqwest::Client,
-    options: EmbeddingOptions,
+    options: EmbeddingEndpoint,
 }
 
 impl Embedder {
     /// Builds the HTTP client.
-    pub fn new(options: EmbeddingOptions) -> Result<Self, EmbedError> {
+    pub fn new(options: EmbeddingEndpoint) -> Result<Self, EmbedError> {
         // reqwest's rustls needs a process-wide crypto provider; a second install is a no-op.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -76,7 +60,7 @@ impl Embedder {
     }
 
     /// The endpoint's settings.
-    pub fn options(&self) -> &EmbeddingOptions {
+    pub fn options(&self) -> &EmbeddingEndpoint {
         &self.options
     }
 

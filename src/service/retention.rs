@@ -2,30 +2,17 @@
 //! configured, no activity for the inactivity period) in bounded batches, on one replica at a
 //! time (the store's retention lease).
 
-use std::{
-    sync::Arc,
-    time::{Duration, SystemTime},
-};
+use std::{sync::Arc, time::SystemTime};
 
 use crate::{
+    config::RetentionOptions,
     service::metrics::UseCaseMetrics,
     store::{RetentionRule, Store, StoreError, Swept},
 };
 
-/// When and how conversations are deleted by retention.
-#[derive(Debug, Clone, Copy)]
-pub struct Retention {
-    /// Conversations without `expire_time` go after this long without activity.
-    pub inactive: Option<Duration>,
-    /// Time between sweeps.
-    pub interval: Duration,
-    /// Conversations per batch.
-    pub batch: usize,
-}
-
 /// Sweeps every `retention.interval` until the task is aborted, counting what it deletes in
 /// `metrics`.
-pub async fn run(store: Arc<dyn Store>, retention: Retention, metrics: Arc<UseCaseMetrics>) {
+pub async fn run(store: Arc<dyn Store>, retention: RetentionOptions, metrics: Arc<UseCaseMetrics>) {
     let mut ticks = tokio::time::interval(retention.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -48,7 +35,7 @@ pub async fn run(store: Arc<dyn Store>, retention: Retention, metrics: Arc<UseCa
 /// batches until one comes back short.
 pub async fn sweep(
     store: &dyn Store,
-    retention: &Retention,
+    retention: &RetentionOptions,
     metrics: &UseCaseMetrics,
 ) -> Result<Swept, StoreError> {
     let Some(lease) = store.try_retention_lease().await? else {

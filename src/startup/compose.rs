@@ -6,15 +6,15 @@ use std::{sync::Arc, time::Duration};
 use crate::{
     config::{
         AuthOptions, DatabaseOptions, EmbeddingEndpoint, Engine, LimitOptions, LogFormatName,
-        RetentionOptions, SummarizerOptions, TelemetryOptions, TokenizerName,
+        SummarizerOptions, TelemetryOptions, TokenizerName,
     },
     domain::AppendLimits,
     domain::tokenize::Tokenizer,
     grpc::TenantInterceptor,
-    models::embeddings::{EmbedError, Embedder, EmbeddingOptions},
-    models::summarize::{Extractor, OpenAiClient, OpenAiError, OpenAiOptions, Summarizer},
+    models::embeddings::{EmbedError, Embedder},
+    models::summarize::{Extractor, OpenAiClient, OpenAiError, Summarizer},
     runtime::telemetry::{self, LogFormat, TelemetryError},
-    service::{AiSettings, AutoSummarize, Limits, retention::Retention},
+    service::{AiSettings, AutoSummarize, Limits},
     store::PostgresOptions,
 };
 
@@ -62,24 +62,10 @@ pub(super) fn limits(options: &LimitOptions) -> Limits {
     }
 }
 
-/// The retention sweeper's settings.
-pub(super) fn retention(options: &RetentionOptions) -> Retention {
-    let RetentionOptions {
-        inactive,
-        interval,
-        batch,
-    } = *options;
-    Retention {
-        inactive,
-        interval,
-        batch,
-    }
-}
-
 /// Builds the configured summarizer and extractor (one shared endpoint client).
 pub(super) fn ai_settings(options: &SummarizerOptions) -> Result<AiSettings, OpenAiError> {
     let client = match options.uses_openai() {
-        true => Some(Arc::new(OpenAiClient::new(openai_options(options))?)),
+        true => Some(Arc::new(OpenAiClient::new(options.openai.clone())?)),
         false => None,
     };
     let summarizer = match (&client, options.summarizer) {
@@ -111,29 +97,7 @@ pub(super) fn embedder(endpoint: Option<&EmbeddingEndpoint>) -> Result<Option<Ar
         return Ok(None);
     };
     tracing::info!(model = %endpoint.model, "semantic search configured");
-    let options = EmbeddingOptions {
-        base_url: endpoint.base_url.clone(),
-        model: endpoint.model.clone(),
-        api_key: endpoint.api_key.clone(),
-        dimensions: endpoint.dimensions,
-        query_prefix: endpoint.query_prefix.clone(),
-        passage_prefix: endpoint.passage_prefix.clone(),
-        timeout: endpoint.timeout,
-    };
-    Ok(Some(Arc::new(Embedder::new(options)?)))
-}
-
-/// The endpoint client's settings.
-fn openai_options(options: &SummarizerOptions) -> OpenAiOptions {
-    let endpoint = options.openai.clone();
-    OpenAiOptions {
-        base_url: endpoint.base_url,
-        model: endpoint.model,
-        api_key: endpoint.api_key,
-        timeout: endpoint.timeout,
-        max_retries: endpoint.max_retries,
-        context_tokens: endpoint.context_tokens,
-    }
+    Ok(Some(Arc::new(Embedder::new(endpoint.clone())?)))
 }
 
 /// Who may call: API keys when configured, else the trusted `x-tenant-id` header.

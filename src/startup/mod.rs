@@ -10,8 +10,8 @@ use tonic_health::server::HealthReporter;
 
 use crate::{
     config::{ServerOptions, Settings},
+    service::Service,
     service::metrics::{self, ServerMetrics, StoreStatus},
-    service::{Service, retention::Retention},
     store::{self, Store, StoreError},
 };
 
@@ -41,7 +41,7 @@ pub struct App {
     store: Arc<dyn Store>,
     metrics: ServerMetrics,
     server: ServerOptions,
-    retention: Retention,
+    retention: crate::config::RetentionOptions,
 }
 
 impl App {
@@ -82,7 +82,7 @@ impl App {
             service,
             store,
             metrics,
-            retention: compose::retention(&settings.retention),
+            retention: settings.retention,
             server: settings.server,
         })
     }

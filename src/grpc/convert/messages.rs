@@ -353,6 +353,8 @@ pub(crate) struct ListRequest {
 }
 
 /// The wire form of a stored message.
+/// A stored message as the API returns it: the caller's fields ([`message_fields`]) and the
+/// server-set ones (sequence, time, token counts).
 pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
     let StoredMessage {
         sequence,
@@ -364,6 +366,21 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         call_sequence: _,
         turn_anchor: _,
     } = stored;
+    proto::Message {
+        sequence: sequence.get(),
+        created_at: Some(created_at.into()),
+        tokens: Some(tokens_to_proto(tokens)),
+        // Unset for a message without native data (not an empty `{}`).
+        reasoning_tokens: (reasoning_tokens != TokenCounts::default())
+            .then(|| tokens_to_proto(reasoning_tokens)),
+        ..message_fields(message)
+    }
+}
+
+/// The fields of a message that the caller sets, as the API returns them: shared by the log's
+/// reads ([`stored_message`]) and the pack's messages, which carry no server-set fields of
+/// their own. The server-set fields are left at their defaults.
+pub(crate) fn message_fields(message: Message) -> proto::Message {
     let Message {
         role,
         content,
@@ -405,21 +422,19 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
             },
         ),
         response_id,
-        sequence: sequence.get(),
-        created_at: Some(created_at.into()),
-        tokens: Some(tokens_to_proto(tokens)),
         reasoning: reasoning.into_iter().map(reasoning_to_proto).collect(),
         content_item_id,
         content_signature,
-        // Unset for a message without native data (not an empty `{}`).
-        reasoning_tokens: (reasoning_tokens != TokenCounts::default())
-            .then(|| tokens_to_proto(reasoning_tokens)),
         content_phase,
         native: native.map(|n| proto::NativeItems {
             format: format_to_proto(n.format) as i32,
             json: n.json.to_string(),
         }),
         usage: super::provider_json::usage_to_proto(usage),
+        sequence: 0,
+        created_at: None,
+        tokens: None,
+        reasoning_tokens: None,
     }
 }
 

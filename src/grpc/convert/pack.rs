@@ -2,14 +2,14 @@
 
 use super::{
     fields::{conversation_id, format_of, tokenizer},
-    messages::{messages, stored_message},
+    messages::{message_fields, messages},
 };
 use crate::{
     domain::{
-        AppendLimits, Sequence, StoredMessage, Violations,
+        AppendLimits, Sequence, Violations,
         context::{
             ClearToolResults, ContextMessage, ContextPack, ContextRequest, ContextStats, FinalAssistant,
-            HistoryPolicy, ReasoningPolicy, Source, TokenBudget, TokenCounts,
+            HistoryPolicy, ReasoningPolicy, Source, TokenBudget,
         },
     },
     proto,
@@ -221,16 +221,7 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
         content_signature,
         content_phase,
         ..
-    } = stored_message(StoredMessage {
-        sequence: Sequence::ZERO,
-        created_at: std::time::UNIX_EPOCH,
-        tokens: TokenCounts::default(),
-        reasoning_tokens: TokenCounts::default(),
-        native_tokens: TokenCounts::default(),
-        call_sequence: None,
-        turn_anchor: None,
-        message,
-    });
+    } = message_fields(message);
     let source = match source {
         Source::SystemPrompt => proto::ContextSource::SystemPrompt,
         Source::Summary => proto::ContextSource::Summary,

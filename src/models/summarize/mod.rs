@@ -26,7 +26,7 @@ use prompts::{
     summary_request,
 };
 
-pub use openai::{JsonOutput, OpenAiClient, OpenAiError, OpenAiOptions};
+pub use openai::{JsonOutput, OpenAiClient, OpenAiError};
 
 /// Which engine failed: statuses and logs name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::{
+    config::OpenAiEndpoint,
     domain::{message::Message, violation::clip},
     runtime::deadline::Deadline,
 };
@@ -21,23 +22,6 @@ const ERROR_BODY_BYTES: usize = 300;
 
 /// Below this much time left, no attempt (or retry) is started.
 const MIN_ATTEMPT: Duration = Duration::from_millis(50);
-
-/// Where and how to call the endpoint.
-#[derive(Debug, Clone)]
-pub struct OpenAiOptions {
-    /// Base URL up to the API version, e.g. `https://api.openai.com/v1`.
-    pub base_url: String,
-    /// Model name.
-    pub model: String,
-    /// Bearer token, if the endpoint needs one.
-    pub api_key: Option<String>,
-    /// Timeout of one attempt (the call's deadline, when earlier, wins).
-    pub timeout: Duration,
-    /// Retries after the first attempt, for retryable failures only.
-    pub max_retries: u32,
-    /// The model's context window in tokens: requests are chunked to fit it.
-    pub context_tokens: usize,
-}
 
 /// Why a call failed. The stored state is unchanged in every case.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +78,7 @@ pub struct JsonOutput<'a> {
 #[derive(Debug)]
 pub struct OpenAiClient {
     http: reqwest::Client,
-    options: OpenAiOptions,
+    options: OpenAiEndpoint,
     /// The endpoint refused `response_format: json_schema`: ask for `json_object` (with the
     /// schema alongside) from now on.
     json_object_only: AtomicBool,
@@ -109,7 +93,7 @@ enum Failure {
 
 impl OpenAiClient {
     /// Builds the HTTP client.
-    pub fn new(options: OpenAiOptions) -> Result<Self, OpenAiError> {
+    pub fn new(options: OpenAiEndpoint) -> Result<Self, OpenAiError> {
         // reqwest's rustls needs a process-wide crypto provider; a second install is a no-op.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -124,7 +108,7 @@ impl OpenAiClient {
     }
 
     /// The endpoint's settings.
-    pub fn options(&self) -> &OpenAiOptions {
+    pub fn options(&self) -> &OpenAiEndpoint {
         &self.options
     }
 
