@@ -12,19 +12,27 @@ use crate::{
     domain::{Sequence, TenantId, Violations},
     grpc::convert,
     proto,
-    service::{AiSettings, Limits, Service},
+    runtime::response_budget::ResponseBudget,
+    service::{AiSettings, JsonMemory, Limits, Service},
     store::InMemoryStore,
 };
+
+/// As much parse memory as a replica with the default limits gives one call.
+fn parse_memory(limits: &Limits) -> JsonMemory {
+    let budget = ResponseBudget::new(limits.response_budget_bytes, limits.max_response_bytes);
+    JsonMemory::new(budget.reserve())
+}
 
 /// Decodes `bytes` as each request type and parses what decodes, as the handlers do.
 pub fn decode_and_validate(bytes: &[u8]) {
     let limits = Limits::default();
     if let Ok(request) = proto::AppendMessageRequest::decode(bytes)
-        && let Ok(mut batch) = convert::append_batch(request, &limits.append)
+        && let Ok(batch) = convert::append_batch(request, &limits.append, &mut parse_memory(&limits))
     {
-        batch.count_tokens();
         let _ = batch.payload_hash();
-        let _ = crate::domain::append::plan(&batch, &Default::default());
+        if let Some(batch) = batch.count(Default::default(), None, &|| false) {
+            let _ = crate::domain::append::plan(&batch, &Default::default());
+        }
     }
     if let Ok(request) = proto::BuildContextRequest::decode(bytes) {
         let _ = convert::context_request(request, &limits);
@@ -52,7 +60,7 @@ pub fn build_context(log: proto::AppendMessageRequest, mut request: proto::Build
             .expect("a current-thread runtime");
     }
     let limits = Limits::default();
-    let Ok(batch) = convert::append_batch(log, &limits.append) else {
+    let Ok(batch) = convert::append_batch(log, &limits.append, &mut parse_memory(&limits)) else {
         return;
     };
     request.conversation_id = batch.conversation_id.as_str().to_owned();
@@ -67,7 +75,7 @@ pub fn build_context(log: proto::AppendMessageRequest, mut request: proto::Build
 async fn append_then_build(
     service: &Service,
     tenant: &TenantId,
-    batch: crate::domain::AppendBatch,
+    batch: crate::domain::ParsedBatch,
     request: crate::domain::context::ContextRequest,
 ) {
     let conversation = batch.conversation_id.clone();

@@ -31,7 +31,7 @@ use ctxd::{
     domain::{
         Attachment, AttachmentSource, ConversationId, LlmError, Message, Provider, Reasoning, Role, Sequence,
         TenantId, ToolCall,
-        append::{AppendBatch, AppendLimits, check_message},
+        append::{AppendLimits, ParsedBatch, check_message},
         context::{
             ClearToolResults, ContextPack, ContextRequest, FinalAssistant, Format, HistoryPolicy,
             PLACEHOLDER_TURN, ReasoningPolicy, Recall, Source, TokenBudget, render::anthropic_renders,
@@ -646,7 +646,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
         }
         // One message per append, as a backend appends turn by turn.
         for message in &conversation.messages {
-            let batch = AppendBatch::new(id.clone(), vec![message.clone()]);
+            let batch = ParsedBatch::new(id.clone(), vec![message.clone()]);
             if let Err(e) = service.append_message(&tenant, batch, None).await {
                 eprintln!("{seed}:{n}: append failed: {e}");
                 return ExitCode::FAILURE;

@@ -27,8 +27,8 @@ pub mod violation;
 pub mod working_memory;
 
 pub use append::{
-    AppendBatch, AppendLimits, AppendOutcome, AppendPlan, AppendRejection, AppendState, IdempotencyRecord,
-    PayloadHash, WritePlan,
+    AppendLimits, AppendOutcome, AppendPlan, AppendRejection, AppendState, CountedBatch, CountedMessage,
+    IdempotencyRecord, ParsedBatch, ParsedMessage, PayloadHash, WritePlan,
 };
 pub use ids::{ConversationId, IdempotencyKey, Sequence, TenantId};
 pub use message::{

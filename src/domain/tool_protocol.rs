@@ -10,6 +10,53 @@ use super::{
     violation::Violations,
 };
 
+/// Where a batch breaks the tool-call protocol: the message, by its index in the batch, and
+/// its field. The caller names the message as its request did (`messages[i]`, or the JSON path
+/// of a message parsed from provider JSON), so no position is ever read back out of a string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolViolation {
+    /// Index of the message in the batch.
+    pub message: usize,
+    /// The field of that message.
+    pub field: CallField,
+    /// What is wrong, for people.
+    pub description: String,
+}
+
+/// The field of a message that a [`ProtocolViolation`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallField {
+    /// `tool_call_id`: the call a result answers.
+    ToolCallId,
+    /// `tool_calls[j].id`: a call the message makes.
+    ToolCall(usize),
+}
+
+impl ProtocolViolation {
+    /// The violated field's path under `message`, the message's own path in the request.
+    pub fn field_under(&self, message: &str) -> String {
+        match self.field {
+            CallField::ToolCallId => format!("{message}.tool_call_id"),
+            CallField::ToolCall(j) => format!("{message}.tool_calls[{j}].id"),
+        }
+    }
+
+    /// `violations` as field violations, each message named by `name_of` its index.
+    pub fn into_violations(
+        violations: &[ProtocolViolation],
+        name_of: impl Fn(usize) -> String,
+    ) -> Violations {
+        let mut out = Violations::default();
+        for violation in violations {
+            out.add(
+                violation.field_under(&name_of(violation.message)),
+                violation.description.clone(),
+            );
+        }
+        out
+    }
+}
+
 /// State of a tool call id already in the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallState {
@@ -49,9 +96,9 @@ impl ToolEffects {
 }
 
 /// Every call id a batch mentions (made or answered): what a store must look up.
-pub fn mentioned_call_ids(messages: &[Message]) -> Vec<String> {
+pub fn mentioned_call_ids<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<String> {
     let mut ids: Vec<String> = messages
-        .iter()
+        .into_iter()
         .flat_map(|m| {
             m.tool_calls
                 .iter()
@@ -66,19 +113,27 @@ pub fn mentioned_call_ids(messages: &[Message]) -> Vec<String> {
 
 /// Checks a batch to be stored after `last` against the call ids it mentions (`known`: ids
 /// already in the conversation; absent = never made) and returns what it does.
-pub fn check_tool_protocol(
-    messages: &[Message],
+pub fn check_tool_protocol<'a>(
+    messages: impl IntoIterator<Item = &'a Message>,
     last: Sequence,
     known: &HashMap<String, KnownCall>,
-) -> Result<ToolEffects, Violations> {
+) -> Result<ToolEffects, Vec<ProtocolViolation>> {
     let mut states: HashMap<&str, KnownCall> = known.iter().map(|(id, k)| (id.as_str(), *k)).collect();
-    let mut violations = Violations::default();
+    let mut violations = Vec::new();
+    let mut refuse = |message, field, description| {
+        violations.push(ProtocolViolation {
+            message,
+            field,
+            description,
+        })
+    };
     let mut effects = ToolEffects::default();
-    for (i, message) in messages.iter().enumerate() {
+    for (i, message) in messages.into_iter().enumerate() {
         for (j, call) in message.tool_calls.iter().enumerate() {
             if states.contains_key(call.id.as_str()) {
-                violations.add(
-                    format!("messages[{i}].tool_calls[{j}].id"),
+                refuse(
+                    i,
+                    CallField::ToolCall(j),
                     format!("tool call id {:?} is already used in this conversation", call.id),
                 );
             } else {
@@ -99,7 +154,6 @@ pub fn check_tool_protocol(
         let Some(id) = message.tool_call_id.as_deref() else {
             continue;
         };
-        let field = format!("messages[{i}].tool_call_id");
         match states.get(id).copied() {
             Some(KnownCall {
                 state: CallState::Open,
@@ -117,16 +171,22 @@ pub fn check_tool_protocol(
             Some(KnownCall {
                 state: CallState::Answered,
                 ..
-            }) => {
-                violations.add(field, format!("tool call {id:?} already has a result"));
-            }
-            None => violations.add(
-                field,
+            }) => refuse(
+                i,
+                CallField::ToolCallId,
+                format!("tool call {id:?} already has a result"),
+            ),
+            None => refuse(
+                i,
+                CallField::ToolCallId,
                 format!("{id:?} does not answer a tool call made earlier in this conversation"),
             ),
         }
     }
-    violations.into_result(effects)
+    match violations.is_empty() {
+        true => Ok(effects),
+        false => Err(violations),
+    }
 }
 
 #[cfg(test)]
@@ -139,6 +199,11 @@ mod tests {
             tool_calls: ids.iter().map(|id| ToolCall::new(*id, "lookup", "{}")).collect(),
             ..Message::text(Role::Assistant, String::new())
         }
+    }
+
+    fn first_field(violations: &[ProtocolViolation]) -> String {
+        let named = ProtocolViolation::into_violations(violations, |i| format!("messages[{i}]"));
+        named.iter().next().unwrap().field.clone()
     }
 
     fn call(state: CallState) -> KnownCall {
@@ -174,7 +239,7 @@ mod tests {
     #[test]
     fn a_result_without_its_call_is_rejected() {
         let err = check_tool_protocol(&[result_for("zz")], Sequence::ZERO, &HashMap::new()).unwrap_err();
-        assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_call_id");
+        assert_eq!(first_field(&err), "messages[0].tool_call_id");
     }
 
     #[test]
@@ -182,7 +247,7 @@ mod tests {
         let known = HashMap::from([("a".to_string(), call(CallState::Open))]);
         let err =
             check_tool_protocol(&[result_for("a"), result_for("a")], Sequence::ZERO, &known).unwrap_err();
-        assert_eq!(err.iter().next().unwrap().field, "messages[1].tool_call_id");
+        assert_eq!(first_field(&err), "messages[1].tool_call_id");
         let answered = HashMap::from([("a".to_string(), call(CallState::Answered))]);
         assert!(check_tool_protocol(&[result_for("a")], Sequence::ZERO, &answered).is_err());
     }
@@ -191,10 +256,10 @@ mod tests {
     fn call_ids_are_unique_within_the_conversation() {
         let known = HashMap::from([("a".to_string(), call(CallState::Answered))]);
         let err = check_tool_protocol(&[assistant_calling(&["a"])], Sequence::ZERO, &known).unwrap_err();
-        assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_calls[0].id");
+        assert_eq!(first_field(&err), "messages[0].tool_calls[0].id");
         let err = check_tool_protocol(&[assistant_calling(&["x", "x"])], Sequence::ZERO, &HashMap::new())
             .unwrap_err();
-        assert_eq!(err.iter().next().unwrap().field, "messages[0].tool_calls[1].id");
+        assert_eq!(first_field(&err), "messages[0].tool_calls[1].id");
     }
 
     #[test]

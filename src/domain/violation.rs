@@ -16,32 +16,6 @@ pub struct FieldViolation {
 pub struct Violations(Vec<FieldViolation>);
 
 impl Violations {
-    /// The violations with `messages[i]` in their fields replaced by `origins[i]`: a batch
-    /// parsed from provider JSON names the JSON path each message came from.
-    pub fn at_origins(self, origins: &[String]) -> Self {
-        if origins.is_empty() {
-            return self;
-        }
-        let renamed = self
-            .0
-            .into_iter()
-            .map(|mut violation| {
-                let index = violation
-                    .field
-                    .strip_prefix("messages[")
-                    .and_then(|rest| rest.split_once(']'))
-                    .and_then(|(i, rest)| Some((i.parse::<usize>().ok()?, rest.to_owned())));
-                if let Some((i, rest)) = index
-                    && let Some(origin) = origins.get(i)
-                {
-                    violation.field = format!("{origin}{rest}");
-                }
-                violation
-            })
-            .collect();
-        Self(renamed)
-    }
-
     /// Records a violation of `field`.
     pub fn add(&mut self, field: impl Into<String>, description: impl Into<String>) {
         self.0.push(FieldViolation {

@@ -15,34 +15,14 @@ impl ContextApi {
         request: proto::AppendMessageRequest,
         deadline: Option<Deadline>,
     ) -> Result<proto::AppendMessageResponse, ServiceError> {
-        // Provider JSON is parsed off the async workers when it is large, in memory reserved
-        // before the parse (refused, RESOURCE_EXHAUSTED, when the replica or the tenant has not
-        // that much free) and held until the append is done.
         let limits = self.service.limits().append;
         let json_bytes = request.native.as_ref().map_or(0, |n| n.json.len());
-        let mut reservation = self
-            .service
-            .response_budget()
-            .reserve()
-            .of_tenant(tenant.as_str());
-        let (batch, reservation) = crate::service::offload(tenant.as_str(), json_bytes, move |_| {
-            if let Some(native) = &request.native {
-                reservation.grow(crate::domain::native::parse_memory(&native.json))?;
-            }
-            Ok::<_, ServiceError>((convert::append_batch(request, &limits)?, reservation))
-        })
-        .await?;
+        let parse = move |memory: &mut _| convert::append_batch(request, &limits, memory);
         let outcome = self
             .service
-            .append_message(&tenant, batch, deadline.as_ref())
+            .append_request(&tenant, json_bytes, parse, deadline.as_ref())
             .await?;
-        drop(reservation);
-        Ok(proto::AppendMessageResponse {
-            first_sequence: outcome.first_sequence.get(),
-            last_sequence: outcome.last_sequence.get(),
-            conversation_last_sequence: outcome.conversation_last_sequence.get(),
-            replayed: outcome.replayed,
-        })
+        Ok(convert::append_response(outcome))
     }
 
     pub(super) async fn list_messages(
@@ -61,16 +41,7 @@ impl ContextApi {
                 request.format,
             )
             .await?;
-        let (page, reservation) = (outcome.page, outcome.reservation);
-        let next_after_sequence = match (page.has_more, page.messages.last()) {
-            (true, Some(last)) => last.sequence.get(),
-            _ => 0,
-        };
-        let response = proto::ListMessagesResponse {
-            messages: page.messages.into_iter().map(convert::stored_message).collect(),
-            next_after_sequence,
-            rendered: outcome.rendered.unwrap_or_default(),
-        };
+        let (response, reservation) = convert::list_response(outcome);
         Ok(Reply::holding(response, reservation))
     }
 

@@ -8,7 +8,7 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::{
-    domain::{Violations, violation::clip},
+    domain::{Violations, tool_protocol::ProtocolViolation, violation::clip},
     models::summarize::{ModelError, OpenAiError},
     runtime::response_budget::Refusal,
     runtime::telemetry::ErrorChain,
@@ -95,6 +95,12 @@ fn model_status(error: &ModelError) -> Status {
 fn store_status(error: StoreError) -> Status {
     match error {
         StoreError::Invalid { violations } => invalid_argument(&violations),
+        // The service names the messages as the request did; this is the plain naming.
+        StoreError::ToolProtocol { violations } => {
+            invalid_argument(&ProtocolViolation::into_violations(&violations, |i| {
+                format!("messages[{i}]")
+            }))
+        }
         StoreError::NotFound => Status::not_found("conversation not found"),
         StoreError::MessageNotFound => {
             Status::not_found("the conversation has no message with that sequence")

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use super::{Service, ServiceError};
 use crate::{
-    domain::{AppendBatch, Sequence, TenantId, Violations},
+    domain::{ParsedBatch, Sequence, TenantId, Violations},
     store::StoreError,
 };
 
@@ -13,7 +13,7 @@ use crate::{
 const WINDOW: u64 = 64;
 
 impl Service {
-    /// Gives each of `batch.unbound` the id of the oldest open call of its name among the
+    /// Gives each result of `batch` that names its call by function name only the id of the oldest open call of its name among the
     /// conversation's last [`WINDOW`] messages (or, for a keyed retry whose calls are answered
     /// by the first try, the newest call of its name, so that the retry replays); a result with
     /// no such call is a violation at its JSON path. The append itself checks the binding again,
@@ -21,7 +21,7 @@ impl Service {
     pub(super) async fn bind_results(
         &self,
         tenant: &TenantId,
-        batch: &mut AppendBatch,
+        batch: &mut ParsedBatch,
     ) -> Result<(), ServiceError> {
         let last = match self.store.get_conversation(tenant, &batch.conversation_id).await {
             Ok(conversation) => conversation.last_sequence,
@@ -57,14 +57,22 @@ impl Service {
             }
         }
         // Results in the batch that name their call answer it too.
-        answered.extend(batch.messages.iter().filter_map(|m| m.tool_call_id.clone()));
+        answered.extend(
+            batch
+                .messages
+                .iter()
+                .filter_map(|m| m.message.tool_call_id.clone()),
+        );
         let mut open: Vec<(&str, &str)> = calls
             .iter()
             .filter(|(_, id)| !answered.contains(id))
             .map(|(name, id)| (name.as_str(), id.as_str()))
             .collect();
         let mut v = Violations::default();
-        for (index, name) in std::mem::take(&mut batch.unbound) {
+        for index in 0..batch.messages.len() {
+            let Some(name) = batch.messages[index].unbound_call.take() else {
+                continue;
+            };
             let bound = match open.iter().position(|(n, _)| *n == name) {
                 Some(at) => Some(open.remove(at).1),
                 None if batch.idempotency_key.is_some() => {
@@ -73,9 +81,9 @@ impl Service {
                 None => None,
             };
             match bound {
-                Some(id) => batch.messages[index].tool_call_id = Some(id.to_owned()),
+                Some(id) => batch.messages[index].message.tool_call_id = Some(id.to_owned()),
                 None => v.add(
-                    format!("{}.functionResponse.id", batch.origins[index]),
+                    format!("{}.functionResponse.id", batch.field_of(index)),
                     format!(
                         "no open call named `{name}` among the conversation's last {WINDOW} messages: \
                          give the call's id (ListMessages shows it in tool_calls[].id)"
@@ -85,7 +93,7 @@ impl Service {
         }
         match v.is_empty() {
             true => Ok(()),
-            false => Err(StoreError::Invalid { violations: v }.into()),
+            false => Err(v.into()),
         }
     }
 }

@@ -3,8 +3,9 @@
 use super::{Service, ServiceError, offload};
 use crate::{
     domain::{
-        AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId,
+        AppendOutcome, ConversationId, ParsedBatch, Sequence, TenantId,
         context::{Format, render::render_history},
+        tool_protocol::ProtocolViolation,
     },
     runtime::deadline::Deadline,
     runtime::response_budget::Reservation,
@@ -27,31 +28,73 @@ pub struct MessagesOutcome {
     pub reservation: Reservation,
 }
 
+/// The memory a request's provider JSON may take while it is parsed: reserved before the parse
+/// (refused, RESOURCE_EXHAUSTED, when the replica or the tenant has not that much free) and
+/// held until the call is done.
+#[derive(Debug)]
+pub struct JsonMemory(Reservation);
+
+impl JsonMemory {
+    /// Parse memory held in `reservation`.
+    pub fn new(reservation: Reservation) -> Self {
+        Self(reservation)
+    }
+
+    /// Reserves what parsing `json` takes ([`crate::domain::native::parse_memory`]).
+    pub fn reserve_for(&mut self, json: &str) -> Result<(), ServiceError> {
+        self.0.grow(crate::domain::native::parse_memory(json))?;
+        Ok(())
+    }
+}
+
 impl Service {
-    /// Appends a parsed batch: counts its tokens (on the blocking pool when large), stores it
-    /// atomically, and starts a background summary check when the log crossed a check point.
+    /// Parses an AppendMessage request with `parse` (off the async workers when it carries more
+    /// than [`super::OFFLOAD_BYTES`] of provider JSON, in memory `parse` reserves), then
+    /// appends the batch as [`Service::append_message`] does, holding that memory until done.
+    pub async fn append_request(
+        &self,
+        tenant: &TenantId,
+        json_bytes: usize,
+        parse: impl FnOnce(&mut JsonMemory) -> Result<ParsedBatch, ServiceError> + Send + 'static,
+        deadline: Option<&Deadline>,
+    ) -> Result<AppendOutcome, ServiceError> {
+        let mut memory = JsonMemory(self.response_budget.reserve().of_tenant(tenant.as_str()));
+        let (batch, memory) = offload(tenant.as_str(), json_bytes, move |_| {
+            parse(&mut memory).map(|batch| (batch, memory))
+        })
+        .await?;
+        let outcome = self.append_message(tenant, batch, deadline).await;
+        drop(memory);
+        outcome
+    }
+
+    /// Appends a parsed batch: binds results that name their call by function name, counts
+    /// its tokens (on the blocking pool when large), stores it atomically, and starts a
+    /// background summary check when the log crossed a check point.
     #[tracing::instrument(name = "append", skip_all, fields(%tenant, conversation_id = %batch.conversation_id, messages = batch.messages.len()))]
     pub async fn append_message(
         &self,
         tenant: &TenantId,
-        mut batch: AppendBatch,
+        mut batch: ParsedBatch,
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, ServiceError> {
-        if !batch.unbound.is_empty() {
+        let mut sent_hash = None;
+        if batch.messages.iter().any(|m| m.unbound_call.is_some()) {
             // A keyed retry is recognised by what was sent, whatever the binding finds now.
-            batch.fix_payload_hash();
+            sent_hash = batch.idempotency_key.as_ref().map(|_| batch.payload_hash());
             self.bind_results(tenant, &mut batch).await?;
         }
-        batch.search_language = self.limits.search_language;
-        let batch = offload(tenant.as_str(), batch.text_bytes(), move |cancel| {
-            batch.count_tokens_until(&|| cancel.is_cancelled());
-            batch
+        let language = self.limits.search_language;
+        let counted = offload(tenant.as_str(), batch.text_bytes(), move |cancel| {
+            batch.count(language, sent_hash, &|| cancel.is_cancelled())
         })
         .await;
+        // Counting stops only once nobody waits for the answer.
+        let batch = counted.ok_or_else(|| StoreError::internal("append counting cancelled"))?;
         let outcome = match self.store.append_messages(tenant, &batch, deadline).await {
-            Err(StoreError::Invalid { violations }) => {
-                let violations = violations.at_origins(&batch.origins);
-                return Err(StoreError::Invalid { violations }.into());
+            Err(StoreError::ToolProtocol { violations }) => {
+                let violations = ProtocolViolation::into_violations(&violations, |i| batch.field_of(i));
+                return Err(violations.into());
             }
             stored => stored?,
         };

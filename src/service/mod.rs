@@ -29,7 +29,7 @@ mod tenant_slots;
 mod working_memory;
 
 pub use background::BackgroundTasks;
-pub use messages::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessagesOutcome};
+pub use messages::{DEFAULT_PAGE_SIZE, JsonMemory, MAX_PAGE_SIZE, MessagesOutcome};
 pub use packing::ContextOutcome;
 pub use search::{DEFAULT_SEARCH_PAGE, MAX_SEARCH_PAGE, SearchHit, SearchOutcome, SearchRequest};
 pub use settings::{AiSettings, AutoSummarize, Limits};

@@ -11,10 +11,11 @@ use async_trait::async_trait;
 
 use crate::{
     domain::{
-        AppendBatch, AppendOutcome, AppendRejection, ConversationId, Sequence, TenantId, Violations,
+        AppendOutcome, AppendRejection, ConversationId, CountedBatch, Sequence, TenantId, Violations,
         context::PageRequest,
         conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
         summary::Summary,
+        tool_protocol::ProtocolViolation,
         working_memory::WorkingMemory,
     },
     runtime::deadline::Deadline,
@@ -79,11 +80,19 @@ pub enum StoreError {
     /// An idempotency key was reused for different messages.
     #[error("idempotency key was already used for a different payload")]
     IdempotencyKeyReused,
-    /// The batch breaks the tool-call protocol given the stored conversation.
-    #[error("invalid append: {violations}")]
+    /// A request field is invalid given the stored conversation (a fork inside a tool-call
+    /// group, a rewind past the end).
+    #[error("invalid request: {violations}")]
     Invalid {
         /// What is wrong, by field.
         violations: Violations,
+    },
+    /// The batch breaks the tool-call protocol given the stored conversation: the violations
+    /// name messages by their index in the batch, which the caller names as its request did.
+    #[error("the batch breaks the tool-call protocol ({} violations)", violations.len())]
+    ToolProtocol {
+        /// What is wrong, by message and field.
+        violations: Vec<ProtocolViolation>,
     },
     /// The call's deadline passed while the database worked or waited (for the conversation's
     /// row lock, or for the conversation's other writes); nothing was written.
@@ -110,7 +119,7 @@ impl From<AppendRejection> for StoreError {
         match rejection {
             AppendRejection::KeyReused => StoreError::IdempotencyKeyReused,
             AppendRejection::SequenceMismatch { current } => StoreError::SequenceMismatch { current },
-            AppendRejection::Invalid { violations } => StoreError::Invalid { violations },
+            AppendRejection::ToolProtocol { violations } => StoreError::ToolProtocol { violations },
         }
     }
 }
@@ -145,7 +154,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn append_messages(
         &self,
         tenant: &TenantId,
-        batch: &AppendBatch,
+        batch: &CountedBatch,
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError>;
 

@@ -6,7 +6,8 @@ use std::{sync::Arc, time::Duration};
 
 use ctxd::{
     domain::{
-        AppendBatch, ConversationId, IdempotencyKey, Message, Role, Sequence, TenantId, ToolCall,
+        ConversationId, CountedBatch, IdempotencyKey, Message, ParsedBatch, Role, Sequence, TenantId,
+        ToolCall,
         context::{PageRequest, TokenCounts, anchor::LogEnd},
         conversation::{ConversationPatch, IfMissing},
         working_memory::{Category, WorkingMemory},
@@ -99,10 +100,20 @@ fn result(id: &str) -> Message {
     }
 }
 
-fn batch(id: &str, messages: Vec<Message>) -> AppendBatch {
-    let mut batch = AppendBatch::new(conversation(id), messages);
-    batch.count_tokens();
-    batch
+fn batch(id: &str, messages: Vec<Message>) -> CountedBatch {
+    counted(ParsedBatch::new(conversation(id), messages))
+}
+
+fn counted(batch: ParsedBatch) -> CountedBatch {
+    batch.count(Default::default(), None, &|| false).expect("counted")
+}
+
+/// A batch of `messages` under the idempotency key `key`.
+fn keyed_batch(id: &str, key: &str, messages: Vec<Message>) -> CountedBatch {
+    counted(ParsedBatch {
+        idempotency_key: IdempotencyKey::parse_optional(key.into()).unwrap(),
+        ..ParsedBatch::new(conversation(id), messages)
+    })
 }
 
 async fn store_appends_gapless_sequences_and_reads_them_back(kind: StoreKind) {
@@ -252,10 +263,7 @@ async fn store_keeps_tenants_apart(kind: StoreKind) {
 async fn store_replays_an_idempotent_append_and_refuses_a_reused_key(kind: StoreKind) {
     let store = store_of(kind).await;
     let t = tenant("t");
-    let keyed = |content: &str| AppendBatch {
-        idempotency_key: IdempotencyKey::parse_optional("key-1".into()).unwrap(),
-        ..batch("c", vec![text(Role::User, content)])
-    };
+    let keyed = |content: &str| keyed_batch("c", "key-1", vec![text(Role::User, content)]);
     let first = store.append_messages(&t, &keyed("hello"), None).await.unwrap();
     assert!(!first.replayed);
     store
@@ -294,7 +302,7 @@ async fn store_refuses_a_stale_expected_last_sequence_and_stores_nothing(kind: S
         .append_messages(&t, &batch("c", vec![text(Role::User, "a")]), None)
         .await
         .unwrap();
-    let guarded = AppendBatch {
+    let guarded = CountedBatch {
         expected_last_sequence: Some(Sequence::ZERO),
         ..batch("c", vec![text(Role::User, "b")])
     };
@@ -674,15 +682,16 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
             result(&format!("call-{round}")),
             text(Role::Assistant, &long),
         ];
-        let mut batch = match round % 3 {
-            0 => batch("c", plain),
-            1 => batch("c", tools),
-            _ => batch("c", vec![excluded.clone(), text(Role::User, &long)]),
+        let messages = match round % 3 {
+            0 => plain,
+            1 => tools,
+            _ => vec![excluded.clone(), text(Role::User, &long)],
         };
-        if round % 4 == 3 {
-            batch.idempotency_key = IdempotencyKey::parse_optional(format!("key-{round}")).unwrap();
-        }
-        sent.extend(batch.messages.iter().cloned());
+        let batch = match round % 4 {
+            3 => keyed_batch("c", &format!("key-{round}"), messages),
+            _ => batch("c", messages),
+        };
+        sent.extend(batch.iter_messages().cloned());
         store.append_messages(&t, &batch, None).await.unwrap();
     }
     // Batches longer than one INSERT statement carries (16 rows on PostgreSQL), on the plain
@@ -703,7 +712,7 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
     }
     for messages in [long_plain, long_tools] {
         let batch = batch("c", messages);
-        sent.extend(batch.messages.iter().cloned());
+        sent.extend(batch.iter_messages().cloned());
         let stored = store.append_messages(&t, &batch, None).await.unwrap();
         assert_eq!(
             stored.last_sequence.get() - stored.first_sequence.get() + 1,
@@ -969,10 +978,10 @@ async fn store_rewinds_the_tail_and_what_was_derived_from_it(kind: StoreKind) {
     let (t, c) = (tenant("t"), conversation("c"));
     let first = vec![text(Role::User, "plan it"), calling(&["c1"]), result("c1")];
     store.append_messages(&t, &batch("c", first), None).await.unwrap();
-    let keyed = |content: &str| AppendBatch {
-        idempotency_key: IdempotencyKey::parse_optional("key-r".into()).unwrap(),
-        ..batch(
+    let keyed = |content: &str| {
+        keyed_batch(
             "c",
+            "key-r",
             vec![text(Role::Assistant, content), text(Role::User, "next")],
         )
     };

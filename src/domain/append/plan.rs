@@ -1,15 +1,14 @@
 //! The append decision, made once for every store: given what a store read of the locked
 //! conversation ([`AppendState`]), [`plan`] says whether the batch is a replay, is refused, or
-//! what exactly to write ([`WritePlan`]). The stores only read the state and write the plan.
+//! what exactly to write ([`WritePlan`]). The stores only read the state and write the plan
+//! ([`super::drive`] runs the sequence).
 
 use std::collections::HashMap;
 
-use super::{AppendBatch, AppendOutcome, PayloadHash};
+use super::{AppendOutcome, CountedBatch, PayloadHash};
 use crate::domain::{
     ids::Sequence,
-    message::{Message, Role},
-    tool_protocol::{KnownCall, ToolEffects, check_tool_protocol},
-    violation::Violations,
+    tool_protocol::{KnownCall, ProtocolViolation, ToolEffects, check_tool_protocol},
 };
 
 /// An earlier append recorded under the batch's idempotency key.
@@ -47,10 +46,10 @@ pub enum AppendRejection {
         current: Sequence,
     },
     /// The batch breaks the tool-call protocol given the stored conversation.
-    #[error("invalid append: {violations}")]
-    Invalid {
-        /// What is wrong, by field.
-        violations: Violations,
+    #[error("the batch breaks the tool-call protocol ({} violations)", violations.len())]
+    ToolProtocol {
+        /// What is wrong, by message and field.
+        violations: Vec<ProtocolViolation>,
     },
 }
 
@@ -92,8 +91,8 @@ impl WritePlan {
 /// Decides an append. Replays win over the sequence guard, so a retry of an append that
 /// succeeded is answered even though the conversation has moved on; the tool-call protocol is
 /// checked last, against the calls the state knows.
-pub fn plan(batch: &AppendBatch, state: &AppendState) -> Result<AppendPlan, AppendRejection> {
-    let hash = batch.idempotency_key.as_ref().map(|_| batch.payload_hash());
+pub fn plan(batch: &CountedBatch, state: &AppendState) -> Result<AppendPlan, AppendRejection> {
+    let hash = batch.idempotency.as_ref().map(|i| i.payload_hash);
     if let (Some(record), Some(hash)) = (state.idempotency, hash) {
         return if record.payload_hash == hash || record.payload_hash.is_redacted() {
             Ok(AppendPlan::Replay(AppendOutcome {
@@ -110,10 +109,11 @@ pub fn plan(batch: &AppendBatch, state: &AppendState) -> Result<AppendPlan, Appe
     {
         return Err(AppendRejection::SequenceMismatch { current: after });
     }
-    let effects = check_tool_protocol(&batch.messages, after, &state.known_calls)
-        .map_err(|violations| AppendRejection::Invalid { violations })?;
+    let effects = check_tool_protocol(batch.iter_messages(), after, &state.known_calls)
+        .map_err(|violations| AppendRejection::ToolProtocol { violations })?;
     let outcome = AppendOutcome::stored(after, batch.messages.len());
-    let (newest_user, newest_response_id) = newest_facts(&batch.messages, after);
+    let newest_user = batch.facts.newest_user.map(|position| after.plus(position));
+    let newest_response_id = batch.facts.newest_response_id.clone();
     Ok(AppendPlan::Write(WritePlan {
         after,
         outcome,
@@ -131,27 +131,10 @@ pub fn plan(batch: &AppendBatch, state: &AppendState) -> Result<AppendPlan, Appe
 /// Whether [`plan`] can refuse `batch` or needs any state beyond the last sequence: false for a
 /// batch without idempotency key, sequence guard or tool call ids, which any conversation
 /// accepts as is (the stores' one-statement fast path).
-pub fn needs_state(batch: &AppendBatch) -> bool {
-    batch.idempotency_key.is_some()
+pub fn needs_state(batch: &CountedBatch) -> bool {
+    batch.idempotency.is_some()
         || batch.expected_last_sequence.is_some()
         || batch
-            .messages
-            .iter()
+            .iter_messages()
             .any(|m| !m.tool_calls.is_empty() || m.tool_call_id.is_some())
-}
-
-/// The newest user message that counts for context and the newest assistant response id among
-/// `messages`, stored after `last`.
-pub fn newest_facts(messages: &[Message], last: Sequence) -> (Option<Sequence>, Option<String>) {
-    let mut user = None;
-    let mut response_id = None;
-    for (i, m) in messages.iter().enumerate() {
-        if m.role == Role::User && !m.exclude_from_context {
-            user = Some(last.plus(i as u64 + 1));
-        }
-        if m.role == Role::Assistant && !m.response_id.is_empty() {
-            response_id = Some(m.response_id.clone());
-        }
-    }
-    (user, response_id)
 }

@@ -381,7 +381,7 @@ fn check_attachments(message: &Message, path: &str, limits: &AppendLimits, v: &m
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::append::AppendBatch;
+    use crate::domain::append::ParsedBatch;
     use crate::domain::message::{LlmError, ToolCall};
 
     fn message(role: Role, content: &str) -> Message {
@@ -438,7 +438,7 @@ mod tests {
     #[test]
     fn the_payload_hash_depends_on_every_message_field() {
         let batch = |content: &str| {
-            AppendBatch::new(
+            ParsedBatch::new(
                 crate::domain::ConversationId::parse("c").unwrap(),
                 vec![message(Role::User, content)],
             )

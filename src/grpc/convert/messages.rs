@@ -1,22 +1,34 @@
 //! AppendMessage, ListMessages and DeleteConversation on the wire; messages both ways.
 
-use super::fields::{conversation_id, format_of, format_to_proto, role_at, role_to_proto, sequence};
+use std::collections::HashMap;
+
+use super::{
+    fields::{conversation_id, format_of, role_at, sequence},
+    message_out::stored_message,
+};
 use crate::{
     domain::{
-        AppendBatch, AppendLimits, Attachment, AttachmentSource, ConversationId, IdempotencyKey, LlmError,
-        Message, Provider, Reasoning, Role, Sequence, StoredMessage, ToolCall, Violations,
+        AppendLimits, AppendOutcome, Attachment, AttachmentSource, ConversationId, IdempotencyKey, LlmError,
+        Message, ParsedBatch, ParsedMessage, Provider, Reasoning, Role, Sequence, ToolCall, Violations,
         append::{check_batch_size, check_message},
-        context::{Format, TokenCounts},
+        context::Format,
         native::Parsed,
     },
     proto,
+    runtime::response_budget::Reservation,
+    service::{JsonMemory, MessagesOutcome, ServiceError},
 };
 
-/// Parses an AppendMessage request into a batch, with every violation found.
+/// Parses an AppendMessage request into a batch, with every violation found; the memory its
+/// provider JSON takes to parse is reserved in `memory` first.
 pub(crate) fn append_batch(
     request: proto::AppendMessageRequest,
     limits: &AppendLimits,
-) -> Result<AppendBatch, Violations> {
+    memory: &mut JsonMemory,
+) -> Result<ParsedBatch, ServiceError> {
+    if let Some(native) = &request.native {
+        memory.reserve_for(&native.json)?;
+    }
     let proto::AppendMessageRequest {
         conversation_id: raw_id,
         messages: raw_messages,
@@ -57,22 +69,69 @@ pub(crate) fn append_batch(
         }
     };
     match (conversation_id, idempotency_key, v.is_empty()) {
-        (Some(conversation_id), Some(idempotency_key), true) => Ok(AppendBatch {
+        (Some(conversation_id), Some(idempotency_key), true) => Ok(ParsedBatch {
             conversation_id,
-            messages: parsed.messages,
+            messages: parsed_messages(parsed),
             idempotency_key,
             expected_last_sequence,
-            tokens: Vec::new(),
-            reasoning_tokens: Vec::new(),
-            native_tokens: Vec::new(),
-            origins: parsed.origins,
-            unbound: parsed.unbound,
-            sent_hash: None,
-            search_language: Default::default(),
-            search: Vec::new(),
         }),
-        _ => Err(v),
+        _ => Err(v.into()),
     }
+}
+
+/// The parser's messages, each with its JSON path and, for a result that names its call by
+/// function name only, that name.
+fn parsed_messages(parsed: Parsed) -> Vec<ParsedMessage> {
+    let Parsed {
+        messages,
+        origins,
+        unbound,
+    } = parsed;
+    let mut unbound: HashMap<usize, String> = unbound.into_iter().collect();
+    messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, message)| ParsedMessage {
+            message,
+            origin: origins.get(i).cloned(),
+            unbound_call: unbound.remove(&i),
+        })
+        .collect()
+}
+
+/// What AppendMessage answers.
+pub(crate) fn append_response(outcome: AppendOutcome) -> proto::AppendMessageResponse {
+    let AppendOutcome {
+        first_sequence,
+        last_sequence,
+        conversation_last_sequence,
+        replayed,
+    } = outcome;
+    proto::AppendMessageResponse {
+        first_sequence: first_sequence.get(),
+        last_sequence: last_sequence.get(),
+        conversation_last_sequence: conversation_last_sequence.get(),
+        replayed,
+    }
+}
+
+/// What ListMessages answers, and the memory it holds until the client has read it.
+pub(crate) fn list_response(outcome: MessagesOutcome) -> (proto::ListMessagesResponse, Reservation) {
+    let MessagesOutcome {
+        page,
+        rendered,
+        reservation,
+    } = outcome;
+    let next_after_sequence = match (page.has_more, page.messages.last()) {
+        (true, Some(last)) => last.sequence.get(),
+        _ => 0,
+    };
+    let response = proto::ListMessagesResponse {
+        messages: page.messages.into_iter().map(stored_message).collect(),
+        next_after_sequence,
+        rendered: rendered.unwrap_or_default(),
+    };
+    (response, reservation)
 }
 
 /// Parses and checks up to the per-request limit of `raw` messages of the list `field`.
@@ -241,62 +300,6 @@ fn reasoning_block(raw: proto::Reasoning) -> Result<Reasoning, String> {
     })
 }
 
-/// The wire form of a reasoning block.
-pub(super) fn reasoning_to_proto(reasoning: Reasoning) -> proto::Reasoning {
-    let Reasoning {
-        provider,
-        kind,
-        text,
-        signature,
-        data,
-        id,
-        summary,
-        position,
-    } = reasoning;
-    let provider = match provider {
-        Provider::Anthropic => proto::Provider::Anthropic,
-        Provider::OpenAi => proto::Provider::Openai,
-        Provider::Gemini => proto::Provider::Gemini,
-    };
-    proto::Reasoning {
-        provider: provider as i32,
-        r#type: kind,
-        text,
-        signature,
-        data,
-        id,
-        summary,
-        position,
-    }
-}
-
-/// The wire form of a tool call.
-pub(super) fn tool_call_to_proto(call: ToolCall) -> proto::ToolCall {
-    let ToolCall {
-        id,
-        name,
-        arguments,
-        signature,
-        item_id,
-    } = call;
-    proto::ToolCall {
-        id,
-        name,
-        arguments,
-        signature,
-        item_id,
-    }
-}
-
-/// The wire form of token counts.
-pub(super) fn tokens_to_proto(tokens: TokenCounts) -> proto::TokenCounts {
-    proto::TokenCounts {
-        o200k_base: tokens.o200k_base,
-        cl100k_base: tokens.cl100k_base,
-        approx: tokens.approx,
-    }
-}
-
 fn attachment(raw: proto::Attachment) -> Result<Attachment, &'static str> {
     let proto::Attachment {
         mime_type,
@@ -350,111 +353,4 @@ pub(crate) struct ListRequest {
     pub(crate) page_size: usize,
     /// The format to render the page in, if asked.
     pub(crate) format: Option<Format>,
-}
-
-/// The wire form of a stored message.
-/// A stored message as the API returns it: the caller's fields ([`message_fields`]) and the
-/// server-set ones (sequence, time, token counts).
-pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
-    let StoredMessage {
-        sequence,
-        created_at,
-        message,
-        tokens,
-        reasoning_tokens,
-        native_tokens: _,
-        call_sequence: _,
-        turn_anchor: _,
-    } = stored;
-    proto::Message {
-        sequence: sequence.get(),
-        created_at: Some(created_at.into()),
-        tokens: Some(tokens_to_proto(tokens)),
-        // Unset for a message without native data (not an empty `{}`).
-        reasoning_tokens: (reasoning_tokens != TokenCounts::default())
-            .then(|| tokens_to_proto(reasoning_tokens)),
-        ..message_fields(message)
-    }
-}
-
-/// The fields of a message that the caller sets, as the API returns them: shared by the log's
-/// reads ([`stored_message`]) and the pack's messages, which carry no server-set fields of
-/// their own. The server-set fields are left at their defaults.
-pub(crate) fn message_fields(message: Message) -> proto::Message {
-    let Message {
-        role,
-        content,
-        name,
-        tool_calls,
-        tool_call_id,
-        attachments,
-        metadata,
-        exclude_from_context,
-        pinned,
-        error,
-        response_id,
-        reasoning,
-        content_item_id,
-        content_signature,
-        content_phase,
-        native,
-        usage,
-    } = message;
-    proto::Message {
-        role: role_to_proto(role) as i32,
-        content,
-        name,
-        tool_calls: tool_calls.into_iter().map(tool_call_to_proto).collect(),
-        tool_call_id: tool_call_id.unwrap_or_default(),
-        attachments: attachments.into_iter().map(attachment_to_proto).collect(),
-        metadata,
-        exclude_from_context,
-        pinned,
-        error: error.map(
-            |LlmError {
-                 code,
-                 message,
-                 partial_output,
-             }| proto::LlmError {
-                code,
-                message,
-                partial_output,
-            },
-        ),
-        response_id,
-        reasoning: reasoning.into_iter().map(reasoning_to_proto).collect(),
-        content_item_id,
-        content_signature,
-        content_phase,
-        native: native.map(|n| proto::NativeItems {
-            format: format_to_proto(n.format) as i32,
-            json: n.json.to_string(),
-        }),
-        usage: super::provider_json::usage_to_proto(usage),
-        sequence: 0,
-        created_at: None,
-        tokens: None,
-        reasoning_tokens: None,
-    }
-}
-
-fn attachment_to_proto(attachment: Attachment) -> proto::Attachment {
-    let Attachment {
-        mime_type,
-        filename,
-        source,
-        width,
-        height,
-    } = attachment;
-    let source = match source {
-        AttachmentSource::Data(data) => proto::attachment::Source::Data(data),
-        AttachmentSource::Uri(uri) => proto::attachment::Source::Uri(uri),
-    };
-    proto::Attachment {
-        mime_type,
-        filename,
-        source: Some(source),
-        width,
-        height,
-    }
 }

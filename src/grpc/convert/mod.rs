@@ -5,6 +5,7 @@
 
 mod conversations;
 mod fields;
+mod message_out;
 mod messages;
 mod pack;
 mod provider_json;
@@ -17,7 +18,8 @@ pub(crate) use conversations::{
     rewind_request, update_request,
 };
 pub(crate) use fields::{conversation_id, tokenizer, tokenizer_to_proto};
-pub(crate) use messages::{append_batch, list_request, stored_message};
+pub(crate) use message_out::stored_message;
+pub(crate) use messages::{append_batch, append_response, list_request, list_response};
 pub(crate) use pack::{context_request, context_response};
 pub(crate) use search::{search_request, search_response};
 pub(crate) use summary::{prepared_request, summarize_request, summary};

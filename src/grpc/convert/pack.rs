@@ -2,7 +2,8 @@
 
 use super::{
     fields::{conversation_id, format_of, tokenizer},
-    messages::{message_fields, messages},
+    message_out::message_fields,
+    messages::messages,
 };
 use crate::{
     domain::{

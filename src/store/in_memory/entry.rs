@@ -6,12 +6,12 @@ use std::{collections::HashMap, time::SystemTime};
 
 use crate::{
     domain::{
-        AppendBatch, AppendState, CallState, ConversationId, IdempotencyRecord, KnownCall, Sequence,
+        CallState, ConversationId, CountedBatch, IdempotencyKey, IdempotencyRecord, KnownCall, Sequence,
         StoredMessage, Usage, WritePlan,
+        append::StoredState,
         context::anchor::{LogEnd, LogPosition},
         conversation::{self, ActivityKey, ConversationStatus, micros},
         summary::Summary,
-        tool_protocol::mentioned_call_ids,
         working_memory::WorkingMemory,
     },
     store::RetentionRule,
@@ -174,63 +174,61 @@ impl Conversation {
             .and_then(|i| self.messages.get(i))
     }
 
-    /// What [`plan`] needs to decide `batch`.
-    pub(super) fn append_state(&self, batch: &AppendBatch) -> AppendState {
-        AppendState {
-            last_sequence: self.last_sequence(),
-            idempotency: batch
-                .idempotency_key
-                .as_ref()
-                .and_then(|k| self.idempotency.get(k.as_str()).copied()),
-            known_calls: mentioned_call_ids(&batch.messages)
-                .into_iter()
-                .filter_map(|id| self.calls.get(&id).map(|k| (id, *k)))
+    /// The record under `key` and the state of the call ids among `call_ids` this
+    /// conversation knows.
+    pub(super) fn stored_state(&self, key: Option<&IdempotencyKey>, call_ids: &[String]) -> StoredState {
+        StoredState {
+            idempotency: key.and_then(|k| self.idempotency.get(k.as_str()).copied()),
+            known_calls: call_ids
+                .iter()
+                .filter_map(|id| self.calls.get(id).map(|k| (id.clone(), *k)))
                 .collect(),
         }
     }
 
     /// Writes an accepted batch.
-    pub(super) fn apply(&mut self, batch: &AppendBatch, write: WritePlan) {
+    pub(super) fn apply(&mut self, batch: &CountedBatch, write: &WritePlan) {
         let now = SystemTime::now();
-        for (i, message) in batch.messages.iter().enumerate() {
+        for (i, counted) in batch.messages.iter().enumerate() {
+            let message = &counted.message;
             let sequence = write.sequence_of(i);
             if message.pinned && !message.exclude_from_context {
                 self.pinned.push(sequence);
             }
-            let tokens = batch.tokens.get(i).copied().unwrap_or_default();
             self.usage = self.usage.plus(message.usage);
-            let position = self.end.place(message, tokens.approx);
+            let position = self.end.place(message, counted.tokens.approx);
             self.positions.push(position);
             self.messages.push(StoredMessage {
                 sequence,
                 created_at: now,
-                tokens,
-                reasoning_tokens: batch.reasoning_tokens.get(i).copied().unwrap_or_default(),
-                native_tokens: batch.native_tokens.get(i).copied().unwrap_or_default(),
+                tokens: counted.tokens,
+                reasoning_tokens: counted.reasoning_tokens,
+                native_tokens: counted.native_tokens,
                 call_sequence: write.call_sequences[i],
                 turn_anchor: position.anchor(message),
                 message: message.clone(),
             });
-            self.search.push(batch.search.get(i).cloned().unwrap_or_default());
+            self.search.push(counted.search.clone());
         }
-        for (i, id) in write.effects.new_calls {
+        for (i, id) in &write.effects.new_calls {
             let call = KnownCall {
                 state: CallState::Open,
-                sequence: write.after.plus(i as u64 + 1),
+                sequence: write.after.plus(*i as u64 + 1),
             };
-            self.calls.insert(id, call);
+            self.calls.insert(id.clone(), call);
         }
-        for (_, id, sequence) in write.effects.answered {
+        for (_, id, sequence) in &write.effects.answered {
             let call = KnownCall {
                 state: CallState::Answered,
-                sequence,
+                sequence: *sequence,
             };
-            self.calls.insert(id, call);
+            self.calls.insert(id.clone(), call);
         }
         self.last_user_sequence = write.newest_user.or(self.last_user_sequence);
-        self.last_response_id = write.newest_response_id.or(self.last_response_id.take());
-        if let (Some(k), Some(record)) = (&batch.idempotency_key, write.idempotency) {
-            self.idempotency.insert(k.as_str().to_owned(), record);
+        self.last_response_id = write.newest_response_id.clone().or(self.last_response_id.take());
+        if let (Some(idempotency), Some(record)) = (&batch.idempotency, write.idempotency) {
+            self.idempotency
+                .insert(idempotency.key.as_str().to_owned(), record);
         }
     }
 }

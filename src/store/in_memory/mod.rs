@@ -17,8 +17,7 @@ use super::{
 };
 use crate::{
     domain::{
-        AppendBatch, AppendOutcome, AppendPlan, AppendState, ConversationId, Sequence, TenantId,
-        append::plan,
+        AppendOutcome, ConversationId, CountedBatch, Sequence, TenantId,
         context::{ContextSnapshot, PageRequest, SummarySection},
         conversation::{self, ConversationPage, ConversationPatch, IfMissing, ListQuery},
         summary::Summary,
@@ -27,6 +26,7 @@ use crate::{
     runtime::deadline::Deadline,
 };
 
+mod append;
 mod entry;
 mod leases;
 mod pages;
@@ -70,28 +70,15 @@ impl Store for InMemoryStore {
     async fn append_messages(
         &self,
         tenant: &TenantId,
-        batch: &AppendBatch,
+        batch: &CountedBatch,
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
-        super::claim_commit(deadline)?;
-        let mut conversations = self.lock();
-        let key = key(tenant, &batch.conversation_id);
-        let now = SystemTime::now();
-        if let Some(c) = conversations.get(&key)
-            && c.resource.expire_time.is_some_and(|at| at <= now)
-        {
-            return Err(StoreError::Expired);
-        }
-        let state = conversations
-            .get(&key)
-            .map_or_else(AppendState::default, |c| c.append_state(batch));
-        let write = match plan(batch, &state)? {
-            AppendPlan::Replay(outcome) => return Ok(outcome),
-            AppendPlan::Write(write) => write,
-        };
-        let outcome = write.outcome;
-        conversations.touch(&key, now).apply(batch, write);
-        Ok(outcome)
+        append::append(
+            &mut self.lock(),
+            key(tenant, &batch.conversation_id),
+            batch,
+            deadline,
+        )
     }
 
     async fn list_messages(

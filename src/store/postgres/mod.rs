@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     domain::{
-        AppendBatch, AppendOutcome, ConversationId, Sequence, TenantId,
+        AppendOutcome, ConversationId, CountedBatch, Sequence, TenantId,
         context::PageRequest,
         conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
         summary::Summary,
@@ -143,7 +143,7 @@ impl Store for PostgresStore {
     async fn append_messages(
         &self,
         tenant: &TenantId,
-        batch: &AppendBatch,
+        batch: &CountedBatch,
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
         let _slot = self.write_slot(tenant, &batch.conversation_id, deadline).await?;

@@ -12,7 +12,7 @@ use tokio_postgres::{
 use super::errors::corrupt;
 use crate::{
     domain::{
-        AppendBatch, Role, Sequence, StoredMessage,
+        CountedBatch, Role, Sequence, StoredMessage,
         context::{TokenCounts, anchor::LogPosition},
         message::{Attachment, LlmError, Message, Reasoning, ToolCall, Usage},
         native::NativeContent,
@@ -349,17 +349,13 @@ pub(super) struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    pub(super) fn of(batch: &'a AppendBatch) -> Self {
-        let m = &batch.messages;
-        // One count per message (0 where a batch carries none), so every row has its values.
+    pub(super) fn of(batch: &'a CountedBatch) -> Self {
+        let counted = &batch.messages;
+        let m: Vec<&'a Message> = counted.iter().map(|c| &c.message).collect();
         let count = |pick: fn(&TokenCounts) -> u32| -> Vec<i32> {
-            (0..m.len())
-                .map(|i| {
-                    batch
-                        .tokens
-                        .get(i)
-                        .map_or(0, |t| i32::try_from(pick(t)).unwrap_or(i32::MAX))
-                })
+            counted
+                .iter()
+                .map(|c| i32::try_from(pick(&c.tokens)).unwrap_or(i32::MAX))
                 .collect()
         };
         Columns {
@@ -377,13 +373,9 @@ impl<'a> Columns<'a> {
             o200k: count(|t| t.o200k_base),
             cl100k: count(|t| t.cl100k_base),
             approx: count(|t| t.approx),
-            native: m
+            native: counted
                 .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    let tokens = |counts: &[TokenCounts]| counts.get(i).copied().unwrap_or_default();
-                    native_column(m, tokens(&batch.reasoning_tokens), tokens(&batch.native_tokens))
-                })
+                .map(|c| native_column(&c.message, c.reasoning_tokens, c.native_tokens))
                 .collect(),
             loaded_bytes: m.iter().map(|m| stored_size(m.loaded_bytes())).collect(),
         }

@@ -6,7 +6,7 @@ use tokio_postgres::{Statement, types::ToSql};
 
 use super::placement::Placement;
 use crate::{
-    domain::{AppendBatch, search},
+    domain::{CountedBatch, search},
     store::{StoreError, postgres::rows::Columns},
 };
 
@@ -66,12 +66,15 @@ pub(super) struct MessageRows<'a> {
 
 /// The `search` column of a batch's rows: each document under the conversation's scope, NULL
 /// where it has no term (a UI-only message, no words).
-pub(super) fn search_column(tenant: &str, conversation: &str, batch: &AppendBatch) -> Vec<Option<String>> {
+pub(super) fn search_column(tenant: &str, conversation: &str, batch: &CountedBatch) -> Vec<Option<String>> {
     let scope = search::scope(tenant, conversation);
-    (0..batch.messages.len())
-        .map(|i| {
-            let document = batch.search.get(i).filter(|d| !d.is_empty());
-            document.map(|d| d.tsvector(&scope))
+    batch
+        .messages
+        .iter()
+        .map(|m| {
+            Some(&m.search)
+                .filter(|d| !d.is_empty())
+                .map(|d| d.tsvector(&scope))
         })
         .collect()
 }

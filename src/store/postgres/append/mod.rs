@@ -1,10 +1,11 @@
-//! AppendMessage on PostgreSQL: read the locked conversation's state, let the domain
-//! [`plan`] the append, write the plan.
+//! AppendMessage on PostgreSQL: the store's side of the append ([`AppendTx`]), which
+//! [`drive`] runs. The claim is one statement ([`ALLOCATE`]) sent with `BEGIN`; a batch that
+//! needs no state goes out as its rows with `COMMIT`: two round trips in all.
 
 use std::collections::HashMap;
 
-use deadpool_postgres::{GenericClient, Pool, Transaction};
-use tokio_postgres::types::ToSql;
+use deadpool_postgres::{GenericClient, Object, Pool};
+use tokio_postgres::{Statement, types::ToSql};
 
 use super::{
     errors::corrupt,
@@ -18,10 +19,9 @@ use placement::Placement;
 
 use crate::{
     domain::{
-        AppendBatch, AppendOutcome, AppendPlan, AppendState, CallState, IdempotencyRecord, KnownCall,
-        PayloadHash, Sequence, TenantId, Usage, WritePlan,
-        append::{needs_state, newest_facts, plan},
-        tool_protocol::mentioned_call_ids,
+        AppendOutcome, CallState, CountedBatch, IdempotencyKey, IdempotencyRecord, KnownCall, PayloadHash,
+        Sequence, TenantId, WritePlan,
+        append::{AppendTx, StoredState, drive},
     },
     runtime::deadline::Deadline,
     store::StoreError,
@@ -56,33 +56,13 @@ const ALLOCATE: &str = "INSERT INTO conversations
          WHERE conversations.expire_time IS NULL OR conversations.expire_time > EXCLUDED.updated_at
          RETURNING last_sequence, token_offset, turn_offset_before";
 
-/// A pooled connection in a transaction opened by hand (to pipeline it). Dropped before
-/// [`OpenTransaction::finish`] — the call was cancelled between round trips — it closes the
-/// connection, which ends the transaction, instead of handing it back to the pool still open.
-struct OpenTransaction(Option<deadpool_postgres::Object>);
-
-impl OpenTransaction {
-    /// The transaction ended (committed or rolled back): the connection may be reused.
-    fn finish(mut self) {
-        drop(self.0.take());
-    }
-}
-
-impl Drop for OpenTransaction {
-    fn drop(&mut self) {
-        if let Some(client) = self.0.take() {
-            drop(deadpool_postgres::Object::take(client));
-        }
-    }
-}
-
 /// What [`ALLOCATE`] is given for a batch.
 struct Allocation<'a> {
     tenant: &'a str,
     conversation: &'a str,
     count: i64,
     user_offset: Option<i64>,
-    response_id: Option<String>,
+    response_id: Option<&'a str>,
     /// The batch's placement relative to its start.
     relative: Placement,
     /// The batch's usage: input, output, cached input, reasoning.
@@ -92,16 +72,23 @@ struct Allocation<'a> {
 }
 
 impl<'a> Allocation<'a> {
-    fn of(tenant: &'a TenantId, batch: &'a AppendBatch) -> Self {
-        let (user_offset, response_id) = newest_facts(&batch.messages, Sequence::ZERO);
+    fn of(tenant: &'a TenantId, batch: &'a CountedBatch) -> Self {
+        let facts = &batch.facts;
+        let usage = facts.usage;
         Allocation {
             tenant: tenant.as_str(),
             conversation: batch.conversation_id.as_str(),
             count: batch.messages.len() as i64,
-            user_offset: user_offset.map(Sequence::as_i64),
-            response_id,
+            user_offset: facts.newest_user.map(|p| i64::try_from(p).unwrap_or(i64::MAX)),
+            response_id: facts.newest_response_id.as_deref(),
             relative: Placement::of(batch),
-            usage: batch_usage(batch),
+            usage: [
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_input_tokens,
+                usage.reasoning_tokens,
+            ]
+            .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
             incarnation: super::writes::new_incarnation(),
         }
     }
@@ -125,156 +112,166 @@ impl<'a> Allocation<'a> {
     }
 }
 
-/// The summed usage of a batch's messages, as [`ALLOCATE`] adds it.
-fn batch_usage(batch: &AppendBatch) -> [i64; 4] {
-    let usage = batch
-        .messages
-        .iter()
-        .fold(Usage::default(), |sum, m| sum.plus(m.usage));
-    [
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cached_input_tokens,
-        usage.reasoning_tokens,
-    ]
-    .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
-}
-
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %batch.conversation_id, count = batch.messages.len()))]
 pub(super) async fn append_messages(
     pool: &Pool,
     tenant: &TenantId,
-    batch: &AppendBatch,
+    batch: &CountedBatch,
     deadline: Option<&Deadline>,
 ) -> Result<AppendOutcome, StoreError> {
-    if !needs_state(batch) {
-        return append_plain(pool, tenant, batch, deadline).await;
-    }
-    let allocation = Allocation::of(tenant, batch);
-    let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
-    let mut client = pool.get().await?;
-    let tx = client.transaction().await?;
-    super::writes::limit(&tx, deadline).await?;
-
-    let allocate = tx.prepare_cached(ALLOCATE).await?;
-    let row = tx
-        .query_opt(&allocate, &allocation.params())
-        .await?
-        .ok_or(StoreError::Expired)?;
-    let last_sequence = Sequence::from_stored(column::<i64>(&row, "last_sequence")? - count);
-    let base = column::<i64>(&row, "token_offset")? - allocation.relative.total;
-    let placement = allocation
-        .relative
-        .after(base, column(&row, "turn_offset_before")?);
-    let idempotency = match &batch.idempotency_key {
-        Some(key) => idempotency_record(&tx, t, c, key.as_str()).await?,
-        None => None,
+    let tx = PostgresAppend {
+        pool,
+        tenant,
+        conversation: batch.conversation_id.as_str(),
+        deadline,
+        client: None,
+        ended: false,
+        inserts: Vec::new(),
+        placement: None,
     };
-    let mentioned = mentioned_call_ids(&batch.messages);
-    let known_calls = match mentioned.is_empty() {
-        true => HashMap::new(),
-        false => call_states(&tx, t, c, &mentioned).await?,
-    };
-    let state = AppendState {
-        last_sequence,
-        idempotency,
-        known_calls,
-    };
-    let write = match plan(batch, &state)? {
-        // Dropping the transaction rolls back the counter increment.
-        AppendPlan::Replay(outcome) => return Ok(outcome),
-        AppendPlan::Write(write) => write,
-    };
-    insert_messages(&tx, t, c, batch, &write, placement).await?;
-    record_tool_calls(&tx, t, c, &write).await?;
-    if let (Some(key), Some(record)) = (&batch.idempotency_key, write.idempotency) {
-        let insert = tx
-            .prepare_cached(
-                "INSERT INTO idempotency_keys (tenant_id, conversation_id, idempotency_key, payload_hash,
-                     first_sequence, last_sequence, conversation_last_sequence)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .await?;
-        let outcome = record.outcome;
-        let (first, last) = (outcome.first_sequence.as_i64(), outcome.last_sequence.as_i64());
-        let conversation_last = outcome.conversation_last_sequence.as_i64();
-        let hash = &record.payload_hash.0[..];
-        tx.execute(
-            &insert,
-            &[&t, &c, &key.as_str(), &hash, &first, &last, &conversation_last],
-        )
-        .await?;
-    }
-    super::writes::commit(tx, deadline).await?;
-    Ok(write.outcome)
+    drive(tx, batch).await
 }
 
-/// A batch that [`needs_state`] says any conversation accepts, in two round trips: `BEGIN`
-/// with [`ALLOCATE`], then the rows' INSERT with `COMMIT`. Statements on one row and its
-/// co-located rows: on Citus, one shard and no two-phase commit (docs/scaling.md).
-async fn append_plain(
-    pool: &Pool,
-    tenant: &TenantId,
-    batch: &AppendBatch,
-    deadline: Option<&Deadline>,
-) -> Result<AppendOutcome, StoreError> {
-    let allocation = Allocation::of(tenant, batch);
-    let (t, c, count) = (allocation.tenant, allocation.conversation, allocation.count);
-    let begin = match super::writes::write_limits(deadline)? {
-        Some(limits) => format!("BEGIN; {limits}"),
-        None => "BEGIN".to_owned(),
-    };
-    let client = pool.get().await?;
-    let allocate = client.prepare_cached(ALLOCATE).await?;
-    let inserts = MessageRows::prepare(&client, batch.messages.len()).await?;
-    let open = OpenTransaction(Some(client));
-    let Some(client) = open.0.as_ref() else {
-        return Err(StoreError::internal("append connection missing"));
-    };
-    let written = async {
+/// One append's transaction, opened by hand on a pooled connection (to pipeline it). Dropped
+/// before it ended (the call was cancelled between round trips), it closes the connection,
+/// which ends the transaction, instead of handing it back to the pool still open.
+struct PostgresAppend<'a> {
+    pool: &'a Pool,
+    tenant: &'a TenantId,
+    conversation: &'a str,
+    deadline: Option<&'a Deadline>,
+    /// The connection, once the claim took one.
+    client: Option<Object>,
+    /// The transaction ended (committed or rolled back): the connection may be reused.
+    ended: bool,
+    /// The batch's row INSERTs, prepared before `BEGIN`: a pipelined `COMMIT` can never
+    /// overtake a statement still being prepared.
+    inserts: Vec<Statement>,
+    /// Where the batch's messages go in the log, from the claim.
+    placement: Option<Placement>,
+}
+
+impl Drop for PostgresAppend<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && !self.ended
+        {
+            drop(Object::take(client));
+        }
+    }
+}
+
+impl PostgresAppend<'_> {
+    fn client(&self) -> Result<&Object, StoreError> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| StoreError::internal("append connection missing"))
+    }
+}
+
+impl AppendTx for PostgresAppend<'_> {
+    type Error = StoreError;
+
+    /// `BEGIN` (with the call's limits) and [`ALLOCATE`], in one round trip.
+    async fn claim(&mut self, batch: &CountedBatch) -> Result<Sequence, StoreError> {
+        let allocation = Allocation::of(self.tenant, batch);
+        let begin = match super::writes::write_limits(self.deadline)? {
+            Some(limits) => format!("BEGIN; {limits}"),
+            None => "BEGIN".to_owned(),
+        };
+        let client = self.pool.get().await?;
+        let allocate = client.prepare_cached(ALLOCATE).await?;
+        self.inserts = MessageRows::prepare(&client, batch.messages.len()).await?;
+        let client = &*self.client.insert(client);
         let params = allocation.params();
         // try_join polls both at once: both are sent before either answer is read.
         let ((), row) = tokio::try_join!(client.batch_execute(&begin), client.query_opt(&allocate, &params))?;
         let row = row.ok_or(StoreError::Expired)?;
-        let first = column::<i64>(&row, "last_sequence")? - count + 1;
-        let relative = allocation.relative;
-        let base = column::<i64>(&row, "token_offset")? - relative.total;
-        let turn_offset_before = column(&row, "turn_offset_before")?;
+        let last = column::<i64>(&row, "last_sequence")? - allocation.count;
+        let base = column::<i64>(&row, "token_offset")? - allocation.relative.total;
+        let turn_before = column(&row, "turn_offset_before")?;
+        self.placement = Some(allocation.relative.after(base, turn_before));
+        Ok(Sequence::from_stored(last))
+    }
+
+    async fn read_state(
+        &mut self,
+        key: Option<&IdempotencyKey>,
+        call_ids: &[String],
+    ) -> Result<StoredState, StoreError> {
+        let client = self.client()?;
+        let (t, c) = (self.tenant.as_str(), self.conversation);
+        let idempotency = match key {
+            Some(key) => idempotency_record(client, t, c, key.as_str()).await?,
+            None => None,
+        };
+        let known_calls = match call_ids.is_empty() {
+            true => HashMap::new(),
+            false => call_states(client, t, c, call_ids).await?,
+        };
+        Ok(StoredState {
+            idempotency,
+            known_calls,
+        })
+    }
+
+    /// The rows, then the calls and the idempotency record where the plan has them, then
+    /// `COMMIT`; a plan with neither sends its rows with `COMMIT`, in one round trip.
+    async fn write(&mut self, batch: &CountedBatch, plan: &WritePlan) -> Result<(), StoreError> {
+        let placement = self
+            .placement
+            .take()
+            .ok_or_else(|| StoreError::internal("append written before its claim"))?;
+        let client = self.client()?;
+        let (t, c) = (self.tenant.as_str(), self.conversation);
         let rows = MessageRows {
             tenant: t,
             conversation: c,
-            sequences: (first..first + count).collect(),
+            sequences: (0..batch.messages.len())
+                .map(|i| plan.sequence_of(i).as_i64())
+                .collect(),
             columns: Columns::of(batch),
-            call_sequences: vec![None; batch.messages.len()],
-            placement: relative.after(base, turn_offset_before),
+            call_sequences: plan
+                .call_sequences
+                .iter()
+                .map(|s| s.map(Sequence::as_i64))
+                .collect(),
+            placement,
             search: insert::search_column(t, c, batch),
         };
-        // The rows go out with COMMIT.
-        crate::store::claim_commit(deadline)?;
-        let commit = async { Ok(client.batch_execute("COMMIT").await?) };
-        let ((), ()) = tokio::try_join!(rows.execute(client, &inserts), commit)?;
-        Ok::<_, StoreError>(Sequence::from_stored(first - 1))
-    }
-    .await;
-    match written {
-        Ok(last) => {
-            open.finish();
-            Ok(AppendOutcome::stored(last, batch.messages.len()))
-        }
-        Err(error) => {
-            // The transaction may still be open (a failed statement); a ROLLBACK after a
-            // COMMIT that already ended it only draws a warning. If even that fails, dropping
-            // `open` closes the connection.
-            if client.batch_execute("ROLLBACK").await.is_ok() {
-                open.finish();
+        let plain = plan.idempotency.is_none() && plan.effects == Default::default();
+        if plain {
+            // The rows go out with COMMIT.
+            crate::store::claim_commit(self.deadline)?;
+            let commit = async { Ok(client.batch_execute("COMMIT").await?) };
+            let ((), ()) = tokio::try_join!(rows.execute(client, &self.inserts), commit)?;
+        } else {
+            rows.execute(client, &self.inserts).await?;
+            record_tool_calls(client, t, c, plan).await?;
+            if let (Some(idempotency), Some(record)) = (&batch.idempotency, plan.idempotency) {
+                insert_idempotency(client, t, c, &idempotency.key, record).await?;
             }
-            Err(error)
+            crate::store::claim_commit(self.deadline)?;
+            client.batch_execute("COMMIT").await?;
+        }
+        self.ended = true;
+        Ok(())
+    }
+
+    /// A `ROLLBACK` after a `COMMIT` that already ended the transaction only draws a warning;
+    /// if even that fails, the drop closes the connection.
+    async fn roll_back(&mut self) {
+        if let Some(client) = &self.client
+            && !self.ended
+            && client.batch_execute("ROLLBACK").await.is_ok()
+        {
+            self.ended = true;
         }
     }
 }
 
-async fn idempotency_record(
-    tx: &Transaction<'_>,
+async fn idempotency_record<C: GenericClient + Sync>(
+    tx: &C,
     tenant: &str,
     conversation: &str,
     key: &str,
@@ -302,8 +299,8 @@ async fn idempotency_record(
     }))
 }
 
-async fn call_states(
-    tx: &Transaction<'_>,
+async fn call_states<C: GenericClient + Sync>(
+    tx: &C,
     tenant: &str,
     conversation: &str,
     ids: &[String],
@@ -327,35 +324,35 @@ async fn call_states(
         .collect()
 }
 
-async fn insert_messages(
-    tx: &Transaction<'_>,
-    tenant: &str,
-    conversation: &str,
-    batch: &AppendBatch,
-    write: &WritePlan,
-    placement: Placement,
+/// Keeps what the append returned under its idempotency key.
+async fn insert_idempotency<C: GenericClient + Sync>(
+    tx: &C,
+    t: &str,
+    c: &str,
+    key: &IdempotencyKey,
+    record: IdempotencyRecord,
 ) -> Result<(), StoreError> {
-    let rows = MessageRows {
-        tenant,
-        conversation,
-        sequences: (0..batch.messages.len())
-            .map(|i| write.sequence_of(i).as_i64())
-            .collect(),
-        columns: Columns::of(batch),
-        call_sequences: write
-            .call_sequences
-            .iter()
-            .map(|s| s.map(Sequence::as_i64))
-            .collect(),
-        placement,
-        search: insert::search_column(tenant, conversation, batch),
-    };
-    let prepared = MessageRows::prepare(tx, rows.sequences.len()).await?;
-    rows.execute(tx, &prepared).await
+    let insert = tx
+        .prepare_cached(
+            "INSERT INTO idempotency_keys (tenant_id, conversation_id, idempotency_key, payload_hash,
+                 first_sequence, last_sequence, conversation_last_sequence)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .await?;
+    let outcome = record.outcome;
+    let (first, last) = (outcome.first_sequence.as_i64(), outcome.last_sequence.as_i64());
+    let conversation_last = outcome.conversation_last_sequence.as_i64();
+    let hash = &record.payload_hash.0[..];
+    tx.execute(
+        &insert,
+        &[&t, &c, &key.as_str(), &hash, &first, &last, &conversation_last],
+    )
+    .await?;
+    Ok(())
 }
 
-async fn record_tool_calls(
-    tx: &Transaction<'_>,
+async fn record_tool_calls<C: GenericClient + Sync>(
+    tx: &C,
     tenant: &str,
     conversation: &str,
     write: &WritePlan,

@@ -1,7 +1,7 @@
 //! Where a batch's messages go in the log's token stream: the offsets and turn starts the
 //! rows carry, so BuildContext can find a turn boundary by index.
 
-use crate::domain::{AppendBatch, context::anchor::LogEnd};
+use crate::domain::{CountedBatch, context::anchor::LogEnd};
 
 /// Where a batch's messages go in the log's token stream, relative to its start: what
 /// `ALLOCATE` adds to the conversation's totals and the rows' positions are computed from.
@@ -18,15 +18,13 @@ pub(super) struct Placement {
 
 impl Placement {
     /// Places `batch` relative to its start.
-    pub(super) fn of(batch: &AppendBatch) -> Self {
+    pub(super) fn of(batch: &CountedBatch) -> Self {
         let mut end = LogEnd::default();
         let (offsets, previous_turns) = batch
             .messages
             .iter()
-            .enumerate()
-            .map(|(i, message)| {
-                let approx = batch.tokens.get(i).map_or(0, |t| t.approx);
-                let position = end.place(message, approx);
+            .map(|counted| {
+                let position = end.place(&counted.message, counted.tokens.approx);
                 (stored(position.offset), position.previous_turn.map(stored))
             })
             .unzip();

@@ -1,0 +1,86 @@
+//! AppendMessage in memory: the store's side of the append ([`AppendTx`]) over the locked map.
+//! The sequence and the decision are [`drive`]'s; nothing here waits, so the driver runs to its
+//! end in one poll, under the one mutex.
+
+use std::{
+    future::Future,
+    pin::pin,
+    task::{Context, Poll, Waker},
+    time::SystemTime,
+};
+
+use super::state::{Key, State};
+use crate::{
+    domain::{
+        AppendOutcome, CountedBatch, IdempotencyKey, Sequence, WritePlan,
+        append::{AppendTx, StoredState, drive},
+    },
+    runtime::deadline::Deadline,
+    store::StoreError,
+};
+
+/// Appends `batch` to the conversation at `key` of the locked `state`.
+pub(super) fn append(
+    state: &mut State,
+    key: Key,
+    batch: &CountedBatch,
+    deadline: Option<&Deadline>,
+) -> Result<AppendOutcome, StoreError> {
+    let tx = MemoryAppend {
+        state,
+        key,
+        now: SystemTime::now(),
+        deadline,
+    };
+    run_now(drive(tx, batch))
+}
+
+/// The in-memory side of one append: the map, locked by the caller for the whole append.
+struct MemoryAppend<'a> {
+    state: &'a mut State,
+    key: Key,
+    now: SystemTime,
+    deadline: Option<&'a Deadline>,
+}
+
+impl AppendTx for MemoryAppend<'_> {
+    type Error = StoreError;
+
+    async fn claim(&mut self, _batch: &CountedBatch) -> Result<Sequence, StoreError> {
+        match self.state.get(&self.key) {
+            Some(c) if c.resource.expire_time.is_some_and(|at| at <= self.now) => Err(StoreError::Expired),
+            Some(c) => Ok(c.last_sequence()),
+            None => Ok(Sequence::ZERO),
+        }
+    }
+
+    async fn read_state(
+        &mut self,
+        key: Option<&IdempotencyKey>,
+        call_ids: &[String],
+    ) -> Result<StoredState, StoreError> {
+        let Some(conversation) = self.state.get(&self.key) else {
+            return Ok(StoredState::default());
+        };
+        Ok(conversation.stored_state(key, call_ids))
+    }
+
+    async fn write(&mut self, batch: &CountedBatch, plan: &WritePlan) -> Result<(), StoreError> {
+        crate::store::claim_commit(self.deadline)?;
+        self.state.touch(&self.key, self.now).apply(batch, plan);
+        Ok(())
+    }
+
+    /// Nothing was changed before the write.
+    async fn roll_back(&mut self) {}
+}
+
+/// The output of `future`, which never waits (every step of [`MemoryAppend`] is ready at
+/// once): polled once, on the caller's thread, with the lock held.
+fn run_now<T>(future: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+    let mut cx = Context::from_waker(Waker::noop());
+    match pin!(future).poll(&mut cx) {
+        Poll::Ready(output) => output,
+        Poll::Pending => Err(StoreError::internal("an in-memory append waited")),
+    }
+}
