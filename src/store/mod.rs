@@ -13,7 +13,10 @@ use crate::{
     domain::{
         AppendOutcome, AppendRejection, ConversationId, CountedBatch, Sequence, TenantId, Violations,
         context::PageRequest,
-        conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
+        conversation::{
+            Conversation, ConversationPage, ConversationPatch, ForkRefusal, IfMissing, ListQuery,
+            RewindRefusal,
+        },
         summary::Summary,
         tool_protocol::ProtocolViolation,
         working_memory::WorkingMemory,
@@ -120,6 +123,25 @@ impl From<AppendRejection> for StoreError {
             AppendRejection::KeyReused => StoreError::IdempotencyKeyReused,
             AppendRejection::SequenceMismatch { current } => StoreError::SequenceMismatch { current },
             AppendRejection::ToolProtocol { violations } => StoreError::ToolProtocol { violations },
+        }
+    }
+}
+
+impl From<ForkRefusal> for StoreError {
+    fn from(refusal: ForkRefusal) -> Self {
+        StoreError::Invalid {
+            violations: refusal.violations(),
+        }
+    }
+}
+
+impl From<RewindRefusal> for StoreError {
+    fn from(refusal: RewindRefusal) -> Self {
+        match refusal {
+            RewindRefusal::Stale { current } => StoreError::SequenceMismatch { current },
+            RewindRefusal::PastEnd { last } => StoreError::Invalid {
+                violations: RewindRefusal::violations(last),
+            },
         }
     }
 }

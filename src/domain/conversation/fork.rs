@@ -1,6 +1,9 @@
 //! What a fork copies (docs/design.md, "Conversations as resources"): the stores look up the
 //! source's state ([`ForkSource`]), [`ForkPlan::decide`] refuses or says what the fork starts
-//! with, and the stores copy the log up to [`ForkPlan::through`] and write the rest.
+//! with, and the stores copy the log up to [`ForkPlan::through`] and write the rest; [`fork`]
+//! runs that sequence over each store's [`ForkTx`].
+
+use std::future::Future;
 
 use crate::domain::{
     Message, Role, Sequence, summary::Summary, violation::Violations, working_memory::WorkingMemory,
@@ -92,6 +95,32 @@ impl ForkPlan {
         (message.role == Role::Assistant && !message.response_id.is_empty())
             .then_some(message.response_id.as_str())
     }
+}
+
+/// One fork's transaction, as a store runs it: the source locked while it is read, the fork
+/// written in the same transaction (the store commits after [`fork`] returns).
+pub trait ForkTx: Send {
+    /// What the store makes of a written fork.
+    type Forked: Send;
+    /// The store's error; refusals of the plan become one.
+    type Error: From<ForkRefusal> + Send;
+
+    /// Locks the source and reads what [`ForkPlan::decide`] needs to fork it through
+    /// `through`.
+    fn read_source(
+        &mut self,
+        through: Sequence,
+    ) -> impl Future<Output = Result<ForkSource, Self::Error>> + Send;
+
+    /// Creates the fork as `plan` says.
+    fn write(&mut self, plan: ForkPlan) -> impl Future<Output = Result<Self::Forked, Self::Error>> + Send;
+}
+
+/// Forks through `through` by `tx`: reads the source, decides, writes the plan.
+pub async fn fork<T: ForkTx>(mut tx: T, through: Sequence) -> Result<T::Forked, T::Error> {
+    let source = tx.read_source(through).await?;
+    let plan = ForkPlan::decide(through, source)?;
+    tx.write(plan).await
 }
 
 /// The working memory a fork through `through` starts with: only the items and glossary

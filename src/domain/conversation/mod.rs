@@ -313,11 +313,11 @@ pub struct ConversationPage {
     pub has_more: bool,
 }
 
-pub use fork::{ForkPlan, ForkRefusal, ForkSource, memory_within};
+pub use fork::{ForkPlan, ForkRefusal, ForkSource, ForkTx, fork, memory_within};
 pub use redaction::{
     append_covers, forget_in_memory, redacted, same_memory, summary_covers, tombstone, unchanged_since,
 };
-pub use rewind::{RewindRefusal, check_rewind, rewound_memory};
+pub use rewind::{RewindRefusal, RewindTx, check_rewind, rewind, rewound_memory};
 
 /// What UpdateConversation does when the conversation does not exist (`allow_missing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,37 @@
-//! What a rewind does (docs/design.md, "Conversations as resources"): the stores check it with
-//! [`check_rewind`], remove the later messages and what was derived from them, and apply
-//! [`rewound_memory`] to the working memory.
+//! What a rewind does (docs/design.md, "Conversations as resources"): the stores lock the
+//! conversation, [`check_rewind`] refuses or lets it go on, and the stores remove the later
+//! messages and what was derived from them, applying [`rewound_memory`] to the working memory;
+//! [`rewind`] runs that sequence over each store's [`RewindTx`].
+
+use std::future::Future;
 
 use crate::domain::{Sequence, violation::Violations, working_memory::WorkingMemory};
+
+/// One rewind's transaction, as a store runs it (the store commits after [`rewind`] returns).
+pub trait RewindTx: Send {
+    /// What the store reports of a rewind.
+    type Rewound: Send;
+    /// The store's error; refusals become one.
+    type Error: From<RewindRefusal> + Send;
+
+    /// Locks the conversation, counts the rewind (so that a summary or first memory read
+    /// before it is not stored after it), and returns its last sequence.
+    fn lock(&mut self) -> impl Future<Output = Result<Sequence, Self::Error>> + Send;
+
+    /// Removes the messages after `after` and what was derived from them.
+    fn write(&mut self, after: Sequence) -> impl Future<Output = Result<Self::Rewound, Self::Error>> + Send;
+}
+
+/// Rewinds to `after` by `tx`, refusing a stale `expected_last` or an `after` past the end.
+pub async fn rewind<T: RewindTx>(
+    mut tx: T,
+    after: Sequence,
+    expected_last: Option<Sequence>,
+) -> Result<T::Rewound, T::Error> {
+    let last = tx.lock().await?;
+    check_rewind(after, last, expected_last)?;
+    tx.write(after).await
+}
 
 /// Why a conversation cannot be rewound to a sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,14 +2,12 @@
 //! The sequence and the decision are [`drive`]'s; nothing here waits, so the driver runs to its
 //! end in one poll, under the one mutex.
 
-use std::{
-    future::Future,
-    pin::pin,
-    task::{Context, Poll, Waker},
-    time::SystemTime,
-};
+use std::time::SystemTime;
 
-use super::state::{Key, State};
+use super::{
+    ready::run_now,
+    state::{Key, State},
+};
 use crate::{
     domain::{
         AppendOutcome, CountedBatch, IdempotencyKey, Sequence, WritePlan,
@@ -73,14 +71,4 @@ impl AppendTx for MemoryAppend<'_> {
 
     /// Nothing was changed before the write.
     async fn roll_back(&mut self) {}
-}
-
-/// The output of `future`, which never waits (every step of [`MemoryAppend`] is ready at
-/// once): polled once, on the caller's thread, with the lock held.
-fn run_now<T>(future: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
-    let mut cx = Context::from_waker(Waker::noop());
-    match pin!(future).poll(&mut cx) {
-        Poll::Ready(output) => output,
-        Poll::Pending => Err(StoreError::internal("an in-memory append waited")),
-    }
 }

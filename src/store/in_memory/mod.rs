@@ -30,6 +30,7 @@ mod append;
 mod entry;
 mod leases;
 mod pages;
+mod ready;
 mod rewrite;
 mod search;
 mod search_index;
@@ -37,6 +38,7 @@ mod state;
 
 use leases::{MemoryLease, SweeperLease};
 use pages::capped;
+use rewrite::{MemoryFork, MemoryRewind};
 use state::{Key, State};
 
 /// Conversations held in process memory.
@@ -385,7 +387,7 @@ impl Store for InMemoryStore {
             .ok_or(StoreError::NotFound)?;
         let target_key = key(tenant, target);
         let now = SystemTime::now();
-        let mut fork = c.fork(through, now)?;
+        let mut fork = ready::run_now(conversation::fork(MemoryFork { source: c, now }, through))?;
         if conversations.contains_key(&target_key) {
             return Err(StoreError::AlreadyExists);
         }
@@ -421,7 +423,7 @@ impl Store for InMemoryStore {
         let mut conversations = self.lock();
         let key = key(tenant, conversation);
         let c = conversations.get_mut(&key).ok_or(StoreError::NotFound)?;
-        let rewind = c.rewind(after, expected_last)?;
+        let rewind = ready::run_now(conversation::rewind(MemoryRewind(c), after, expected_last))?;
         conversations.touch(&key, SystemTime::now());
         Ok(rewind)
     }

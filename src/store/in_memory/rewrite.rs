@@ -1,5 +1,7 @@
 //! Changes to a conversation's past: a fork copies a prefix, a redaction tombstones a message,
-//! a rewind drops a suffix; each with what was derived from the changed messages.
+//! a rewind drops a suffix; each with what was derived from the changed messages. Forks and
+//! rewinds are decided by [`conversation::fork`] and [`conversation::rewind`] over the
+//! transactions here ([`MemoryFork`], [`MemoryRewind`]).
 
 use std::time::SystemTime;
 
@@ -7,7 +9,7 @@ use crate::{
     domain::{
         CallState, PayloadHash, Sequence,
         context::anchor::LogEnd,
-        conversation::{self, ForkPlan, ForkSource},
+        conversation::{self, ForkPlan, ForkSource, ForkTx, RewindTx},
         working_memory::WorkingMemory,
     },
     store::{Redaction, Rewind, StoreError},
@@ -15,29 +17,63 @@ use crate::{
 
 use super::entry::Conversation;
 
-impl Conversation {
-    /// A new conversation holding this one's log through `through`, as [`ForkPlan`] decides
-    /// (its origin is for the caller to set).
-    pub(super) fn fork(&self, through: Sequence, now: SystemTime) -> Result<Conversation, StoreError> {
-        let kept = through.get() as usize;
-        let after = self.messages.get(kept..).unwrap_or_default();
-        let source = ForkSource {
-            last: self.last_sequence(),
+/// A fork's reads of an in-memory source; [`conversation::fork`] decides, and the new
+/// conversation it writes is for the caller to insert.
+pub(super) struct MemoryFork<'a> {
+    pub(super) source: &'a Conversation,
+    pub(super) now: SystemTime,
+}
+
+impl ForkTx for MemoryFork<'_> {
+    type Forked = Conversation;
+    type Error = StoreError;
+
+    async fn read_source(&mut self, through: Sequence) -> Result<ForkSource, StoreError> {
+        let source = self.source;
+        let after = source.messages.get(through.get() as usize..).unwrap_or_default();
+        Ok(ForkSource {
+            last: source.last_sequence(),
             split_call: after
                 .iter()
                 .filter_map(|m| m.call_sequence)
                 .find(|&call| call <= through),
-            summary: self
+            summary: source
                 .summaries
                 .iter()
                 .rev()
                 .find(|s| s.through_sequence <= through)
                 .cloned(),
-            memory: self.memory.clone(),
-        };
-        let plan = ForkPlan::decide(through, source).map_err(|refusal| StoreError::Invalid {
-            violations: refusal.violations(),
-        })?;
+            memory: source.memory.clone(),
+        })
+    }
+
+    async fn write(&mut self, plan: ForkPlan) -> Result<Conversation, StoreError> {
+        Ok(self.source.forked(plan, self.now))
+    }
+}
+
+/// A rewind of an in-memory conversation; [`conversation::rewind`] decides.
+pub(super) struct MemoryRewind<'a>(pub(super) &'a mut Conversation);
+
+impl RewindTx for MemoryRewind<'_> {
+    type Rewound = Rewind;
+    type Error = StoreError;
+
+    async fn lock(&mut self) -> Result<Sequence, StoreError> {
+        Ok(self.0.last_sequence())
+    }
+
+    async fn write(&mut self, after: Sequence) -> Result<Rewind, StoreError> {
+        Ok(self.0.rewind(after))
+    }
+}
+
+impl Conversation {
+    /// A new conversation holding this one's log through `plan.through`, as the plan says (its
+    /// origin is for the caller to set).
+    fn forked(&self, plan: ForkPlan, now: SystemTime) -> Conversation {
+        let through = plan.through;
+        let kept = through.get() as usize;
         let mut fork = Conversation::new(now);
         fork.resource.title = self.resource.title.clone();
         fork.resource.labels = self.resource.labels.clone();
@@ -61,7 +97,7 @@ impl Conversation {
         fork.positions = self.positions[..kept].to_vec();
         fork.search = self.search.prefix(kept);
         fork.end = self.end_before(kept);
-        Ok(fork)
+        fork
     }
 
     /// The newest user message and response id among the messages, as appends count them
@@ -129,20 +165,9 @@ impl Conversation {
         })
     }
 
-    /// Removes the messages after `after` and what was derived from them (see
-    /// [`crate::store::Store::rewind_conversation`]).
-    pub(super) fn rewind(
-        &mut self,
-        after: Sequence,
-        expected_last: Option<Sequence>,
-    ) -> Result<Rewind, StoreError> {
-        let last = self.last_sequence();
-        conversation::check_rewind(after, last, expected_last).map_err(|refusal| match refusal {
-            conversation::RewindRefusal::Stale { current } => StoreError::SequenceMismatch { current },
-            conversation::RewindRefusal::PastEnd { last } => StoreError::Invalid {
-                violations: conversation::RewindRefusal::violations(last),
-            },
-        })?;
+    /// Removes the messages after `after` (within the log: [`conversation::rewind`] checked)
+    /// and what was derived from them (see [`crate::store::Store::rewind_conversation`]).
+    fn rewind(&mut self, after: Sequence) -> Rewind {
         let kept = after.get() as usize;
         self.rewinds += 1;
         let removed = self.messages.split_off(kept);
@@ -170,7 +195,7 @@ impl Conversation {
             memory.version += 1;
             memory.updated_at = Some(SystemTime::now());
         }
-        Ok(Rewind {
+        Rewind {
             messages_removed: removed.len() as u64,
             last_sequence: after,
             summaries_removed,
@@ -179,6 +204,6 @@ impl Conversation {
                 .last()
                 .map_or(Sequence::ZERO, |s| s.through_sequence),
             memory_version: self.memory.as_ref().map_or(0, |m| m.version),
-        })
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! Forking a conversation on PostgreSQL: the source's row locked, the plan decided by
-//! [`ForkPlan::decide`], the log copied in SQL.
+//! Forking a conversation on PostgreSQL: the store's side of [`conversation::fork`] (the
+//! source's row locked and read, the log copied in SQL), in one transaction.
 
 use deadpool_postgres::{Pool, Transaction};
 use tokio_postgres::types::Json;
@@ -11,7 +11,7 @@ use super::{
 use crate::{
     domain::{
         ConversationId, Sequence, TenantId,
-        conversation::{Conversation, ForkPlan, ForkSource},
+        conversation::{self, Conversation, ForkPlan, ForkSource, ForkTx},
         search,
         working_memory::WorkingMemory,
     },
@@ -32,29 +32,56 @@ pub(super) async fn fork(
     target: &ConversationId,
     deadline: Option<&Deadline>,
 ) -> Result<Conversation, StoreError> {
-    let (t, s, n) = (tenant.as_str(), source.as_str(), target.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     super::writes::limit(&tx, deadline).await?;
-    let plan = fork_plan(&tx, t, s, through).await?;
-    create_fork(&tx, t, s, through, n).await?;
-    copy_log(&tx, t, s, through, n).await?;
-    if let Some(memory) = &plan.memory {
-        insert_memory(&tx, t, n, memory).await?;
-    }
-    let conversation = read(&tx, t, n).await?;
+    let fork = PostgresFork {
+        tx: &tx,
+        t: tenant.as_str(),
+        s: source.as_str(),
+        n: target.as_str(),
+    };
+    let conversation = conversation::fork(fork, through).await?;
     super::writes::commit(tx, deadline).await?;
     Ok(conversation)
 }
 
-/// Looks up the source (locking its row: appends to it wait until the copy is taken) and
-/// decides the fork. The summary is copied in SQL ([`copy_log`]) by the plan's rule.
-async fn fork_plan(
+/// A fork's reads and writes in one transaction; [`conversation::fork`] decides.
+struct PostgresFork<'a, 'c> {
+    tx: &'a Transaction<'c>,
+    /// The tenant, the source and the new conversation.
+    t: &'a str,
+    s: &'a str,
+    n: &'a str,
+}
+
+impl ForkTx for PostgresFork<'_, '_> {
+    type Forked = Conversation;
+    type Error = StoreError;
+
+    async fn read_source(&mut self, through: Sequence) -> Result<ForkSource, StoreError> {
+        fork_source(self.tx, self.t, self.s, through).await
+    }
+
+    async fn write(&mut self, plan: ForkPlan) -> Result<Conversation, StoreError> {
+        let (tx, t, s, n) = (self.tx, self.t, self.s, self.n);
+        create_fork(tx, t, s, plan.through, n).await?;
+        copy_log(tx, t, s, plan.through, n).await?;
+        if let Some(memory) = &plan.memory {
+            insert_memory(tx, t, n, memory).await?;
+        }
+        read(tx, t, n).await
+    }
+}
+
+/// Looks up the source, locking its row: appends to it wait until the copy is taken. The
+/// summary is copied in SQL ([`copy_log`]) by the plan's rule.
+async fn fork_source(
     tx: &Transaction<'_>,
     t: &str,
     s: &str,
     through: Sequence,
-) -> Result<ForkPlan, StoreError> {
+) -> Result<ForkSource, StoreError> {
     let row = tx
         .query_opt(
             "SELECT last_sequence FROM conversations WHERE tenant_id = $1 AND conversation_id = $2 FOR SHARE",
@@ -80,9 +107,7 @@ async fn fork_plan(
         summary: None,
         memory: read_memory(tx, t, s, "").await?,
     };
-    ForkPlan::decide(through, source).map_err(|refusal| StoreError::Invalid {
-        violations: refusal.violations(),
-    })
+    Ok(source)
 }
 
 /// The fork's conversation row; its newest user message and response id by

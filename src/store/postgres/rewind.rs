@@ -1,6 +1,6 @@
-//! Rewinding a conversation on PostgreSQL: the conversation's row locked and counted, the later
-//! messages deleted with what was derived from them, and the row's counters set back, in one
-//! transaction.
+//! Rewinding a conversation on PostgreSQL: the store's side of [`conversation::rewind`] (the
+//! conversation's row locked and counted, the later messages deleted with what was derived from
+//! them, and the row's counters set back), in one transaction.
 
 use deadpool_postgres::{Pool, Transaction};
 use tokio_postgres::types::Json;
@@ -13,7 +13,7 @@ use super::{
 use crate::{
     domain::{
         ConversationId, Sequence, TenantId,
-        conversation::{self, RewindRefusal},
+        conversation::{self, RewindTx},
     },
     runtime::deadline::Deadline,
     store::{Rewind, StoreError},
@@ -28,41 +28,63 @@ pub(super) async fn rewind(
     expected_last: Option<Sequence>,
     deadline: Option<&Deadline>,
 ) -> Result<Rewind, StoreError> {
-    let (t, c) = (tenant.as_str(), conversation.as_str());
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     super::writes::limit(&tx, deadline).await?;
-    // The row first, as appends, summaries and redactions lock it; counting the rewind keeps a
-    // summary or a first memory read before it from being stored after it.
-    let row = tx
-        .query_opt(
-            "UPDATE conversations SET rewinds = rewinds + 1,
-                 updated_at = greatest(updated_at, statement_timestamp())
-             WHERE tenant_id = $1 AND conversation_id = $2
-             RETURNING last_sequence, summary_through_sequence",
-            &[&t, &c],
-        )
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let last = Sequence::from_stored(column(&row, "last_sequence")?);
-    let watermark = Sequence::from_stored(column(&row, "summary_through_sequence")?);
-    conversation::check_rewind(after, last, expected_last).map_err(|refusal| match refusal {
-        RewindRefusal::Stale { current } => StoreError::SequenceMismatch { current },
-        RewindRefusal::PastEnd { last } => StoreError::Invalid {
-            violations: RewindRefusal::violations(last),
-        },
-    })?;
-    let removed = remove_after(&tx, t, c, after).await?;
-    let (summaries_removed, watermark) = drop_summaries(&tx, t, c, after.plus(1), watermark).await?;
-    let memory_version = rewind_memory(&tx, t, c, after).await?;
+    let rewind = PostgresRewind {
+        tx: &tx,
+        t: tenant.as_str(),
+        c: conversation.as_str(),
+        watermark: Sequence::ZERO,
+    };
+    let rewound = conversation::rewind(rewind, after, expected_last).await?;
     super::writes::commit(tx, deadline).await?;
-    Ok(Rewind {
-        messages_removed: removed,
-        last_sequence: after,
-        summaries_removed,
-        summary_through_sequence: watermark,
-        memory_version,
-    })
+    Ok(rewound)
+}
+
+/// A rewind's reads and writes in one transaction; [`conversation::rewind`] decides.
+struct PostgresRewind<'a, 'c> {
+    tx: &'a Transaction<'c>,
+    t: &'a str,
+    c: &'a str,
+    /// The summary watermark read with the lock.
+    watermark: Sequence,
+}
+
+impl RewindTx for PostgresRewind<'_, '_> {
+    type Rewound = Rewind;
+    type Error = StoreError;
+
+    /// The row first, as appends, summaries and redactions lock it.
+    async fn lock(&mut self) -> Result<Sequence, StoreError> {
+        let row = self
+            .tx
+            .query_opt(
+                "UPDATE conversations SET rewinds = rewinds + 1,
+                     updated_at = greatest(updated_at, statement_timestamp())
+                 WHERE tenant_id = $1 AND conversation_id = $2
+                 RETURNING last_sequence, summary_through_sequence",
+                &[&self.t, &self.c],
+            )
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        self.watermark = Sequence::from_stored(column(&row, "summary_through_sequence")?);
+        Ok(Sequence::from_stored(column(&row, "last_sequence")?))
+    }
+
+    async fn write(&mut self, after: Sequence) -> Result<Rewind, StoreError> {
+        let (tx, t, c) = (self.tx, self.t, self.c);
+        let removed = remove_after(tx, t, c, after).await?;
+        let (summaries_removed, watermark) = drop_summaries(tx, t, c, after.plus(1), self.watermark).await?;
+        let memory_version = rewind_memory(tx, t, c, after).await?;
+        Ok(Rewind {
+            messages_removed: removed,
+            last_sequence: after,
+            summaries_removed,
+            summary_through_sequence: watermark,
+            memory_version,
+        })
+    }
 }
 
 /// Deletes the messages after `after`, the calls they made and the idempotency records of the
