@@ -10,6 +10,7 @@ use ctxd::{
         ToolCall,
         context::{PageRequest, TokenCounts, anchor::LogEnd},
         conversation::{ConversationPatch, IfMissing},
+        tool_protocol::CallField,
         working_memory::{Category, WorkingMemory},
     },
     store::{self, LogVersion, MemoryBase, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
@@ -344,18 +345,31 @@ async fn store_tracks_open_calls_and_refuses_a_result_without_its_call(kind: Sto
         .unwrap();
     let open = store.open_calls(&t, &c, &["x".into(), "y".into()]).await.unwrap();
     assert_eq!(open.keys().collect::<Vec<_>>(), ["y"]);
+    // Refusals name the message by its place in the batch and the field, typed.
     for bad in [result("x"), result("nope")] {
-        assert!(matches!(
-            store.append_messages(&t, &batch("c", vec![bad]), None).await,
-            Err(StoreError::Invalid { .. })
-        ));
+        match store.append_messages(&t, &batch("c", vec![bad]), None).await {
+            Err(StoreError::ToolProtocol { violations }) => {
+                assert_eq!(violations.len(), 1);
+                assert_eq!(
+                    (violations[0].message, violations[0].field),
+                    (0, CallField::ToolCallId)
+                );
+            }
+            other => panic!("expected ToolProtocol, got {other:?}"),
+        }
     }
-    assert!(matches!(
-        store
-            .append_messages(&t, &batch("c", vec![calling(&["y"])]), None)
-            .await,
-        Err(StoreError::Invalid { .. })
-    ));
+    match store
+        .append_messages(&t, &batch("c", vec![calling(&["y"])]), None)
+        .await
+    {
+        Err(StoreError::ToolProtocol { violations }) => {
+            assert_eq!(
+                (violations[0].message, violations[0].field),
+                (0, CallField::ToolCall(0))
+            );
+        }
+        other => panic!("expected ToolProtocol, got {other:?}"),
+    }
     let log = store
         .list_messages(&t, &c, Sequence::ZERO, 10, usize::MAX)
         .await
