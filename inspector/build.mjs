@@ -1,11 +1,13 @@
 // Builds dist/: the bundle (esbuild: one ES module, minified, no legal comments, no source map)
-// and the page and stylesheet copied as they are. The same sources give the same bytes, so CI
-// can rebuild and ask git whether dist/ is current. ctxd embeds these three files and nothing
-// else (`/inspect`, `/inspect/inspector.js`, `/inspect/inspector.css`).
+// and the page and stylesheet copied as they are. The stubs of ctxd.v1 in the bundle are the
+// TypeScript client's (stubs.mjs). The same sources give the same bytes, so CI can rebuild and
+// ask git whether dist/ is current. ctxd embeds these three files and nothing else (`/inspect`,
+// `/inspect/inspector.js`, `/inspect/inspector.css`).
 import { copyFileSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { stubsImportFromInspector } from "./stubs.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const dist = join(here, "dist");
@@ -23,6 +25,7 @@ await build({
   sourcemap: false,
   charset: "ascii",
   logLevel: "warning",
+  plugins: [stubsImportFromInspector],
 });
 copyFileSync(join(here, "src/index.html"), join(dist, "index.html"));
 copyFileSync(join(here, "src/inspector.css"), join(dist, "inspector.css"));

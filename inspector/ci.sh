@@ -2,10 +2,12 @@
 # CI for the Inspector (the page ctxd serves at /inspect):
 #   inspector/ci.sh <ctxd-binary> [DATABASE_URL]
 #  1. npm ci (exact pins from package-lock.json)
-#  2. the generated stubs (src/gen, from ../proto) and the built page (dist/, which ctxd embeds)
-#     are current: regenerate and rebuild, then nothing may differ
+#  2. the generated stubs it uses, the TypeScript client's (../clients/typescript/src/gen, from
+#     ../proto), and the built page (dist/, which ctxd embeds) are current: regenerate (`npm run
+#     generate`: the client's buf.gen.yaml, run with this folder's buf and protoc-gen-es, whose
+#     pins and @bufbuild/protobuf's must be the client's) and rebuild, then nothing may differ
 #  3. tsc --noEmit
-#  4. no way to parse text as HTML or run it: src/ (without src/gen) and the bundle are free of
+#  4. no way to parse text as HTML or run it: src/ and the bundle are free of
 #     innerHTML, outerHTML, insertAdjacentHTML, document.write, eval( and new Function
 #  5. the bundle's size, plain and gzipped
 #  6. the unit test of the pack view's classification (test/classify.test.mjs, Node alone)
@@ -26,15 +28,20 @@ echo "== npm ci"
 npm ci --no-audit --no-fund --loglevel=error
 
 echo "== generated code and dist/ are current"
+gen=../clients/typescript/src/gen
+for dep in @bufbuild/buf @bufbuild/protoc-gen-es @bufbuild/protobuf; do
+  pins=$(node -p "[require('./package.json'), require('../clients/typescript/package.json')].map((p) => ({ ...p.dependencies, ...p.devDependencies })['$dep']).join(' ')")
+  [ "${pins% *}" = "${pins#* }" ] || { echo "FAIL $dep: ${pins% *} here, ${pins#* } in clients/typescript, whose stubs ($gen) this bundles" >&2; exit 1; }
+done
 snapshot=$(mktemp -d)
 trap 'rm -rf "$snapshot"' EXIT
-cp -r src/gen "$snapshot/gen" 2>/dev/null || mkdir -p "$snapshot/gen"
+cp -r "$gen" "$snapshot/gen" 2>/dev/null || mkdir -p "$snapshot/gen"
 cp -r dist "$snapshot/dist" 2>/dev/null || mkdir -p "$snapshot/dist"
-npx buf generate || { echo "FAIL buf generate" >&2; exit 1; }
+npm run --silent generate || { echo "FAIL buf generate" >&2; exit 1; }
 npm run --silent build || { echo "FAIL build" >&2; exit 1; }
-if ! diff -r "$snapshot/gen" src/gen >/dev/null || ! diff -r "$snapshot/dist" dist >/dev/null; then
-  echo "FAIL src/gen or dist/ was stale (now regenerated): run 'npm run generate && npm run build' in inspector/ and commit the result:" >&2
-  diff -r "$snapshot/gen" src/gen | head -20 >&2 || true
+if ! diff -r "$snapshot/gen" "$gen" >/dev/null || ! diff -r "$snapshot/dist" dist >/dev/null; then
+  echo "FAIL $gen or dist/ was stale (now regenerated): run 'npm run generate && npm run build' in inspector/ and commit the result:" >&2
+  diff -r "$snapshot/gen" "$gen" | head -20 >&2 || true
   diff -r "$snapshot/dist" dist | head -20 >&2 || true
   exit 1
 fi
@@ -42,14 +49,14 @@ if [ "$(ls dist | tr '\n' ' ')" != "index.html inspector.css inspector.js " ]; t
   echo "FAIL dist/ must hold exactly index.html, inspector.css and inspector.js: $(ls dist)" >&2
   exit 1
 fi
-echo "ok src/gen matches ../proto and dist/ matches src/"
+echo "ok $gen matches ../proto and dist/ matches src/"
 
 echo "== typecheck"
 npx tsc --noEmit
 
 echo "== nothing parses text as HTML or runs it"
 forbidden='innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function'
-if grep -rnE "$forbidden" src --exclude-dir=gen || grep -oE "$forbidden" dist/inspector.js; then
+if grep -rnE "$forbidden" src || grep -oE "$forbidden" dist/inspector.js; then
   echo "FAIL src/ or the bundle uses one of: innerHTML outerHTML insertAdjacentHTML document.write eval( new Function" >&2
   exit 1
 fi

@@ -5,7 +5,7 @@
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { identityChanged } from "./cache.js";
-import { ContextService } from "./gen/ctxd/v1/context_service_pb.js";
+import { ContextService } from "../../clients/typescript/src/gen/ctxd/v1/context_service_pb.js";
 
 const KEY_ITEM = "ctxd.inspector.key";
 const TENANT_ITEM = "ctxd.inspector.tenant";

@@ -5,7 +5,7 @@
 
 import { api } from "./api.js";
 import { currentIdentity, ScopedCache } from "./cache.js";
-import type { Message } from "./gen/ctxd/v1/messages_pb.js";
+import type { Message } from "../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 
 /** The most messages a view reads (the log view says when there are more). */
 export const MAX_LOG_MESSAGES = 20_000;

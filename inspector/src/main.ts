@@ -2,7 +2,7 @@
 // is drawn), then the app shell and the hash router over the views.
 
 import { api, callError, clientWithKey, isUnauthenticated, session } from "./api.js";
-import { ConversationStatusSchema, type Conversation } from "./gen/ctxd/v1/conversations_pb.js";
+import { ConversationStatusSchema, type Conversation } from "../../clients/typescript/src/gen/ctxd/v1/conversations_pb.js";
 import { field, h, on, replace } from "./dom.js";
 import { enumLabel, num, time } from "./format.js";
 import { CONVERSATION_VIEWS, parseHash, viewHref, type Route } from "./routes.js";

@@ -1,6 +1,6 @@
 // What a view is given: where to draw, the route's parameters, and how to report a failed call.
 
-import type { Conversation } from "./gen/ctxd/v1/conversations_pb.js";
+import type { Conversation } from "../../clients/typescript/src/gen/ctxd/v1/conversations_pb.js";
 
 /** The context of one rendering of a view. */
 export interface ViewContext {

@@ -12,6 +12,7 @@ import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "esbuild";
+import { stubsImportFromInspector } from "../stubs.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 let m; // the bundled modules
@@ -24,13 +25,14 @@ before(async () => {
         'export * from "./src/views/pack_classify.ts";',
         'export * from "./src/views/pack_why.ts";',
         'export { create } from "@bufbuild/protobuf";',
-        'export { BuildContextRequestSchema, BuildContextResponseSchema, ContextMessageSchema, ContextSource, FinalAssistant, HistoryPolicy } from "./src/gen/ctxd/v1/context_pb.ts";',
-        'export { Format, MessageSchema, Provider, Role } from "./src/gen/ctxd/v1/messages_pb.ts";',
+        'export { BuildContextRequestSchema, BuildContextResponseSchema, ContextMessageSchema, ContextSource, FinalAssistant, HistoryPolicy } from "../clients/typescript/src/gen/ctxd/v1/context_pb.ts";',
+        'export { Format, MessageSchema, Provider, Role } from "../clients/typescript/src/gen/ctxd/v1/messages_pb.ts";',
       ].join("\n"),
       resolveDir: root,
       loader: "ts",
     },
     bundle: true, format: "esm", platform: "node", target: "node20", write: false, logLevel: "warning",
+    plugins: [stubsImportFromInspector],
   });
   dir = mkdtempSync(join(tmpdir(), "inspector-classify-"));
   const file = join(dir, "classify.mjs");

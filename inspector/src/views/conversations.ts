@@ -2,7 +2,7 @@
 // the route (`#/?status=...&labels=k=v,k2=v2&size=...`), and its keyset paging as next/back.
 
 import { api } from "../api.js";
-import { ConversationStatusSchema, type Conversation } from "../gen/ctxd/v1/conversations_pb.js";
+import { ConversationStatusSchema, type Conversation } from "../../../clients/typescript/src/gen/ctxd/v1/conversations_pb.js";
 import { field, h, on, replace } from "../dom.js";
 import { enumLabel, num, time } from "../format.js";
 import { viewHref } from "../routes.js";

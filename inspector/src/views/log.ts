@@ -2,7 +2,7 @@
 // tool-call groups boxed, drawn into a DocumentFragment and appended once. The time from
 // building to the next frame is measured and shown (`data-render-ms` on #log).
 
-import { Role, type Message } from "../gen/ctxd/v1/messages_pb.js";
+import { Role, type Message } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 import { append, h, on, type Child } from "../dom.js";
 import { num } from "../format.js";
 import { loadLog, MAX_LOG_MESSAGES } from "../log_data.js";

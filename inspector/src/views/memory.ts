@@ -4,8 +4,8 @@
 // so that nothing is even prepared), the memory with GetWorkingMemory without refresh.
 
 import { api } from "../api.js";
-import { SummarizeMode, type Summary } from "../gen/ctxd/v1/context_pb.js";
-import type { GlossaryEntry, MemoryItem, WorkingMemory } from "../gen/ctxd/v1/memory_pb.js";
+import { SummarizeMode, type Summary } from "../../../clients/typescript/src/gen/ctxd/v1/context_pb.js";
+import type { GlossaryEntry, MemoryItem, WorkingMemory } from "../../../clients/typescript/src/gen/ctxd/v1/memory_pb.js";
 import { h, type Child } from "../dom.js";
 import { num, time } from "../format.js";
 import { messageHref } from "../routes.js";

@@ -1,8 +1,8 @@
 // One log message as the timeline draws it. Every value from the log goes in as text (`h`
 // children) or through the URL checks of dom.ts; nothing is parsed as markup.
 
-import { FormatSchema, RoleSchema, type Attachment, type Message, type Reasoning, type TokenCounts, type ToolCall, type Usage } from "../gen/ctxd/v1/messages_pb.js";
-import { ProviderSchema, Role } from "../gen/ctxd/v1/messages_pb.js";
+import { FormatSchema, RoleSchema, type Attachment, type Message, type Reasoning, type TokenCounts, type ToolCall, type Usage } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
+import { ProviderSchema, Role } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 import { externalLink, h, isDataImage, type Child } from "../dom.js";
 import { argumentsText, enumLabel, num, prettyJson, time } from "../format.js";
 import { messageHref } from "../routes.js";

@@ -7,8 +7,8 @@
 import { clone, toJson } from "@bufbuild/protobuf";
 import { api, callError } from "../api.js";
 import { currentIdentity, ScopedCache } from "../cache.js";
-import { BuildContextRequestSchema, ContextSource, ContextSourceSchema, HistoryPolicy, type BuildContextRequest, type BuildContextResponse } from "../gen/ctxd/v1/context_pb.js";
-import { RoleSchema } from "../gen/ctxd/v1/messages_pb.js";
+import { BuildContextRequestSchema, ContextSource, ContextSourceSchema, HistoryPolicy, type BuildContextRequest, type BuildContextResponse } from "../../../clients/typescript/src/gen/ctxd/v1/context_pb.js";
+import { RoleSchema } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 import { h, on, replace } from "../dom.js";
 import { enumLabel, num } from "../format.js";
 import { packLog, type LoadedLog } from "../log_data.js";

@@ -2,7 +2,7 @@
 // ContextStats field under its proto name (`data-stat="<name>"`; derived figures carry
 // `data-section`: the sections' keys, e.g. `priming` for the reply priming).
 
-import { ContextStatsSchema, type BuildContextResponse, type ContextStats } from "../gen/ctxd/v1/context_pb.js";
+import { ContextStatsSchema, type BuildContextResponse, type ContextStats } from "../../../clients/typescript/src/gen/ctxd/v1/context_pb.js";
 import { h } from "../dom.js";
 import { num } from "../format.js";
 

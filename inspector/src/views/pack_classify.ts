@@ -3,8 +3,8 @@
 // sees: the pack's messages, its stats, the request, and the log read after the build. Pure (no
 // DOM), so that test/classify.test.mjs runs it in Node.
 
-import { ContextSource, FinalAssistant, type BuildContextRequest, type BuildContextResponse, type ContextMessage } from "../gen/ctxd/v1/context_pb.js";
-import { Format, Provider, Role, type Message } from "../gen/ctxd/v1/messages_pb.js";
+import { ContextSource, FinalAssistant, type BuildContextRequest, type BuildContextResponse, type ContextMessage } from "../../../clients/typescript/src/gen/ctxd/v1/context_pb.js";
+import { Format, Provider, Role, type Message } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 
 /** What a pack, the request it answers and the log say together. */
 export interface PackFacts {

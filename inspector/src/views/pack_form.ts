@@ -2,8 +2,8 @@
 // read into the request exactly as sent (the view shows it as JSON next to the result).
 
 import { create, type DescEnum } from "@bufbuild/protobuf";
-import { BuildContextRequestSchema, FinalAssistantSchema, HistoryPolicySchema, ReasoningPolicySchema, type BuildContextRequest } from "../gen/ctxd/v1/context_pb.js";
-import { FormatSchema, TokenizerSchema } from "../gen/ctxd/v1/messages_pb.js";
+import { BuildContextRequestSchema, FinalAssistantSchema, HistoryPolicySchema, ReasoningPolicySchema, type BuildContextRequest } from "../../../clients/typescript/src/gen/ctxd/v1/context_pb.js";
+import { FormatSchema, TokenizerSchema } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 import { field, h } from "../dom.js";
 import { enumLabel } from "../format.js";
 

@@ -3,7 +3,7 @@
 // strip and listed as ranges linked into the log, with the pack's own counts next to what the
 // page found, so that a mismatch shows.
 
-import type { BuildContextResponse } from "../gen/ctxd/v1/context_pb.js";
+import type { BuildContextResponse } from "../../../clients/typescript/src/gen/ctxd/v1/context_pb.js";
 import { h, on, type Child } from "../dom.js";
 import { num } from "../format.js";
 import { messageHref } from "../routes.js";

@@ -3,7 +3,7 @@
 // rendering over 1 MiB shows a window around the end of the shared bytes (the full text one
 // click away), so that the page stays responsive.
 
-import { Format } from "../gen/ctxd/v1/messages_pb.js";
+import { Format } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 import { h, on, replace } from "../dom.js";
 import { num, utf8Length } from "../format.js";
 import { sharedBytes, sharedPrefix, withoutCacheMarkers } from "../prefix.js";

@@ -2,8 +2,8 @@
 // stats at hand (docs/design.md: "Context assembly", "Provider rules", "Context editing",
 // "Recall", "Cache-stable packs"). Pure, like pack_classify.ts, and tested with it.
 
-import { ContextSource, FinalAssistant, HistoryPolicy, ReasoningPolicy, type BuildContextRequest, type BuildContextResponse } from "../gen/ctxd/v1/context_pb.js";
-import { Role } from "../gen/ctxd/v1/messages_pb.js";
+import { ContextSource, FinalAssistant, HistoryPolicy, ReasoningPolicy, type BuildContextRequest, type BuildContextResponse } from "../../../clients/typescript/src/gen/ctxd/v1/context_pb.js";
+import { Role } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 import { num } from "../format.js";
 import type { Classified, Fate, PackFacts, Run } from "./pack_classify.js";
 

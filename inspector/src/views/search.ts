@@ -3,8 +3,8 @@
 // added below with the response's page token.
 
 import { api } from "../api.js";
-import { Role, RoleSchema } from "../gen/ctxd/v1/messages_pb.js";
-import type { SearchHit } from "../gen/ctxd/v1/context_service_pb.js";
+import { Role, RoleSchema } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
+import type { SearchHit } from "../../../clients/typescript/src/gen/ctxd/v1/context_service_pb.js";
 import { field, h, on, type Child } from "../dom.js";
 import { enumLabel } from "../format.js";
 import { messageHref, viewHref } from "../routes.js";

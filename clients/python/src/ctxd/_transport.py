@@ -9,7 +9,7 @@ import inspect
 import random
 import time
 import types
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -146,7 +146,7 @@ def complete(step: Awaitable[T]) -> T:
     try:
         steps.send(None)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
     steps.close()
     raise RuntimeError("a blocking ctxd call waited for an event loop")
 
@@ -157,52 +157,29 @@ def _owned_by(method: Method, owner: type) -> Method:
 
 
 class Transport:
-    """What a client class's transport supplies to the shared methods (see the comment above)."""
+    """What a client class's transport supplies to the shared methods (see the comment above):
+    `_open` a channel (`_adopt` one given or opened), `_invoke` one attempt of an RPC, `_pause`
+    between attempts, and the class's `_method` (`_iterator`) for a shared coroutine function
+    (async generator function) `impl`."""
 
-    @staticmethod
-    def _connect(
-        target: str,
-        tls: bool | grpc.ChannelCredentials | None,
-        options: Sequence[tuple[str, Any]] | None,
-        interceptors: Sequence[Any] | None,
-        channel: Any,
-    ) -> Any:
-        raise NotImplementedError
-
-    @staticmethod
-    async def _invoke(rpc: Any, request: Any, timeout: float | None, metadata: Sequence[tuple[str, str]]) -> Any:
-        raise NotImplementedError
-
-    @staticmethod
-    async def _pause(seconds: float) -> None:
-        raise NotImplementedError
-
-    @staticmethod
-    def _method(impl: Callable[..., Coroutine[Any, Any, Any]], owner: type) -> Method:
-        """The method of `owner` that `impl` (a shared coroutine function) defines."""
-        raise NotImplementedError
-
-    @staticmethod
-    def _iterator(impl: Callable[..., AsyncIterator[Any]], owner: type) -> Method:
-        """The method of `owner` that `impl` (a shared async generator function) defines."""
-        raise NotImplementedError
+    _open: Callable[[str, grpc.ChannelCredentials | None, list[tuple[str, Any]], Sequence[Any]], Any]
+    _adopt: Callable[[Any, Sequence[Any]], Any]
+    _invoke: Callable[[Any, Any, float | None, Sequence[tuple[str, str]]], Awaitable[Any]]
+    _pause: Callable[[float], Awaitable[None]]
+    _method: Callable[[Method, type], Method]
+    _iterator: Callable[[Method, type], Method]
 
 
 class Blocking(Transport):
     """The blocking transport (ctxd.Client): grpc's channel, calls that block."""
 
     @staticmethod
-    def _connect(
-        target: str,
-        tls: bool | grpc.ChannelCredentials | None,
-        options: Sequence[tuple[str, Any]] | None,
-        interceptors: Sequence[Any] | None,
-        channel: grpc.Channel | None,
-    ) -> grpc.Channel:
-        if channel is None:
-            creds = credentials(tls)
-            opts = channel_options(options)
-            channel = grpc.secure_channel(target, creds, opts) if creds else grpc.insecure_channel(target, opts)
+    def _open(target: str, creds: Any, opts: list[tuple[str, Any]], interceptors: Sequence[Any]) -> grpc.Channel:
+        return grpc.secure_channel(target, creds, opts) if creds else grpc.insecure_channel(target, opts)
+
+    @staticmethod
+    def _adopt(channel: grpc.Channel, interceptors: Sequence[Any]) -> grpc.Channel:
+        # Interceptors wrap the channel, whether opened here or given.
         return grpc.intercept_channel(channel, *interceptors) if interceptors else channel
 
     @staticmethod
@@ -211,10 +188,10 @@ class Blocking(Transport):
 
     @staticmethod
     async def _pause(seconds: float) -> None:
-        time.sleep(seconds)
+        time.sleep(seconds)  # noqa: ASYNC251 (the blocking client's pause blocks)
 
     @staticmethod
-    def _method(impl: Callable[..., Coroutine[Any, Any, Any]], owner: type) -> Method:
+    def _method(impl: Method, owner: type) -> Method:
         @functools.wraps(impl)
         def method(*args: Any, **kwargs: Any) -> Any:
             return complete(impl(*args, **kwargs))
@@ -222,7 +199,7 @@ class Blocking(Transport):
         return _owned_by(method, owner)
 
     @staticmethod
-    def _iterator(impl: Callable[..., AsyncIterator[Any]], owner: type) -> Method:
+    def _iterator(impl: Method, owner: type) -> Method:
         @functools.wraps(impl)
         def method(*args: Any, **kwargs: Any) -> Iterator[Any]:
             items = impl(*args, **kwargs)
@@ -234,7 +211,7 @@ class Blocking(Transport):
                         return
                     yield item
             finally:
-                complete(items.aclose())  # type: ignore[attr-defined]
+                complete(items.aclose())
 
         # Its annotation says what it returns here: Iterator[X] for the shared AsyncIterator[X].
         returns = str(impl.__annotations__["return"]).removeprefix("Async")
@@ -247,23 +224,16 @@ class Asyncio(Transport):
     """The asyncio transport (ctxd.AsyncClient): grpc.aio's channel, calls that are awaited."""
 
     @staticmethod
-    def _connect(
-        target: str,
-        tls: bool | grpc.ChannelCredentials | None,
-        options: Sequence[tuple[str, Any]] | None,
-        interceptors: Sequence[Any] | None,
-        channel: grpc.aio.Channel | None,
-    ) -> grpc.aio.Channel:
-        if channel is not None:
-            return channel
-        creds = credentials(tls)
-        opts = channel_options(options)
-        ics = list(interceptors or ())
-        return (
-            grpc.aio.secure_channel(target, creds, opts, interceptors=ics)
-            if creds
-            else grpc.aio.insecure_channel(target, opts, interceptors=ics)
-        )
+    def _open(target: str, creds: Any, opts: list[tuple[str, Any]], interceptors: Sequence[Any]) -> grpc.aio.Channel:
+        ics = list(interceptors)
+        if creds:
+            return grpc.aio.secure_channel(target, creds, opts, interceptors=ics)
+        return grpc.aio.insecure_channel(target, opts, interceptors=ics)
+
+    @staticmethod
+    def _adopt(channel: grpc.aio.Channel, interceptors: Sequence[Any]) -> grpc.aio.Channel:
+        # grpc.aio takes interceptors only when a channel is made: a given channel is used as is.
+        return channel
 
     @staticmethod
     async def _invoke(rpc: Any, request: Any, timeout: float | None, metadata: Sequence[tuple[str, str]]) -> Any:

@@ -3,22 +3,30 @@ ctxd.v1.ContextService with keyword arguments, returning the response messages.
 
 Every method takes `timeout=` (seconds, the whole call including retries; default the client's)
 and `metadata=` (extra call metadata). Failures raise `ctxd.errors.CtxdError` subclasses.
+
+Both clients come from one definition: each method is written once, in `_Api`, as a coroutine
+function (an async generator function for the iterators) whose I/O goes through its class's
+transport; `ctxd._transport.Blocking` makes it Client's blocking method, `ctxd._transport.Asyncio`
+leaves it AsyncClient's coroutine.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+import inspect
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import grpc
 
 from . import _requests as rq
 from ._transport import (
     RETRY_SAFE,
+    Asyncio,
+    Blocking,
     Deadline,
+    Method,
     RetryPolicy,
+    Transport,
     call_metadata,
     channel_options,
     credentials,
@@ -38,6 +46,12 @@ __all__ = ["Client", "AsyncClient"]
 
 _UNSET = rq._UNSET
 Metadata = Sequence[tuple[str, str]]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")  # what the method returns on Client
+A = TypeVar("A")  # and on AsyncClient
+Ch = TypeVar("Ch")  # the channel: grpc.Channel or grpc.aio.Channel
 
 
 class _Config:
@@ -64,23 +78,49 @@ class _Config:
         return deadline, md, (self.retry if safe else None)
 
 
-class Client:
-    """A blocking ctxd client.
+class _Shared(Generic[P, S, A]):
+    """A method of both clients, defined once: `impl`, a coroutine function (`_shared`) or an
+    async generator function (`_shared_iterator`). `_Api.__init_subclass__` puts on each client
+    class the real function its transport makes of `impl`, so each class has plain functions, as
+    if written out; the overloads of `__get__` tell a type checker what that method is: on Client,
+    one returning S (R, or Iterator[R]), on AsyncClient one returning A (`impl`'s own type)."""
 
-    Args:
-        target: `host:port` of the gRPC port.
-        api_key: Sent as `authorization: Bearer <key>`.
-        tenant: Sent as `x-tenant-id` (the tenant when auth is off; must agree with the key's).
-        timeout: Default deadline of each call, retries included (None: no deadline).
-        retries: Retries of UNAVAILABLE for calls safe to repeat (an int, a RetryPolicy, or
-            None/0 for none). Appends carry an idempotency key (generated when not given), so a
-            retried append is stored once.
-        tls: True for TLS with the system roots, or grpc.ChannelCredentials (mutual TLS).
-        options: Extra or overriding gRPC channel options.
-        interceptors: grpc client interceptors.
-        metadata: Metadata sent with every call.
-        channel: An existing channel to use instead (target then only names it).
-    """
+    def __init__(self, impl: Callable[Concatenate[Any, P], A], iterator: bool) -> None:
+        self.impl = impl
+        self.iterator = iterator
+
+    def method_of(self, owner: type[Transport]) -> Method:
+        return (owner._iterator if self.iterator else owner._method)(self.impl, owner)
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> _Shared[P, S, A]: ...
+    @overload
+    def __get__(self, obj: Blocking, owner: type[Any] | None = None) -> Callable[P, S]: ...
+    @overload
+    def __get__(self, obj: Asyncio, owner: type[Any] | None = None) -> Callable[P, A]: ...
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        return self if obj is None else self.method_of(type(obj)).__get__(obj, owner)
+
+
+def _shared(impl: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]) -> _Shared[P, R, Coroutine[Any, Any, R]]:
+    return _Shared(impl, iterator=False)
+
+
+def _shared_iterator(
+    impl: Callable[Concatenate[Any, P], AsyncIterator[R]],
+) -> _Shared[P, Iterator[R], AsyncIterator[R]]:
+    return _Shared(impl, iterator=True)
+
+
+class _Api(Transport, Generic[Ch]):
+    """The methods of Client and AsyncClient, each written once (see the module's docstring)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, shared in vars(_Api).items():
+            # Only where the class would find the shared definition (not its own or an override).
+            if isinstance(shared, _Shared) and inspect.getattr_static(cls, name) is shared:
+                setattr(cls, name, shared.method_of(cls))
 
     def __init__(
         self,
@@ -94,55 +134,36 @@ class Client:
         options: Sequence[tuple[str, Any]] | None = None,
         interceptors: Sequence[Any] | None = None,
         metadata: Metadata | None = None,
-        channel: grpc.Channel | None = None,
+        channel: Ch | None = None,
     ) -> None:
         self._config = _Config(target, api_key, tenant, timeout, retries, metadata)
+        self._owns_channel = channel is None
         if channel is None:
-            creds = credentials(tls)
-            opts = channel_options(options)
-            channel = (
-                grpc.secure_channel(target, creds, opts) if creds else grpc.insecure_channel(target, opts)
-            )
-            self._owns_channel = True
-        else:
-            self._owns_channel = False
-        if interceptors:
-            channel = grpc.intercept_channel(channel, *interceptors)
-        self.channel = channel
-        self.stub = context_service_pb2_grpc.ContextServiceStub(channel)
+            channel = self._open(target, credentials(tls), channel_options(options), list(interceptors or ()))
+        self.channel: Ch = self._adopt(channel, list(interceptors or ()))
+        self.stub = context_service_pb2_grpc.ContextServiceStub(self.channel)
 
-    # -- plumbing ----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        if self._owns_channel:
-            self.channel.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def _call(self, method: str, request: Any, timeout: float | None, metadata: Metadata | None) -> Any:
+    async def _call(self, method: str, request: Any, timeout: float | None, metadata: Metadata | None) -> Any:
         deadline, md, policy = self._config.plan(method, request, timeout, metadata)
         rpc = getattr(self.stub, method)
         attempt = 0
         while True:
             attempt += 1
             try:
-                return rpc(request, timeout=deadline.remaining(), metadata=md)
+                return await self._invoke(rpc, request, deadline.remaining(), md)
             except grpc.RpcError as error:
                 code = error.code() if callable(getattr(error, "code", None)) else None
                 if policy is not None and attempt < policy.max_attempts and code in policy.codes:
                     pause = policy.backoff(attempt)
                     if deadline.allows(pause):
-                        time.sleep(pause)
+                        await self._pause(pause)
                         continue
                 raise from_rpc_error(error, method) from error
 
     # -- messages ----------------------------------------------------------------------------
 
-    def append_message(
+    @_shared
+    async def append_message(
         self,
         conversation_id: str,
         messages: Iterable[rq.MessageLike] | None = None,
@@ -165,9 +186,10 @@ class Client:
             idempotency_key=idempotency_key,
             expected_last_sequence=expected_last_sequence,
         )
-        return self._call("AppendMessage", req, timeout, metadata)
+        return await self._call("AppendMessage", req, timeout, metadata)
 
-    def append_native(
+    @_shared
+    async def append_native(
         self,
         conversation_id: str,
         obj: Any,
@@ -181,7 +203,8 @@ class Client:
         """Appends a provider object natively: an openai ChatCompletion / Response / list of
         Responses items, an anthropic Message, a google-genai GenerateContentResponse / list of
         Content, or plain dicts / lists / JSON text with `format` (docs/native.md)."""
-        return self.append_message(
+        return await _Api.append_message.impl(
+            self,
             conversation_id,
             native=obj,
             format=format,
@@ -191,7 +214,8 @@ class Client:
             metadata=metadata,
         )
 
-    def list_messages(
+    @_shared
+    async def list_messages(
         self,
         conversation_id: str,
         *,
@@ -203,9 +227,10 @@ class Client:
     ) -> context_service_pb2.ListMessagesResponse:
         """One page of the log; with `format`, also `rendered` (the page as that provider's history)."""
         req = rq.list_messages(conversation_id, after_sequence=after_sequence, page_size=page_size, format=format)
-        return self._call("ListMessages", req, timeout, metadata)
+        return await self._call("ListMessages", req, timeout, metadata)
 
-    def iter_pages(
+    @_shared_iterator
+    async def iter_pages(
         self,
         conversation_id: str,
         *,
@@ -214,10 +239,11 @@ class Client:
         format: Any = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
-    ) -> Iterator[context_service_pb2.ListMessagesResponse]:
+    ) -> AsyncIterator[context_service_pb2.ListMessagesResponse]:
         """Every page after `after_sequence`, following `next_after_sequence`."""
         while True:
-            page = self.list_messages(
+            page = await _Api.list_messages.impl(
+                self,
                 conversation_id,
                 after_sequence=after_sequence,
                 page_size=page_size,
@@ -230,12 +256,15 @@ class Client:
                 return
             after_sequence = page.next_after_sequence
 
-    def iter_messages(self, conversation_id: str, **kwargs: Any) -> Iterator[messages_pb2.Message]:
+    @_shared_iterator
+    async def iter_messages(self, conversation_id: str, **kwargs: Any) -> AsyncIterator[messages_pb2.Message]:
         """Every message after `after_sequence` (keyword arguments as `iter_pages`)."""
-        for page in self.iter_pages(conversation_id, **kwargs):
-            yield from page.messages
+        async for page in _Api.iter_pages.impl(self, conversation_id, **kwargs):
+            for message in page.messages:
+                yield message
 
-    def build_context(
+    @_shared
+    async def build_context(
         self,
         conversation_id: str,
         *,
@@ -283,382 +312,9 @@ class Client:
             clear_tool_results=clear_tool_results,
             recall=recall,
         )
-        return self._call("BuildContext", req, timeout, metadata)
-
-    def search_messages(
-        self,
-        conversation_id: str,
-        query: str,
-        *,
-        page_size: int = 0,
-        roles: Iterable[Any] = (),
-        tool_names: Iterable[str] = (),
-        page_token: str = "",
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> context_service_pb2.SearchMessagesResponse:
-        """Earlier messages that match `query` (full-text relevance), best first; pass
-        `next_page_token` as `page_token` for the next page. `roles` take `"user"` or `Role`."""
-        req = rq.search_messages(
-            conversation_id, query, page_size=page_size, roles=roles, tool_names=tool_names, page_token=page_token
-        )
-        return self._call("SearchMessages", req, timeout, metadata)
-
-    def count_tokens(
-        self, text: str, *, tokenizer: Any = None, timeout: float | None = None, metadata: Metadata | None = None
-    ) -> context_service_pb2.CountTokensResponse:
-        req = rq.count_tokens(text, tokenizer=tokenizer)
-        return self._call("CountTokens", req, timeout, metadata)
-
-    # -- summary and memory ------------------------------------------------------------------
-
-    def summarize(
-        self,
-        conversation_id: str,
-        *,
-        mode: Any = None,
-        keep_recent_tokens: int = 0,
-        tokenizer: Any = None,
-        summary_text: str = "",
-        through_sequence: int = 0,
-        expected_through_sequence: int | None = None,
-        expected_log_changes: int | None = None,
-        max_summary_tokens: int = 0,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> context_pb2.SummarizeResponse:
-        """Advances the rolling summary: mode `"server"` (default), `"prepare"` or `"provided"`.
-
-        With `"provided"`, pass the `prepared` request's `base_through_sequence` as
-        `expected_through_sequence` and its `log_changes` as `expected_log_changes`: the call is
-        refused (ABORTED) if the watermark moved or messages were redacted or rewound since the
-        PREPARE. Without `expected_log_changes`, a first summary of a conversation that was ever
-        redacted or rewound is refused the same way."""
-        req = rq.summarize(
-            conversation_id,
-            mode=mode,
-            keep_recent_tokens=keep_recent_tokens,
-            tokenizer=tokenizer,
-            summary_text=summary_text,
-            through_sequence=through_sequence,
-            expected_through_sequence=expected_through_sequence,
-            expected_log_changes=expected_log_changes,
-            max_summary_tokens=max_summary_tokens,
-        )
-        return self._call("Summarize", req, timeout, metadata)
-
-    def get_working_memory(
-        self,
-        conversation_id: str,
-        *,
-        refresh: bool = False,
-        prepare: bool = False,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> memory_pb2.GetWorkingMemoryResponse:
-        req = rq.get_working_memory(conversation_id, refresh=refresh, prepare=prepare)
-        return self._call("GetWorkingMemory", req, timeout, metadata)
-
-    def update_working_memory(
-        self,
-        conversation_id: str,
-        memory: memory_pb2.WorkingMemory | Mapping[str, Any],
-        *,
-        expected_version: int | None = None,
-        expected_log_changes: int | None = None,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> memory_pb2.UpdateWorkingMemoryResponse:
-        """Merges `memory` (bring your own LLM); ABORTED if `expected_version` is given and the
-        stored version differs. For items from a prepared extraction (`get_working_memory(...,
-        prepare=True)`), pass its `prepared.log_changes` as `expected_log_changes`: ABORTED if
-        messages were redacted or rewound since. Without it, a first memory of a conversation that
-        was ever redacted or rewound is refused the same way."""
-        req = rq.update_working_memory(
-            conversation_id, memory, expected_version=expected_version, expected_log_changes=expected_log_changes
-        )
-        return self._call("UpdateWorkingMemory", req, timeout, metadata)
-
-    # -- conversations -----------------------------------------------------------------------
-
-    def get_conversation(
-        self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
-    ) -> conversations_pb2.GetConversationResponse:
-        req = rq.get_conversation(conversation_id)
-        return self._call("GetConversation", req, timeout, metadata)
-
-    def update_conversation(
-        self,
-        conversation_id: str,
-        *,
-        title: str | None = None,
-        status: Any = None,
-        labels: Mapping[str, str] | None = None,
-        expire_time: Any = _UNSET,
-        allow_missing: bool = False,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> conversations_pb2.UpdateConversationResponse:
-        """Sets the fields given (the update mask is what you pass; `expire_time=None` clears it)."""
-        req = rq.update_conversation(
-            conversation_id,
-            title=title,
-            status=status,
-            labels=labels,
-            expire_time=expire_time,
-            allow_missing=allow_missing,
-        )
-        return self._call("UpdateConversation", req, timeout, metadata)
-
-    def list_conversations(
-        self,
-        *,
-        page_size: int = 0,
-        page_token: str = "",
-        labels: Mapping[str, str] | None = None,
-        status: Any = None,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> conversations_pb2.ListConversationsResponse:
-        req = rq.list_conversations(page_size=page_size, page_token=page_token, labels=labels, status=status)
-        return self._call("ListConversations", req, timeout, metadata)
-
-    def delete_conversation(
-        self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
-    ) -> context_service_pb2.DeleteConversationResponse:
-        req = rq.delete_conversation(conversation_id)
-        return self._call("DeleteConversation", req, timeout, metadata)
-
-    def fork_conversation(
-        self,
-        conversation_id: str,
-        *,
-        through_sequence: int,
-        new_conversation_id: str,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> conversations_pb2.ForkConversationResponse:
-        req = rq.fork_conversation(
-            conversation_id, through_sequence=through_sequence, new_conversation_id=new_conversation_id
-        )
-        return self._call("ForkConversation", req, timeout, metadata)
-
-    def redact_message(
-        self, conversation_id: str, sequence: int, *, timeout: float | None = None, metadata: Metadata | None = None
-    ) -> conversations_pb2.RedactMessageResponse:
-        req = rq.redact_message(conversation_id, sequence)
-        return self._call("RedactMessage", req, timeout, metadata)
-
-    def rewind_conversation(
-        self,
-        conversation_id: str,
-        *,
-        after_sequence: int,
-        expected_last_sequence: int | None = None,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> conversations_pb2.RewindConversationResponse:
-        req = rq.rewind_conversation(
-            conversation_id, after_sequence=after_sequence, expected_last_sequence=expected_last_sequence
-        )
-        return self._call("RewindConversation", req, timeout, metadata)
-
-
-class AsyncClient:
-    """The asyncio client (grpc.aio): the same methods and arguments as `Client`, as
-    coroutines (`iter_pages` / `iter_messages` are async iterators). Create it inside the event
-    loop that uses it; `await client.close()` (or `async with`) when done."""
-
-    def __init__(
-        self,
-        target: str,
-        api_key: str | None = None,
-        *,
-        tenant: str | None = None,
-        timeout: float | None = 30.0,
-        retries: int | RetryPolicy | None = 3,
-        tls: bool | grpc.ChannelCredentials | None = None,
-        options: Sequence[tuple[str, Any]] | None = None,
-        interceptors: Sequence[Any] | None = None,
-        metadata: Metadata | None = None,
-        channel: grpc.aio.Channel | None = None,
-    ) -> None:
-        self._config = _Config(target, api_key, tenant, timeout, retries, metadata)
-        if channel is None:
-            creds = credentials(tls)
-            opts = channel_options(options)
-            ics = list(interceptors or ())
-            channel = (
-                grpc.aio.secure_channel(target, creds, opts, interceptors=ics)
-                if creds
-                else grpc.aio.insecure_channel(target, opts, interceptors=ics)
-            )
-            self._owns_channel = True
-        else:
-            self._owns_channel = False
-        self.channel = channel
-        self.stub = context_service_pb2_grpc.ContextServiceStub(channel)
-
-    async def close(self) -> None:
-        if self._owns_channel:
-            await self.channel.close()
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
-
-    async def _call(self, method: str, request: Any, timeout: float | None, metadata: Metadata | None) -> Any:
-        deadline, md, policy = self._config.plan(method, request, timeout, metadata)
-        rpc = getattr(self.stub, method)
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return await rpc(request, timeout=deadline.remaining(), metadata=md)
-            except grpc.RpcError as error:
-                code = error.code() if callable(getattr(error, "code", None)) else None
-                if policy is not None and attempt < policy.max_attempts and code in policy.codes:
-                    pause = policy.backoff(attempt)
-                    if deadline.allows(pause):
-                        await asyncio.sleep(pause)
-                        continue
-                raise from_rpc_error(error, method) from error
-
-    async def append_message(
-        self,
-        conversation_id: str,
-        messages: Iterable[rq.MessageLike] | None = None,
-        *,
-        native: Any = None,
-        format: Any = None,
-        idempotency_key: str | None = None,
-        expected_last_sequence: int | None = None,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> context_service_pb2.AppendMessageResponse:
-        req = rq.append_message(
-            conversation_id,
-            messages,
-            native=native,
-            format=format,
-            idempotency_key=idempotency_key,
-            expected_last_sequence=expected_last_sequence,
-        )
-        return await self._call("AppendMessage", req, timeout, metadata)
-
-    async def append_native(
-        self,
-        conversation_id: str,
-        obj: Any,
-        format: Any = None,
-        *,
-        idempotency_key: str | None = None,
-        expected_last_sequence: int | None = None,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> context_service_pb2.AppendMessageResponse:
-        return await self.append_message(
-            conversation_id,
-            native=obj,
-            format=format,
-            idempotency_key=idempotency_key,
-            expected_last_sequence=expected_last_sequence,
-            timeout=timeout,
-            metadata=metadata,
-        )
-
-    async def list_messages(
-        self,
-        conversation_id: str,
-        *,
-        after_sequence: int = 0,
-        page_size: int = 0,
-        format: Any = None,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> context_service_pb2.ListMessagesResponse:
-        req = rq.list_messages(conversation_id, after_sequence=after_sequence, page_size=page_size, format=format)
-        return await self._call("ListMessages", req, timeout, metadata)
-
-    async def iter_pages(
-        self,
-        conversation_id: str,
-        *,
-        after_sequence: int = 0,
-        page_size: int = 1000,
-        format: Any = None,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> AsyncIterator[context_service_pb2.ListMessagesResponse]:
-        while True:
-            page = await self.list_messages(
-                conversation_id,
-                after_sequence=after_sequence,
-                page_size=page_size,
-                format=format,
-                timeout=timeout,
-                metadata=metadata,
-            )
-            yield page
-            if not page.next_after_sequence:
-                return
-            after_sequence = page.next_after_sequence
-
-    async def iter_messages(self, conversation_id: str, **kwargs: Any) -> AsyncIterator[messages_pb2.Message]:
-        async for page in self.iter_pages(conversation_id, **kwargs):
-            for message in page.messages:
-                yield message
-
-    async def build_context(
-        self,
-        conversation_id: str,
-        *,
-        max_tokens: int | None = None,
-        budget: context_pb2.Budget | Mapping[str, Any] | None = None,
-        reserve_output_tokens: int = 0,
-        max_messages: int = 0,
-        max_turns: int = 0,
-        format: Any = None,
-        tokenizer: Any = None,
-        system_prompt: str = "",
-        pending_messages: Iterable[rq.MessageLike] = (),
-        omit_summary: bool = False,
-        omit_working_memory: bool = False,
-        tool_output_max_tokens: int = 0,
-        history_policy: Any = None,
-        reasoning: Any = None,
-        final_assistant: Any = None,
-        omit_messages: bool = False,
-        clear_tool_results: context_pb2.ClearToolResults | Mapping[str, Any] | None = None,
-        recall: context_pb2.Recall | Mapping[str, Any] | bool | None = None,
-        timeout: float | None = None,
-        metadata: Metadata | None = None,
-    ) -> context_pb2.BuildContextResponse:
-        req = rq.build_context(
-            conversation_id,
-            max_tokens=max_tokens,
-            budget=budget,
-            reserve_output_tokens=reserve_output_tokens,
-            max_messages=max_messages,
-            max_turns=max_turns,
-            format=format,
-            tokenizer=tokenizer,
-            system_prompt=system_prompt,
-            pending_messages=pending_messages,
-            omit_summary=omit_summary,
-            omit_working_memory=omit_working_memory,
-            tool_output_max_tokens=tool_output_max_tokens,
-            history_policy=history_policy,
-            reasoning=reasoning,
-            final_assistant=final_assistant,
-            omit_messages=omit_messages,
-            clear_tool_results=clear_tool_results,
-            recall=recall,
-        )
         return await self._call("BuildContext", req, timeout, metadata)
 
+    @_shared
     async def search_messages(
         self,
         conversation_id: str,
@@ -678,12 +334,16 @@ class AsyncClient:
         )
         return await self._call("SearchMessages", req, timeout, metadata)
 
+    @_shared
     async def count_tokens(
         self, text: str, *, tokenizer: Any = None, timeout: float | None = None, metadata: Metadata | None = None
     ) -> context_service_pb2.CountTokensResponse:
         req = rq.count_tokens(text, tokenizer=tokenizer)
         return await self._call("CountTokens", req, timeout, metadata)
 
+    # -- summary and memory ------------------------------------------------------------------
+
+    @_shared
     async def summarize(
         self,
         conversation_id: str,
@@ -719,6 +379,7 @@ class AsyncClient:
         )
         return await self._call("Summarize", req, timeout, metadata)
 
+    @_shared
     async def get_working_memory(
         self,
         conversation_id: str,
@@ -731,6 +392,7 @@ class AsyncClient:
         req = rq.get_working_memory(conversation_id, refresh=refresh, prepare=prepare)
         return await self._call("GetWorkingMemory", req, timeout, metadata)
 
+    @_shared
     async def update_working_memory(
         self,
         conversation_id: str,
@@ -751,12 +413,16 @@ class AsyncClient:
         )
         return await self._call("UpdateWorkingMemory", req, timeout, metadata)
 
+    # -- conversations -----------------------------------------------------------------------
+
+    @_shared
     async def get_conversation(
         self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> conversations_pb2.GetConversationResponse:
         req = rq.get_conversation(conversation_id)
         return await self._call("GetConversation", req, timeout, metadata)
 
+    @_shared
     async def update_conversation(
         self,
         conversation_id: str,
@@ -769,6 +435,7 @@ class AsyncClient:
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> conversations_pb2.UpdateConversationResponse:
+        """Sets the fields given (the update mask is what you pass; `expire_time=None` clears it)."""
         req = rq.update_conversation(
             conversation_id,
             title=title,
@@ -779,6 +446,7 @@ class AsyncClient:
         )
         return await self._call("UpdateConversation", req, timeout, metadata)
 
+    @_shared
     async def list_conversations(
         self,
         *,
@@ -792,12 +460,14 @@ class AsyncClient:
         req = rq.list_conversations(page_size=page_size, page_token=page_token, labels=labels, status=status)
         return await self._call("ListConversations", req, timeout, metadata)
 
+    @_shared
     async def delete_conversation(
         self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> context_service_pb2.DeleteConversationResponse:
         req = rq.delete_conversation(conversation_id)
         return await self._call("DeleteConversation", req, timeout, metadata)
 
+    @_shared
     async def fork_conversation(
         self,
         conversation_id: str,
@@ -812,12 +482,14 @@ class AsyncClient:
         )
         return await self._call("ForkConversation", req, timeout, metadata)
 
+    @_shared
     async def redact_message(
         self, conversation_id: str, sequence: int, *, timeout: float | None = None, metadata: Metadata | None = None
     ) -> conversations_pb2.RedactMessageResponse:
         req = rq.redact_message(conversation_id, sequence)
         return await self._call("RedactMessage", req, timeout, metadata)
 
+    @_shared
     async def rewind_conversation(
         self,
         conversation_id: str,
@@ -831,3 +503,48 @@ class AsyncClient:
             conversation_id, after_sequence=after_sequence, expected_last_sequence=expected_last_sequence
         )
         return await self._call("RewindConversation", req, timeout, metadata)
+
+
+class Client(Blocking, _Api[grpc.Channel]):
+    """A blocking ctxd client.
+
+    Args:
+        target: `host:port` of the gRPC port.
+        api_key: Sent as `authorization: Bearer <key>`.
+        tenant: Sent as `x-tenant-id` (the tenant when auth is off; must agree with the key's).
+        timeout: Default deadline of each call, retries included (None: no deadline).
+        retries: Retries of UNAVAILABLE for calls safe to repeat (an int, a RetryPolicy, or
+            None/0 for none). Appends carry an idempotency key (generated when not given), so a
+            retried append is stored once.
+        tls: True for TLS with the system roots, or grpc.ChannelCredentials (mutual TLS).
+        options: Extra or overriding gRPC channel options.
+        interceptors: grpc client interceptors.
+        metadata: Metadata sent with every call.
+        channel: An existing channel to use instead (target then only names it).
+    """
+
+    def close(self) -> None:
+        if self._owns_channel:
+            self.channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncClient(Asyncio, _Api[grpc.aio.Channel]):
+    """The asyncio client (grpc.aio): the same methods and arguments as `Client`, as
+    coroutines (`iter_pages` / `iter_messages` are async iterators). Create it inside the event
+    loop that uses it; `await client.close()` (or `async with`) when done."""
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self.channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
