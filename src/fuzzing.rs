@@ -82,7 +82,7 @@ async fn append_then_build(
     if service.append_message(tenant, batch, None).await.is_err() {
         return;
     }
-    let Ok(outcome) = service.build_context(tenant, request).await else {
+    let Ok(outcome) = service.build_context(tenant, request, None).await else {
         return;
     };
     let stats = &outcome.pack.stats;

@@ -72,6 +72,18 @@ pub struct EmbeddingArgs {
         display_order = 50
     )]
     pub embeddings_timeout_secs: u64,
+
+    /// Milliseconds a search (SearchMessages, BuildContext's recall) waits for its query's
+    /// vector. Past it, or when the call's deadline leaves less, the search answers lexically
+    /// (counted in `ctxd_search_lexical_fallback_total`): a slow or hanging endpoint never
+    /// holds a search up for longer.
+    #[arg(
+        long,
+        env = "CTXD_EMBEDDINGS_QUERY_TIMEOUT_MS",
+        default_value_t = 250,
+        display_order = 50
+    )]
+    pub embeddings_query_timeout_ms: u64,
 }
 
 /// The validated settings: `None` when semantic search is off.
@@ -91,6 +103,8 @@ pub struct EmbeddingEndpoint {
     pub passage_prefix: String,
     /// Timeout of one request.
     pub timeout: Duration,
+    /// How long a search waits for its query's vector before answering lexically.
+    pub query_timeout: Duration,
 }
 
 impl EmbeddingArgs {
@@ -115,6 +129,10 @@ impl EmbeddingArgs {
             });
         }
         problems.positive("CTXD_EMBEDDINGS_TIMEOUT_SECS", self.embeddings_timeout_secs);
+        problems.positive(
+            "CTXD_EMBEDDINGS_QUERY_TIMEOUT_MS",
+            self.embeddings_query_timeout_ms,
+        );
         problems.finish(Some(EmbeddingEndpoint {
             base_url: url,
             model: self.embeddings_model.clone(),
@@ -123,6 +141,7 @@ impl EmbeddingArgs {
             query_prefix: self.embeddings_query_prefix.clone(),
             passage_prefix: self.embeddings_passage_prefix.clone(),
             timeout: Duration::from_secs(self.embeddings_timeout_secs),
+            query_timeout: Duration::from_millis(self.embeddings_query_timeout_ms),
         }))
     }
 }

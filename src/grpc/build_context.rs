@@ -4,6 +4,7 @@ use super::{ContextApi, Reply, convert};
 use crate::{
     domain::{TenantId, Violations},
     proto,
+    runtime::deadline::Deadline,
     service::ServiceError,
 };
 
@@ -12,10 +13,14 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::BuildContextRequest,
+        deadline: Option<Deadline>,
     ) -> Result<Reply<proto::BuildContextResponse>, ServiceError> {
         let with_messages = !request.omit_messages;
         let request = convert::context_request(request, self.service.limits())?;
-        let outcome = self.service.build_context(&tenant, request).await?;
+        let outcome = self
+            .service
+            .build_context(&tenant, request, deadline.as_ref())
+            .await?;
         let response = convert::context_response(outcome.pack, outcome.rendered, with_messages);
         Ok(Reply::holding(response, outcome.reservation))
     }

@@ -66,9 +66,13 @@ impl ContextApi {
         &self,
         tenant: TenantId,
         request: proto::SearchMessagesRequest,
+        deadline: Option<Deadline>,
     ) -> Result<proto::SearchMessagesResponse, ServiceError> {
         let request = convert::search_request(request)?;
-        let outcome = self.service.search_messages(&tenant, request).await?;
+        let outcome = self
+            .service
+            .search_messages(&tenant, request, deadline.as_ref())
+            .await?;
         Ok(convert::search_response(outcome))
     }
 }

@@ -203,7 +203,8 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::BuildContextResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.build_context(tenant, request.into_inner()).await;
+        let deadline = deadline_layer::of(&request);
+        let result = self.build_context(tenant, request.into_inner(), deadline).await;
         respond("BuildContext", started, result)
     }
 
@@ -352,7 +353,8 @@ impl ContextService for ContextApi {
     ) -> RpcResult<proto::SearchMessagesResponse> {
         let started = Instant::now();
         let tenant = tenant::tenant_of(&request)?;
-        let result = self.search_messages(tenant, request.into_inner()).await;
+        let deadline = deadline_layer::of(&request);
+        let result = self.search_messages(tenant, request.into_inner(), deadline).await;
         respond("SearchMessages", started, result)
     }
 }

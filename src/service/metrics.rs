@@ -48,6 +48,14 @@ pub struct UseCaseMetrics {
     pub embedding_queue: IntGauge,
     /// Embedding workers busy on this replica.
     pub embedding_workers: IntGauge,
+    /// Message texts the embeddings endpoint refused (skipped, tried again rarely), by why:
+    /// `input` (a 400, 413 or 422, or a vector not finite or zero), `dimensions` (a vector of
+    /// other dimensions than the model's).
+    pub embedding_refused: IntCounterVec,
+    /// Searches answered lexically though semantic search is on, by why: `timeout` (the query's
+    /// vector not in time), `failed` (the endpoint failed), `model_mean_unknown` (the replica
+    /// has not learned the model's mean yet).
+    pub search_lexical_fallback: IntCounterVec,
 }
 
 impl Default for UseCaseMetrics {
@@ -89,6 +97,16 @@ impl UseCaseMetrics {
                 "Conversations waiting for their messages to be embedded on this replica",
             )
             .expect("valid metric"),
+            embedding_refused: counter_vec(
+                "ctxd_embedding_refused_total",
+                "Message texts the embeddings endpoint refused: skipped, tried again rarely",
+                &["reason"],
+            ),
+            search_lexical_fallback: counter_vec(
+                "ctxd_search_lexical_fallback_total",
+                "Searches answered lexically though semantic search is on, by why",
+                &["reason"],
+            ),
             embedding_workers: IntGauge::new(
                 "ctxd_embedding_workers_busy",
                 "Embedding workers busy on this replica",
@@ -140,6 +158,8 @@ impl UseCaseMetrics {
             Box::new(self.embedding_lag.clone()),
             Box::new(self.embedding_queue.clone()),
             Box::new(self.embedding_workers.clone()),
+            Box::new(self.embedding_refused.clone()),
+            Box::new(self.search_lexical_fallback.clone()),
         ]
     }
 }

@@ -18,7 +18,7 @@ use crate::{
         },
         search::Language,
     },
-    runtime::response_budget::Reservation,
+    runtime::{deadline::Deadline, response_budget::Reservation},
     store::{CappedPage, OpenedContext, Store},
 };
 
@@ -43,6 +43,7 @@ impl Service {
         &self,
         tenant: &TenantId,
         mut request: ContextRequest,
+        deadline: Option<&Deadline>,
     ) -> Result<ContextOutcome, ServiceError> {
         let max_response = self.limits.max_response_bytes;
         // Pending images are measured as appended ones are (base64 of data URIs decoded: on
@@ -57,6 +58,7 @@ impl Service {
         let outcome = build_context_pack(
             self,
             tenant,
+            deadline,
             request,
             self.response_budget.reserve().of_tenant(tenant.as_str()),
             max_response,
@@ -102,6 +104,7 @@ impl Service {
 async fn build_context_pack(
     service: &Service,
     tenant: &TenantId,
+    deadline: Option<&Deadline>,
     request: ContextRequest,
     mut reservation: Reservation,
     max_response: usize,
@@ -149,7 +152,7 @@ async fn build_context_pack(
     let mut pack = packer.finish();
     if let Some(plan) = &recall {
         recall_into(
-            plan.call(service, tenant, &conversation),
+            plan.call(service, tenant, &conversation, deadline),
             &mut pack,
             &mut reservation,
         )

@@ -1,6 +1,6 @@
 //! SearchMessages, and the recalled turn BuildContext adds (docs/design.md, "Recall").
 
-use super::{SEARCH_QUEUE_WAIT, Service, ServiceError, offload};
+use super::{SEARCH_QUEUE_WAIT, Service, ServiceError, offload, tenant_slots::Slot};
 use crate::{
     domain::tokenize::Tokenizer,
     domain::{
@@ -17,8 +17,8 @@ use crate::{
             searchable_text, snippet,
         },
     },
-    runtime::response_budget::Reservation,
-    store::{SearchPage, SearchSpec},
+    runtime::{deadline::Deadline, response_budget::Reservation},
+    store::{QueryEmbedding, SearchPage, SearchSpec},
 };
 
 /// Hits per page when the request leaves it at 0.
@@ -76,13 +76,14 @@ impl Service {
         &self,
         tenant: &TenantId,
         request: SearchRequest,
+        deadline: Option<&Deadline>,
     ) -> Result<SearchOutcome, ServiceError> {
-        let Some(_slot) = self.searches.take(tenant, SEARCH_QUEUE_WAIT).await else {
-            return Err(ServiceError::TenantBusy {
-                what: "searches",
-                limit: self.searches.per_tenant(),
-            });
-        };
+        // The query's vector first, within its budget, and only then the tenant's search slot:
+        // a slot is never held by a wait on the embeddings endpoint.
+        let semantic = self
+            .settled_query_embedding(tenant, &request.query, deadline)
+            .await;
+        let _slot = self.search_slot(tenant).await?;
         let language = self.limits.search_language;
         let query = SearchQuery::parse(&request.query, language);
         let print = fingerprint(
@@ -99,7 +100,6 @@ impl Service {
             0 => DEFAULT_SEARCH_PAGE,
             n => n.min(MAX_SEARCH_PAGE),
         };
-        let semantic = self.query_embedding(&request.query);
         let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
         let spec = SearchSpec {
@@ -151,6 +151,33 @@ impl Service {
     }
 }
 
+impl Service {
+    /// One of the tenant's search slots (SearchMessages and BuildContext's recall share them),
+    /// waited for at most [`SEARCH_QUEUE_WAIT`].
+    async fn search_slot(&self, tenant: &TenantId) -> Result<Slot, ServiceError> {
+        self.searches
+            .take(tenant, SEARCH_QUEUE_WAIT)
+            .await
+            .ok_or(ServiceError::TenantBusy {
+                what: "searches",
+                limit: self.searches.per_tenant(),
+            })
+    }
+
+    /// The query's embedding ([`Service::query_embedding`]), once it has settled: a vector, or
+    /// none within its budget (the search is then lexical).
+    async fn settled_query_embedding(
+        &self,
+        tenant: &TenantId,
+        query: &str,
+        deadline: Option<&Deadline>,
+    ) -> Option<QueryEmbedding> {
+        let semantic = self.query_embedding(tenant, query, deadline)?;
+        semantic.get().await;
+        Some(semantic)
+    }
+}
+
 /// The token of the page after `page`, if more hits follow.
 fn next_page_token(page: &SearchPage, fingerprint: u64) -> Option<String> {
     let last = page.found.last().filter(|_| page.more)?;
@@ -199,11 +226,13 @@ impl RecallPlan {
         service: &'a Service,
         tenant: &'a TenantId,
         conversation: &'a ConversationId,
+        deadline: Option<&'a Deadline>,
     ) -> RecallCall<'a> {
         RecallCall {
             service,
             tenant,
             conversation,
+            deadline,
             recall: &self.recall,
             room: self.room,
             budget: self.budget,
@@ -220,6 +249,8 @@ pub(super) struct RecallCall<'a> {
     pub(super) service: &'a Service,
     pub(super) tenant: &'a TenantId,
     pub(super) conversation: &'a ConversationId,
+    /// The call's deadline, which bounds the wait for the query's vector.
+    pub(super) deadline: Option<&'a Deadline>,
     pub(super) recall: &'a Recall,
     pub(super) room: usize,
     /// Tokens the request makes available.
@@ -230,7 +261,9 @@ pub(super) struct RecallCall<'a> {
 
 /// Adds the recalled turn to `pack`: searches the log as the pack saw it for the query,
 /// skipping what the pack holds verbatim, and quotes the best hits that fit (the excerpts are
-/// cut and counted on the CPU pool when the messages are large).
+/// cut and counted on the CPU pool when the messages are large). The search takes one of the
+/// tenant's search slots, as SearchMessages does (RESOURCE_EXHAUSTED when none frees in time),
+/// after its query's vector has settled.
 pub(super) async fn recall_into(
     call: RecallCall<'_>,
     pack: &mut ContextPack,
@@ -243,7 +276,11 @@ pub(super) async fn recall_into(
     if query.is_empty() || room == 0 || !takes_recall(pack) {
         return Ok(());
     }
-    let semantic = call.service.query_embedding(&text);
+    let semantic = call
+        .service
+        .settled_query_embedding(call.tenant, &text, call.deadline)
+        .await;
+    let _slot = call.service.search_slot(call.tenant).await?;
     let read = reservation.begin_read()?;
     let spec = SearchSpec {
         query: query.clone(),

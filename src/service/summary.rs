@@ -191,11 +191,10 @@ impl Service {
         let summary = match &request.mode {
             SummarizeMode::Provided { text, through } => {
                 check_provided_through(state, *through)?;
-                check_log_changes(
-                    request.expected_log_changes,
-                    state.log_changes(),
-                    state.summary.is_none(),
-                )?;
+                // Without expected_log_changes, the request was prepared before any removal:
+                // the store holds the summary to that under the removals' lock.
+                let prepared = request.expected_log_changes.unwrap_or(0);
+                check_log_changes(Some(prepared), state.log_changes())?;
                 NewSummary {
                     text: text.clone(),
                     through_sequence: *through,
@@ -203,6 +202,7 @@ impl Service {
                     redactions: state.redactions,
                     tombstones: state.tombstones_through(*through),
                     rewinds: state.rewinds,
+                    prepared_log_changes: Some(prepared),
                 }
             }
             SummarizeMode::Prepare | SummarizeMode::Server => {
@@ -327,6 +327,7 @@ impl Service {
             redactions: state.redactions,
             tombstones: state.tombstones_through(through),
             rewinds: state.rewinds,
+            prepared_log_changes: None,
         })
     }
 }
@@ -378,14 +379,12 @@ fn unchanged(
 }
 
 /// Whether a caller's summary or memory, made from a request prepared when the conversation
-/// had `expected` redactions and rewinds (`None`: not said), may be stored now that it has
-/// `current`; `first` when nothing was stored before. Without `expected`, only a first one of
-/// a conversation never redacted nor rewound: later ones are guarded by their watermark or
-/// version, which redactions and rewinds move.
-pub(super) fn check_log_changes(expected: Option<u64>, current: u64, first: bool) -> Result<(), StoreError> {
-    match expected {
-        Some(expected) if expected != current => Err(StoreError::LogChanged { current }),
-        None if first && current > 0 => Err(StoreError::LogChanged { current }),
-        _ => Ok(()),
+/// had `expected` redactions and rewinds, may be stored now that it has `current`. `None`
+/// (not said) counts as 0: prepared before any removal. Any difference refuses it (ABORTED,
+/// LOG_CHANGED, with the count now): text a removal took out must not come back through it.
+pub(super) fn check_log_changes(expected: Option<u64>, current: u64) -> Result<(), StoreError> {
+    match expected.unwrap_or(0) == current {
+        true => Ok(()),
+        false => Err(StoreError::LogChanged { current }),
     }
 }

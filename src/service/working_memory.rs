@@ -271,8 +271,7 @@ impl Service {
         let base = state.base();
         // Items from an extraction that read messages removed since are refused: their text
         // would come back through the memory (see `check_log_changes`).
-        let first = state.memory.version == 0;
-        super::summary::check_log_changes(expected_log_changes, state.log_changes(), first)?;
+        super::summary::check_log_changes(expected_log_changes, state.log_changes())?;
         let MemoryState {
             memory: current,
             last_sequence: log,

@@ -59,6 +59,8 @@ impl App {
         ai.embedder = compose::embedder(settings.embeddings.as_ref())
             .map_err(|source| StartupError::Embeddings { source })?;
         let service = Service::new(store.clone(), compose::limits(&settings.limits), ai);
+        // Semantic search's mean vector is learned now, off every request's path.
+        service.learn_model_mean();
         let metrics = ServerMetrics::new(service.metrics(), store_status(&store));
         let (health, health_service) = tonic_health::server::health_reporter();
         let interceptor = compose::interceptor(&settings.auth);

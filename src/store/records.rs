@@ -116,6 +116,13 @@ pub struct NewSummary {
     /// [`SummaryState::rewinds`] of the state it was written from: any rewind since then
     /// refuses it (as a moved watermark), so removed messages cannot come back through it.
     pub rewinds: u64,
+    /// For a caller's summary (SUMMARIZE_MODE_PROVIDED): the conversation's redactions and
+    /// rewinds when the request its text was made from was prepared (`expected_log_changes`;
+    /// 0 when the caller sent none). The store compares it with the conversation's count under
+    /// the lock a redaction and a rewind take, in the transaction that stores the summary, and
+    /// refuses any difference ([`super::StoreError::LogChanged`]): text a removal took out
+    /// never comes back through a summary prepared before it, however the two race.
+    pub prepared_log_changes: Option<u64>,
 }
 
 /// What a rewind removed.
@@ -335,5 +342,10 @@ pub struct EmbeddingBatch {
     pub after: Sequence,
     /// The new watermark.
     pub through: Sequence,
+    /// Vectors of messages in `(after, through]`.
     pub vectors: Vec<MessageVector>,
+    /// Vectors of messages at or before `after` that the watermark passed without (their texts
+    /// refused by the endpoint then, accepted on a later try): stored with the batch, under its
+    /// version check, when the message still has its search document.
+    pub late: Vec<MessageVector>,
 }

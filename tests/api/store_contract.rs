@@ -185,6 +185,7 @@ async fn store_reads_of_an_unknown_conversation_are_not_found(kind: StoreKind) {
         redactions: 0,
         tombstones: 0,
         rewinds: 0,
+        prepared_log_changes: None,
     };
     assert!(not_found(
         store
@@ -440,6 +441,7 @@ async fn store_open_context_carries_pinned_messages_summary_and_memory(kind: Sto
         redactions: 0,
         tombstones: 0,
         rewinds: 0,
+        prepared_log_changes: None,
     };
     store
         .store_summary(&t, &c, Sequence::ZERO, summary, None)
@@ -490,6 +492,7 @@ async fn store_summary_watermark_moves_only_forward_by_compare_and_set(kind: Sto
         redactions: 0,
         tombstones: 0,
         rewinds: 0,
+        prepared_log_changes: None,
     };
     let v1 = store
         .store_summary(&t, &c, Sequence::ZERO, summary(2), None)
@@ -859,6 +862,7 @@ async fn store_refuses_derived_data_read_before_a_redaction(kind: StoreKind) {
         redactions: read.redactions,
         tombstones: 0,
         rewinds: 0,
+        prepared_log_changes: None,
     };
     assert!(matches!(
         store
@@ -970,6 +974,7 @@ async fn store_takes_a_summary_when_only_other_messages_were_redacted(kind: Stor
         redactions: read.redactions,
         tombstones: read.tombstones_through(seq(through)),
         rewinds: 0,
+        prepared_log_changes: None,
     };
     store.redact_message(&t, &c, seq(5), None).await.unwrap();
     let stored = store
@@ -1007,6 +1012,7 @@ async fn store_rewinds_the_tail_and_what_was_derived_from_it(kind: StoreKind) {
         redactions: read.redactions,
         tombstones: 0,
         rewinds: read.rewinds,
+        prepared_log_changes: None,
     };
     let read = store.summary_state(&t, &c, usize::MAX).await.unwrap();
     store

@@ -6,6 +6,7 @@
 //! `CTXD_RELIABILITY=full cargo test --release --test reliability` (docs/reliability.md), and
 //! `CTXD_RELIABILITY_ONLY=locked` (a comma-separated list) runs only the named checks.
 
+mod adversary;
 mod appenders;
 mod bodies;
 mod connections;
@@ -25,6 +26,7 @@ mod redaction_races;
 #[allow(dead_code, unreachable_pub)]
 mod replica;
 mod short_deadlines;
+mod summary_races;
 
 use std::{path::Path, time::Instant};
 
@@ -114,7 +116,11 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
         ("CTXD_REQUEST_TIMEOUT_SECS", "10"),
         ("RUST_LOG", "info"),
     ];
-    let binary = Path::new(env!("CARGO_BIN_EXE_ctxd"));
+    // `CTXD_RELIABILITY_BINARY` runs the suite against another build (a "before" figure).
+    let other = std::env::var("CTXD_RELIABILITY_BINARY").ok();
+    let binary = other
+        .as_deref()
+        .map_or(Path::new(env!("CARGO_BIN_EXE_ctxd")), Path::new);
     // All three start at once: they race to migrate the empty database.
     let (a, b, c) = tokio::try_join!(
         Replica::start(binary, &env, &work, "replica-0"),
@@ -151,6 +157,13 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     if wanted("redaction_races") {
         let rounds = if full { 30 } else { 10 };
         reports.push(redaction_races::redactions_racing_refreshes(&replicas, rounds).await?);
+    }
+    if wanted("summary_races") {
+        let rounds = if full { 600 } else { 300 };
+        reports.push(summary_races::provided_summaries_racing_redactions(&replicas, rounds).await?);
+    }
+    if wanted("adversary") {
+        reports.push(adversary::outside_services(binary, &cluster, &work).await?);
     }
     if wanted("hostile") {
         reports.push(hostile::table(&mut replicas).await?);

@@ -17,6 +17,12 @@ use crate::{
     runtime::deadline::Deadline,
 };
 
+/// The longest `Retry-After` honoured: a longer one is waited this long (within the call's
+/// deadline).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// Answers larger than this are parsed on the CPU pool.
+const PARSE_OFF_WORKERS: usize = 64 * 1024;
+
 /// Bytes of an upstream error body kept in statuses and logs.
 const ERROR_BODY_BYTES: usize = 300;
 
@@ -44,6 +50,8 @@ pub enum OpenAiError {
         status: u16,
         /// The start of the answer's body (the endpoint's error text).
         body: String,
+        /// What `Retry-After` asked for, if anything.
+        retry_after: Option<Duration>,
     },
     /// The answer cannot be used: truncated, empty, too large, not of the schema.
     #[error("unusable answer: {0}")]
@@ -96,8 +104,11 @@ impl OpenAiClient {
     pub fn new(options: OpenAiEndpoint) -> Result<Self, OpenAiError> {
         // reqwest's rustls needs a process-wide crypto provider; a second install is a no-op.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // No redirect is followed (a 3xx is an error status): conversation text goes to the
+        // configured origin or nowhere.
         let http = reqwest::Client::builder()
             .connect_timeout(options.timeout.min(Duration::from_secs(10)))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(OpenAiError::Unreachable)?;
         Ok(Self {
@@ -174,10 +185,18 @@ impl OpenAiClient {
                 }
                 Err(Failure::SchemaRefused(error) | Failure::Error(error)) => error,
             };
-            let time_for_retry = deadline.is_none_or(|d| Instant::now() + delay + MIN_ATTEMPT < d);
+            // The endpoint's `Retry-After`, up to a cap, when it asks for longer than the backoff.
+            let asked = match &error {
+                OpenAiError::Status { retry_after, .. } => {
+                    retry_after.unwrap_or_default().min(MAX_RETRY_AFTER)
+                }
+                _ => Duration::ZERO,
+            };
+            let delay_now = delay.max(asked);
+            let time_for_retry = deadline.is_none_or(|d| Instant::now() + delay_now + MIN_ATTEMPT < d);
             if error.retryable() && retries < self.options.max_retries && time_for_retry {
                 tracing::warn!(attempts, %error, "model call failed; retrying");
-                tokio::time::sleep(delay).await;
+                tokio::time::sleep(delay_now).await;
                 delay *= 2;
                 retries += 1;
                 continue;
@@ -209,6 +228,7 @@ impl OpenAiClient {
             .await
             .map_err(|e| Failure::Error(OpenAiError::Unreachable(e)))?;
         let status = response.status();
+        let retry_after = crate::models::embeddings::retry_after(response.headers());
         let mut bytes = Vec::new();
         let limit = if status.is_success() { max_body } else { 16 * 1024 };
         while let Some(chunk) = response
@@ -231,6 +251,7 @@ impl OpenAiClient {
             let error = OpenAiError::Status {
                 status: status.as_u16(),
                 body: error_text(&text),
+                retry_after,
             };
             let refused_schema = matches!(status.as_u16(), 400 | 422 | 500)
                 && body["response_format"]["type"] == "json_schema"
@@ -240,7 +261,12 @@ impl OpenAiClient {
                 false => Failure::Error(error),
             });
         }
-        answer_text(&bytes).map_err(|e| Failure::Error(OpenAiError::BadAnswer(e)))
+        // A large answer is parsed on the CPU pool, off the async workers.
+        let parsed = match bytes.len() > PARSE_OFF_WORKERS {
+            true => crate::runtime::cpu::run("ctxd:summarizer", move |_| answer_text(&bytes)).await,
+            false => answer_text(&bytes),
+        };
+        parsed.map_err(|e| Failure::Error(OpenAiError::BadAnswer(e)))
     }
 }
 
@@ -338,6 +364,7 @@ mod tests {
         let status = |status| OpenAiError::Status {
             status,
             body: String::new(),
+            retry_after: None,
         };
         assert!(status(429).retryable() && status(503).retryable() && status(500).retryable());
         assert!(!status(401).retryable() && !status(400).retryable() && !status(422).retryable());

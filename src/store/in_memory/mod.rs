@@ -234,6 +234,13 @@ impl Store for InMemoryStore {
             .get_mut(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
         let current = c.summaries.last().map_or(Sequence::ZERO, |s| s.through_sequence);
+        let changes = c.redactions.saturating_add(c.rewinds);
+        if summary
+            .prepared_log_changes
+            .is_some_and(|prepared| prepared != changes)
+        {
+            return Err(StoreError::LogChanged { current: changes });
+        }
         if current != base
             || summary.through_sequence <= base
             || summary.through_sequence > c.last_sequence()

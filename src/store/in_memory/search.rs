@@ -204,9 +204,15 @@ pub(super) fn store_embeddings(conversation: &mut Conversation, batch: &Embeddin
     if !current {
         return false;
     }
-    for v in &batch.vectors {
+    let late = batch.late.iter().filter(|v| v.sequence.get() as usize <= after);
+    for v in batch
+        .vectors
+        .iter()
+        .filter(|v| v.sequence.get() as usize > after)
+        .chain(late)
+    {
         let i = (v.sequence.get() as usize).wrapping_sub(1);
-        if i >= after && i < through && !conversation.search.document(i).is_empty() {
+        if i < through && !conversation.search.document(i).is_empty() {
             conversation
                 .search
                 .add_vector(i, v.chunk, v.vector.clone(), v.code.clone());

@@ -44,11 +44,12 @@ mod rows;
 mod search;
 mod summary;
 mod tail;
+mod vector_codes;
 mod vectors;
 mod working_memory;
 mod writes;
 
-/// Bytes of codes and vectors a replica keeps for semantic search (see [`vectors::VectorCodes`]):
+/// Bytes of codes and vectors a replica keeps for semantic search (see [`vector_codes::VectorCodes`]):
 /// 64 MiB hold about 140,000 chunks of 384 dimensions with their vectors, 800,000 without.
 const VECTOR_CODE_BYTES: usize = 64 << 20;
 
@@ -79,7 +80,7 @@ pub struct PostgresStore {
     /// Decoded messages of the log's tails, per conversation (see [`cache`]).
     cache: std::sync::Arc<cache::MessageCache>,
     /// The sign-bit codes of the conversations this replica searched semantically.
-    codes: std::sync::Arc<vectors::VectorCodes>,
+    codes: std::sync::Arc<vector_codes::VectorCodes>,
 }
 
 impl PostgresStore {
@@ -119,7 +120,7 @@ impl PostgresStore {
             gate: Default::default(),
             gate_patience: options.statement_timeout,
             cache: std::sync::Arc::new(cache::MessageCache::new(options.message_cache_bytes)),
-            codes: std::sync::Arc::new(vectors::VectorCodes::new(VECTOR_CODE_BYTES)),
+            codes: std::sync::Arc::new(vector_codes::VectorCodes::new(VECTOR_CODE_BYTES)),
         })
     }
 

@@ -119,7 +119,7 @@ struct Candidate {
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
 pub(super) async fn search_messages(
     pool: &Pool,
-    codes: &vectors::VectorCodes,
+    codes: &super::vector_codes::VectorCodes,
     tenant: &TenantId,
     conversation: &ConversationId,
     spec: &SearchSpec,
@@ -280,7 +280,7 @@ async fn nothing_found(
 struct TermStatistics {
     last: i64,
     /// The log's version and embedding watermark.
-    state: vectors::LogState,
+    state: super::vector_codes::LogState,
     rewinds: u64,
     weights: search::Weights,
     /// The terms of the query that are not common, or all of them when every one is (then
@@ -333,9 +333,10 @@ async fn term_statistics(
     let every_common = rare.is_empty();
     Ok(Some(TermStatistics {
         last,
-        state: vectors::LogState {
+        state: super::vector_codes::LogState {
             version: vectors::version_of(row)?,
             embedded_through: column(row, "embedded_through")?,
+            embedded_late: column(row, "embedded_late")?,
             last,
         },
         rewinds: column::<i64>(row, "rewinds")?.max(0) as u64,
@@ -352,7 +353,7 @@ async fn term_statistics(
 /// messages it found.
 async fn semantic_half(
     client: &deadpool_postgres::Object,
-    codes: &vectors::VectorCodes,
+    codes: &super::vector_codes::VectorCodes,
     (t, c): (&str, &str),
     terms: &TermStatistics,
     query: &search::vectors::QueryVector,

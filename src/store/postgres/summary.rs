@@ -109,11 +109,17 @@ pub(super) async fn store_summary(
              SET summary_through_sequence = $4, summary_version = summary_version + 1
              WHERE tenant_id = $1 AND conversation_id = $2 AND summary_through_sequence = $3
                AND $4 > $3 AND $4 <= last_sequence AND rewinds = $5
+               AND ($6::bigint IS NULL OR redactions + rewinds = $6)
              RETURNING summary_version, redactions",
         )
         .await?;
     let rewinds = summary.rewinds as i64;
-    let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &base.as_i64(), &through, &rewinds];
+    // A caller's summary is held to the removals counted when it was prepared, under the row
+    // lock that redactions and rewinds take first: one that came first is seen here.
+    let prepared = summary
+        .prepared_log_changes
+        .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let params: [&(dyn ToSql + Sync); 6] = [&t, &c, &base.as_i64(), &through, &rewinds, &prepared];
     let moved = match tx.query_opt(&moved, &params).await? {
         Some(moved) if redacted_within(&tx, t, c, base, &summary, &moved).await? => None,
         moved => moved,
@@ -147,18 +153,31 @@ pub(super) async fn store_summary(
             version: column::<i64>(&row, "version")?.max(0) as u64,
             updated_at: column(&row, "created_at")?,
         }),
-        None => {
-            let current = client
-                .query_opt(
-                    "SELECT summary_through_sequence FROM conversations
-                     WHERE tenant_id = $1 AND conversation_id = $2",
-                    &[&t, &c],
-                )
-                .await?
-                .ok_or(StoreError::NotFound)?;
-            Err(StoreError::SummaryMoved {
-                current: Sequence::from_stored(column(&current, "summary_through_sequence")?),
-            })
-        }
+        None => Err(refusal(&client, t, c, summary.prepared_log_changes).await?),
     }
+}
+
+/// Why a summary was not stored: the conversation's removals changed since it was prepared
+/// (`prepared`), or its watermark moved.
+async fn refusal(
+    client: &deadpool_postgres::Object,
+    t: &str,
+    c: &str,
+    prepared: Option<u64>,
+) -> Result<StoreError, StoreError> {
+    let current = client
+        .query_opt(
+            "SELECT summary_through_sequence, redactions + rewinds AS changes FROM conversations
+             WHERE tenant_id = $1 AND conversation_id = $2",
+            &[&t, &c],
+        )
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let changes = column::<i64>(&current, "changes")?.max(0) as u64;
+    if prepared.is_some_and(|prepared| prepared != changes) {
+        return Ok(StoreError::LogChanged { current: changes });
+    }
+    Ok(StoreError::SummaryMoved {
+        current: Sequence::from_stored(column(&current, "summary_through_sequence")?),
+    })
 }

@@ -6,18 +6,21 @@
 //! them to the log as it is (a removed message has no rows), so a stale code can only cost a
 //! candidate, never bring back a removed message.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use deadpool_postgres::Pool;
 use tokio_postgres::types::Type;
 
-use super::rows::{MESSAGE_BYTES, MESSAGE_COLUMNS, byte_limit, column, stored_messages};
+use super::{
+    rows::{MESSAGE_BYTES, MESSAGE_COLUMNS, byte_limit, column, stored_messages},
+    vector_codes::{LogState, VectorCodes, current_codes},
+};
 use crate::{
     domain::{
         ConversationId, Role, Sequence, TenantId,
         search::{
             self,
-            vectors::{self, ChunkCode, PassageVector, QueryVector},
+            vectors::{self, PassageVector, QueryVector},
         },
     },
     store::{EmbeddingBacklog, EmbeddingBatch, LogVersion, StoreError},
@@ -26,7 +29,8 @@ use crate::{
 /// The log's version and watermark, as the conversation row holds them (no row: none).
 pub(super) const VERSION_COLUMNS: &str =
     "(extract(epoch FROM c.created_at) * 1000000)::bigint AS created_micros,
-     c.redactions + c.rewinds AS changes, coalesce(c.incarnation, 0) AS incarnation, c.embedded_through";
+     c.redactions + c.rewinds AS changes, coalesce(c.incarnation, 0) AS incarnation, c.embedded_through,
+     c.embedded_late";
 
 /// The version of a row with [`VERSION_COLUMNS`].
 pub(super) fn version_of(row: &tokio_postgres::Row) -> Result<LogVersion, StoreError> {
@@ -116,7 +120,7 @@ pub(super) async fn store_embeddings(
     // first changed the version, and this stores nothing.
     let moved = tx
         .execute(
-            "UPDATE conversations c SET embedded_through = $3
+            "UPDATE conversations c SET embedded_through = $3, embedded_late = embedded_late + $8
              WHERE c.tenant_id = $1 AND c.conversation_id = $2 AND c.embedded_through = $4
                AND c.last_sequence >= $3 AND c.redactions + c.rewinds = $5
                AND coalesce(c.incarnation, 0) = $6
@@ -129,6 +133,7 @@ pub(super) async fn store_embeddings(
                 &(batch.version.changes as i64),
                 &batch.version.incarnation,
                 &batch.version.created_micros,
+                &i64::from(!batch.late.is_empty()),
             ],
         )
         .await?;
@@ -136,7 +141,13 @@ pub(super) async fn store_embeddings(
         return Ok(false);
     }
     let inside = |s: Sequence| s > batch.after && s <= batch.through;
-    let kept: Vec<_> = batch.vectors.iter().filter(|v| inside(v.sequence)).collect();
+    let late = batch.late.iter().filter(|v| v.sequence <= batch.after);
+    let kept: Vec<_> = batch
+        .vectors
+        .iter()
+        .filter(|v| inside(v.sequence))
+        .chain(late)
+        .collect();
     let sequences: Vec<i64> = kept.iter().map(|v| v.sequence.as_i64()).collect();
     let chunks: Vec<i16> = kept.iter().map(|v| v.chunk as i16).collect();
     let codes: Vec<Vec<u8>> = kept.iter().map(|v| vectors::code_to_bytes(&v.code)).collect();
@@ -153,160 +164,6 @@ pub(super) async fn store_embeddings(
     .await?;
     tx.commit().await?;
     Ok(true)
-}
-
-/// [`Codes::dimensions`] of codes held without their vectors.
-const NOT_HELD: usize = usize::MAX;
-
-/// A conversation's codes as a replica holds them.
-#[derive(Debug, Clone)]
-struct Codes {
-    version: LogVersion,
-    /// The watermark they were read up to.
-    through: i64,
-    /// `(sequence, chunk)` of each code, ascending.
-    keys: Vec<(Sequence, u16)>,
-    /// The role and size ([`MESSAGE_BYTES`]) of each code's message, fixed while the version
-    /// stands.
-    messages: Vec<(Role, i64)>,
-    /// The codes, `words` words each.
-    words: Vec<u64>,
-    width: usize,
-    /// Each code's vector (scale, then `dimensions` values), when the replica holds them: the
-    /// rescoring then reads no rows. Empty when the conversation's vectors would not fit the
-    /// budget with them (its rescoring then reads the shortlist's rows).
-    scales: Vec<f32>,
-    values: Vec<i8>,
-    dimensions: usize,
-}
-
-impl Codes {
-    fn bytes(&self) -> usize {
-        self.keys.len() * 32 + self.words.len() * 8 + self.scales.len() * 4 + self.values.len() + 64
-    }
-
-    /// Whether the replica holds the vectors too.
-    fn has_vectors(&self) -> bool {
-        self.dimensions != NOT_HELD && !self.keys.is_empty() && self.scales.len() == self.keys.len()
-    }
-
-    /// Adds a row of the fill query: its code, its message's role and size, and its vector
-    /// while every vector so far is held and of one size.
-    fn push_row(&mut self, row: &tokio_postgres::Row) -> Result<(), StoreError> {
-        let code = vectors::code_from_bytes(&column::<Vec<u8>>(row, "code")?);
-        if self.width == 0 {
-            self.width = code.len();
-        }
-        let role: String = column(row, "role")?;
-        // Vectors of another model's size (the configuration changed) are not comparable.
-        let (Some(role), true) = (Role::from_name(&role), code.len() == self.width) else {
-            return Ok(());
-        };
-        self.keys.push((
-            Sequence::from_stored(column(row, "sequence")?),
-            column::<i16>(row, "chunk")?.max(0) as u16,
-        ));
-        self.messages.push((role, column(row, "own")?));
-        self.words.extend(code);
-        let vector = PassageVector::from_bytes(&column::<Vec<u8>>(row, "vector")?);
-        match vector {
-            Some(v)
-                if self.dimensions != NOT_HELD
-                    && (self.dimensions == 0 || self.dimensions == v.dimensions()) =>
-            {
-                let (scale, parts) = v.parts();
-                self.dimensions = parts.len();
-                self.scales.push(scale);
-                self.values.extend_from_slice(parts);
-            }
-            _ => self.dimensions = NOT_HELD,
-        }
-        Ok(())
-    }
-
-    /// The vector of `(sequence, chunk)`, when the replica holds it.
-    fn vector(&self, sequence: Sequence, chunk: u16) -> Option<PassageVector> {
-        if !self.has_vectors() {
-            return None;
-        }
-        let i = self.keys.binary_search(&(sequence, chunk)).ok()?;
-        let values = &self.values[i * self.dimensions..(i + 1) * self.dimensions];
-        Some(PassageVector::from_parts(self.scales[i], values))
-    }
-
-    /// The codes, each with its message's role.
-    fn iter(&self) -> impl Iterator<Item = (ChunkCode<'_>, Role)> {
-        self.keys.iter().enumerate().map(|(i, &(sequence, chunk))| {
-            let code = ChunkCode {
-                sequence,
-                chunk,
-                code: &self.words[i * self.width..(i + 1) * self.width],
-            };
-            (code, self.messages[i].0)
-        })
-    }
-
-    /// The size of the message at `sequence`, if it has codes.
-    fn size(&self, sequence: Sequence) -> Option<i64> {
-        let i = self.keys.partition_point(|&(s, _)| s < sequence);
-        self.keys
-            .get(i)
-            .filter(|(s, _)| *s == sequence)
-            .map(|_| self.messages[i].1)
-    }
-}
-
-/// Codes by tenant and conversation, least recently used first.
-type CodesByConversation = lru::LruCache<(String, String), Arc<Codes>>;
-
-/// The codes of the conversations this replica searched, least recently used dropped first
-/// past a byte budget.
-#[derive(Debug)]
-pub(super) struct VectorCodes {
-    budget: usize,
-    /// The codes, and their bytes together.
-    inner: std::sync::Mutex<(CodesByConversation, usize)>,
-}
-
-impl VectorCodes {
-    pub(super) fn new(budget: usize) -> Self {
-        Self {
-            budget,
-            inner: std::sync::Mutex::new((lru::LruCache::unbounded(), 0)),
-        }
-    }
-
-    fn get(&self, key: &(String, String)) -> Option<Arc<Codes>> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.0.get(key).cloned()
-    }
-
-    fn put(&self, key: (String, String), codes: Arc<Codes>) {
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (cache, used) = &mut *guard;
-        let bytes = codes.bytes();
-        if let Some(old) = cache.pop(&key) {
-            *used -= old.bytes();
-        }
-        if bytes > self.budget {
-            return;
-        }
-        while *used + bytes > self.budget {
-            match cache.pop_lru() {
-                Some((_, old)) => *used -= old.bytes(),
-                None => break,
-            }
-        }
-        *used += bytes;
-        cache.put(key, codes);
-    }
-}
-
-/// What the semantic half of a search knows of the log: its version, watermark and end.
-pub(super) struct LogState {
-    pub(super) version: LogVersion,
-    pub(super) embedded_through: i64,
-    pub(super) last: i64,
 }
 
 /// What a search holds its semantic hits to.
@@ -428,72 +285,4 @@ async fn rescore_from_rows(
         Some((s, vector))
     });
     Ok(vectors::semantic_ranking(query, ordered))
-}
-
-/// The conversation's codes up to its watermark: the replica's, extended or read again as the
-/// log's version and watermark say.
-async fn current_codes(
-    client: &deadpool_postgres::Object,
-    cache: &VectorCodes,
-    (t, c): (&str, &str),
-    state: &LogState,
-) -> Result<Arc<Codes>, StoreError> {
-    let key = (t.to_string(), c.to_string());
-    let held = cache
-        .get(&key)
-        .filter(|h| h.version == state.version && h.through <= state.embedded_through);
-    if let Some(held) = &held
-        && held.through == state.embedded_through
-    {
-        return Ok(held.clone());
-    }
-    let from = held.as_ref().map_or(0, |h| h.through);
-    let rows = client
-        .query_typed(
-            &format!(
-                "SELECT v.sequence, v.chunk, v.code, v.vector, m.role, ({MESSAGE_BYTES})::bigint AS own
-                 FROM message_vectors v
-                 JOIN messages m ON m.tenant_id = v.tenant_id AND m.conversation_id = v.conversation_id
-                      AND m.sequence = v.sequence
-                 WHERE v.tenant_id = $1 AND v.conversation_id = $2 AND v.sequence > $3 AND v.sequence <= $4
-                 ORDER BY v.sequence, v.chunk"
-            ),
-            &[
-                (&t, Type::TEXT),
-                (&c, Type::TEXT),
-                (&from, Type::INT8),
-                (&state.embedded_through, Type::INT8),
-            ],
-        )
-        .await?;
-    let mut codes = match &held {
-        Some(h) => Codes {
-            version: state.version,
-            through: state.embedded_through,
-            ..Codes::clone(h)
-        },
-        None => Codes {
-            version: state.version,
-            through: state.embedded_through,
-            keys: Vec::new(),
-            messages: Vec::new(),
-            words: Vec::new(),
-            width: 0,
-            scales: Vec::new(),
-            values: Vec::new(),
-            dimensions: 0,
-        },
-    };
-    for row in &rows {
-        codes.push_row(row)?;
-    }
-    // Too large with its vectors: held without them (its rescoring reads rows).
-    if codes.dimensions == NOT_HELD || codes.bytes() > cache.budget {
-        codes.scales = Vec::new();
-        codes.values = Vec::new();
-        codes.dimensions = NOT_HELD;
-    }
-    let codes = Arc::new(codes);
-    cache.put(key, codes.clone());
-    Ok(codes)
 }

@@ -100,6 +100,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "vectors",
         sql: include_str!("0016_vectors.sql"),
     },
+    Migration {
+        version: 17,
+        name: "late vectors",
+        sql: include_str!("0017_late_vectors.sql"),
+    },
 ];
 
 /// The migration that distributes the schema on Citus: later ones find distributed tables.

@@ -737,9 +737,10 @@ export type SummarizeRequest = Message<"ctxd.v1.SummarizeRequest"> & {
     maxSummaryTokens: number;
     /**
      * SUMMARIZE_MODE_PROVIDED: the `log_changes` of the PREPARE the summary was made from;
-     * ABORTED, with the current value, if messages were redacted or rewound since. Without it,
-     * a first summary of a conversation that was ever redacted or rewound is refused the same
-     * way (nothing tells what the caller's model read).
+     * ABORTED, with the current value, if messages were redacted or rewound since (checked by
+     * the store under the removals' lock, in the transaction that stores the summary). Unset
+     * counts as 0: a summary of a conversation that was ever redacted or rewound is refused
+     * without it (nothing tells what the caller's model read).
      *
      * @generated from field: optional uint64 expected_log_changes = 9;
      */

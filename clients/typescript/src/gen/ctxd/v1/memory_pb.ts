@@ -285,8 +285,8 @@ export type UpdateWorkingMemoryRequest = Message<"ctxd.v1.UpdateWorkingMemoryReq
 
   /**
    * The `log_changes` of the prepared extraction the items came from; ABORTED, with the
-   * current value, if messages were redacted or rewound since. Without it, a first memory of a
-   * conversation that was ever redacted or rewound is refused the same way.
+   * current value, if messages were redacted or rewound since. Unset counts as 0: an update
+   * of a conversation that was ever redacted or rewound is refused without it.
    *
    * @generated from field: optional uint64 expected_log_changes = 4;
    */

@@ -6,22 +6,25 @@
 
 use std::{
     collections::{HashSet, VecDeque},
-    num::NonZeroUsize,
     sync::{Arc, Mutex},
     time::{Duration, Instant, SystemTime},
 };
 
+mod query;
+mod refused;
+
 use super::Service;
 use crate::{
     domain::{
-        ConversationId, TenantId,
+        ConversationId, Sequence, StoredMessage, TenantId,
         search::{
             searchable_text,
-            vectors::{PassageVector, QueryVector, centred_code, chunks, mean_of},
+            vectors::{PassageVector, QueryVector, centred_code, chunks},
         },
     },
     models::embeddings::{EmbedError, Embedder, Kind},
-    store::{EmbeddingBatch, MessageVector, QueryEmbedding, StoreError},
+    runtime::response_budget::ResponseBudget,
+    store::{EmbeddingBatch, MessageVector, StoreError},
 };
 
 /// Workers per replica embedding conversations' backlogs.
@@ -50,45 +53,11 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The wait before a failed backlog is tried again, and the longest (it doubles per failure).
 const FIRST_RETRY_WAIT: Duration = Duration::from_secs(2);
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
-/// Queries whose vectors a replica keeps (the pages of one search, repeated recall queries).
-const QUERY_CACHE: usize = 1_024;
-
-/// Texts of every kind, whose vectors' mean stands for the model's common part: the sign bits
-/// of the scan are taken around it (see [`crate::domain::search::vectors`]).
-const CALIBRATION: [&str; 32] = [
-    "Thanks, see you tomorrow!",
-    "Can you check why the nightly backup job failed?",
-    "The invoice for March is attached; payment is due in 30 days.",
-    "We are flying to Lisbon on Friday and coming back on Monday.",
-    "My daughter started piano lessons last week and loves them.",
-    "The deploy to staging finished, all health checks are green.",
-    "I made a lasagna with spinach and ricotta for dinner.",
-    "What time does the meeting with the design team start?",
-    "Disk usage on the database server is at 85 percent.",
-    "She adopted a rescue dog named Biscuit last summer.",
-    "The quarterly revenue grew by twelve percent year over year.",
-    "Please rename the variable to make the function easier to read.",
-    "I have been training for a half marathon in October.",
-    "The museum exhibition on impressionist painters opens next month.",
-    "Error: connection refused while connecting to port 5432.",
-    "Our landlord finally fixed the leaking kitchen faucet.",
-    "Let's move the release to Thursday so QA has time to test.",
-    "He is reading a history of the Roman empire.",
-    "The weather forecast says heavy rain all weekend.",
-    "I'm nervous about my job interview on Wednesday.",
-    "The API returns a 429 when the rate limit is exceeded.",
-    "We planted tomatoes, basil and peppers in the garden.",
-    "Congratulations on the new job, that's amazing news!",
-    "The contract renewal needs a signature from legal.",
-    "My grandmother turns ninety next year; we're planning a party.",
-    "The train was delayed by forty minutes because of a signal failure.",
-    "Use the staging credentials, not the production ones.",
-    "I've started volunteering at the animal shelter on Saturdays.",
-    "The patient's blood pressure was normal at the last check-up.",
-    "Can you summarize the main points of the article?",
-    "We're thinking about moving to a bigger apartment closer to the park.",
-    "The model's accuracy dropped after we changed the tokenizer.",
-];
+/// The longest `Retry-After` honoured: a longer one is waited this long.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// Who the replica's own embedding work (the model's mean) is counted for in the CPU pool and
+/// the response budget.
+const CALIBRATION_OWNER: &str = "ctxd:embeddings";
 
 /// The conversations waiting to be embedded, and the workers taking them.
 #[derive(Debug, Default)]
@@ -101,6 +70,10 @@ pub(super) struct EmbeddingQueue {
     queries: Mutex<Option<lru::LruCache<String, Arc<QueryVector>>>>,
     /// The model's mean vector, once known.
     mean: tokio::sync::OnceCell<Arc<Vec<f32>>>,
+    /// True while a background task learns the mean.
+    learning: std::sync::atomic::AtomicBool,
+    /// Messages whose texts the endpoint refused, by conversation, to be tried again rarely.
+    refused: Mutex<refused::Refused>,
 }
 
 #[derive(Debug, Default)]
@@ -234,8 +207,10 @@ impl Service {
     }
 
     /// Embeds the conversation's messages after its watermark, batch by batch, until none is
-    /// left. A batch whose log changed meanwhile (a rewind, a redaction, another replica) is
-    /// read again.
+    /// left, with the refused messages whose next try is due. A batch whose log changed
+    /// meanwhile (a rewind, a redaction, another replica) is read again. A message the
+    /// endpoint refuses is skipped ([`refused`]); only a failure of the endpoint itself
+    /// (unreachable, busy, failing) stops the backlog, to be tried again later.
     async fn embed_backlog(
         &self,
         tenant: &TenantId,
@@ -250,67 +225,153 @@ impl Service {
                 .with_label_values(&["passage"])
                 .inc();
         })?;
+        let key = (tenant.clone(), conversation.clone());
+        let mut late = self.lock_refused().take_due(&key);
         loop {
             self.yield_to_appends().await;
             let backlog = self
                 .store
                 .embedding_backlog(tenant, conversation, BATCH_MESSAGES, BATCH_BYTES)
                 .await?;
-            let Some(backlog) = backlog.filter(|b| b.through > b.after) else {
+            let Some(backlog) = backlog else {
                 return Ok(());
             };
-            let mut keys = Vec::new();
-            let mut texts = Vec::new();
-            for message in &backlog.messages {
-                let text = searchable_text(&message.message);
-                for (i, chunk) in chunks(&text).into_iter().enumerate() {
-                    keys.push((message.sequence, i as u16));
-                    texts.push(chunk.to_string());
-                }
+            if backlog.through <= backlog.after && late.is_empty() {
+                return Ok(());
             }
-            let mut vectors = Vec::with_capacity(texts.len());
-            for (keys, texts) in keys
-                .chunks(TEXTS_PER_REQUEST)
-                .zip(texts.chunks(TEXTS_PER_REQUEST))
-            {
-                let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-                let embedded = with_retries(&embedder, Kind::Passage, &texts)
-                    .await
-                    .inspect_err(|_| {
-                        self.metrics
-                            .embedding_failures
-                            .with_label_values(&["passage"])
-                            .inc();
-                    })?;
-                for (&(sequence, chunk), vector) in keys.iter().zip(embedded) {
-                    let code = centred_code(&vector, Some(&mean));
-                    if let (Some(code), Some(vector)) = (code, PassageVector::quantize(&vector)) {
-                        vectors.push(MessageVector {
-                            sequence,
-                            chunk,
-                            vector,
-                            code,
-                        });
-                    }
-                }
-            }
+            let texts = Texts::of(&backlog.messages);
+            let embedded = self.embed_or_skip(&embedder, &texts.texts, tenant).await?;
+            let (vectors, refused) = texts.vectors(embedded, &mean);
+            let (late_vectors, late_refused) = self
+                .embed_late(&embedder, &mean, tenant, conversation, &late)
+                .await?;
             let batch = EmbeddingBatch {
                 version: backlog.version,
                 after: backlog.after,
                 through: backlog.through,
                 vectors,
+                late: late_vectors,
             };
-            if self.store.store_embeddings(tenant, conversation, &batch).await? {
-                let now = SystemTime::now();
-                self.metrics
-                    .embedded_messages
-                    .inc_by(backlog.messages.len() as u64);
-                for message in &backlog.messages {
-                    let lag = now.duration_since(message.created_at).unwrap_or_default();
-                    self.metrics.embedding_lag.observe(lag.as_secs_f64());
+            if !self.store.store_embeddings(tenant, conversation, &batch).await? {
+                continue;
+            }
+            self.count_embedded(&backlog.messages, &refused);
+            let refused = refused.into_iter().map(|s| (s, 0)).chain(late_refused);
+            self.keep_refused(tenant, conversation, refused);
+            late = Vec::new();
+            if backlog.through <= backlog.after {
+                return Ok(());
+            }
+        }
+    }
+
+    /// `texts` embedded, each `None` where the endpoint refused that text ([`EmbedError::refuses_input`]):
+    /// a refused request is split in halves until the texts refused alone are found, so one bad
+    /// text never stops its neighbours. Any other failure fails the whole.
+    async fn embed_or_skip(
+        &self,
+        embedder: &Embedder,
+        texts: &[String],
+        tenant: &TenantId,
+    ) -> Result<Vec<Option<Vec<f32>>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        let mut pending: Vec<&[String]> = texts.chunks(TEXTS_PER_REQUEST).rev().collect();
+        while let Some(part) = pending.pop() {
+            let refs: Vec<&str> = part.iter().map(String::as_str).collect();
+            let budget = &self.response_budget;
+            match with_retries(embedder, Kind::Passage, &refs, budget, tenant.as_str()).await {
+                Ok(vectors) => out.extend(vectors.into_iter().map(Some)),
+                Err(error) if error.refuses_input() && part.len() > 1 => {
+                    let (first, second) = part.split_at(part.len() / 2);
+                    pending.extend([second, first]);
+                }
+                Err(error) if error.refuses_input() => {
+                    let reason = match error {
+                        EmbedError::Dimensions { .. } => "dimensions",
+                        _ => "input",
+                    };
+                    self.metrics.embedding_refused.with_label_values(&[reason]).inc();
+                    out.push(None);
+                }
+                Err(error) => {
+                    self.metrics
+                        .embedding_failures
+                        .with_label_values(&["passage"])
+                        .inc();
+                    return Err(error);
                 }
             }
         }
+        Ok(out)
+    }
+
+    /// The vectors of refused messages tried again, and those refused again (with their
+    /// tries); a message gone meanwhile (rewound, redacted) is dropped.
+    async fn embed_late(
+        &self,
+        embedder: &Embedder,
+        mean: &[f32],
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        late: &[(Sequence, u32)],
+    ) -> Result<(Vec<MessageVector>, Vec<(Sequence, u32)>), EmbeddingError> {
+        let mut messages = Vec::new();
+        for &(sequence, _) in late {
+            let after = Sequence::from_stored(sequence.as_i64() - 1);
+            let page = self
+                .store
+                .list_messages(tenant, conversation, after, 1, BATCH_BYTES)
+                .await?;
+            messages.extend(page.messages.into_iter().filter(|m| m.sequence == sequence));
+        }
+        let texts = Texts::of(&messages);
+        let embedded = self.embed_or_skip(embedder, &texts.texts, tenant).await?;
+        let (vectors, refused) = texts.vectors(embedded, mean);
+        let tries = |s: Sequence| late.iter().find(|(l, _)| *l == s).map_or(0, |(_, t)| t + 1);
+        Ok((vectors, refused.into_iter().map(|s| (s, tries(s))).collect()))
+    }
+
+    /// Counts a stored batch: the messages that have their vectors, and each one's lag.
+    fn count_embedded(&self, messages: &[StoredMessage], refused: &[Sequence]) {
+        let now = SystemTime::now();
+        let embedded: Vec<&StoredMessage> = messages
+            .iter()
+            .filter(|m| !refused.contains(&m.sequence))
+            .collect();
+        self.metrics.embedded_messages.inc_by(embedded.len() as u64);
+        for message in embedded {
+            let lag = now.duration_since(message.created_at).unwrap_or_default();
+            self.metrics.embedding_lag.observe(lag.as_secs_f64());
+        }
+    }
+
+    /// Keeps refused messages to try again, and queues the conversation when their try is due.
+    fn keep_refused(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        refused: impl IntoIterator<Item = (Sequence, u32)>,
+    ) {
+        let refused: Vec<(Sequence, u32)> = refused.into_iter().collect();
+        if refused.is_empty() {
+            return;
+        }
+        for (sequence, tries) in &refused {
+            tracing::warn!(%tenant, %conversation, sequence = sequence.get(), tries, "the embeddings endpoint refused a message; it is skipped and tried again later");
+        }
+        let key = (tenant.clone(), conversation.clone());
+        let Some(due) = self.lock_refused().keep(&key, refused) else {
+            return;
+        };
+        let service = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(due.into()).await;
+            service.queue_for_embedding(key);
+        });
+    }
+
+    fn lock_refused(&self) -> std::sync::MutexGuard<'_, refused::Refused> {
+        self.embeddings.refused.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Waits until the replica had no append for [`QUIET`], at most [`MAX_YIELD`].
@@ -328,88 +389,27 @@ impl Service {
             }
         }
     }
-
-    /// The embedding of a search's `query`, started now, when semantic search is on: the
-    /// store reads the term statistics meanwhile.
-    pub(super) fn query_embedding(&self, query: &str) -> Option<QueryEmbedding> {
-        self.ai.embedder.as_ref()?;
-        if let Some(cached) = self.cached_query(query) {
-            return Some(QueryEmbedding::ready(cached));
-        }
-        let (service, query) = (self.clone(), query.to_string());
-        Some(QueryEmbedding::spawn(async move {
-            service.query_vector(&query).await
-        }))
-    }
-
-    /// The vector of a search's `query`, if semantic search is on and the endpoint answers:
-    /// from the replica's cache when it has it. A failure is counted and leaves the search
-    /// lexical.
-    pub(super) async fn query_vector(&self, query: &str) -> Option<Arc<QueryVector>> {
-        let embedder = self.ai.embedder.as_ref()?;
-        if let Some(cached) = self.cached_query(query) {
-            return Some(cached);
-        }
-        let embedded = match self.model_mean(embedder).await {
-            Ok(mean) => embedder
-                .embed(Kind::Query, &[query])
-                .await
-                .map(|vectors| (vectors, mean)),
-            Err(error) => Err(error),
-        };
-        match embedded {
-            Ok((vectors, mean)) => {
-                let vector = Arc::new(QueryVector::new(vectors.first()?, Some(&mean))?);
-                let mut cache = self.embeddings.queries.lock().unwrap_or_else(|p| p.into_inner());
-                let cache = cache.get_or_insert_with(|| {
-                    lru::LruCache::new(NonZeroUsize::new(QUERY_CACHE).unwrap_or(NonZeroUsize::MIN))
-                });
-                cache.put(query.to_string(), vector.clone());
-                Some(vector)
-            }
-            Err(error) => {
-                self.metrics
-                    .embedding_failures
-                    .with_label_values(&["query"])
-                    .inc();
-                let error = crate::runtime::telemetry::ErrorChain(&error);
-                tracing::warn!(%error, "the query could not be embedded; searching lexically");
-                None
-            }
-        }
-    }
-
-    /// The model's mean vector ([`mean_of`] the [`CALIBRATION`] texts), asked for once per
-    /// replica (again after a failure). The model is deterministic, so every replica finds
-    /// the same one.
-    async fn model_mean(&self, embedder: &Embedder) -> Result<Arc<Vec<f32>>, EmbedError> {
-        let mean = self
-            .embeddings
-            .mean
-            .get_or_try_init(|| async {
-                let vectors = with_retries(embedder, Kind::Passage, &CALIBRATION).await?;
-                let mean = mean_of(&vectors).ok_or_else(|| EmbedError::BadAnswer("no mean vector".into()))?;
-                Ok::<_, EmbedError>(Arc::new(mean))
-            })
-            .await?;
-        Ok(mean.clone())
-    }
-
-    fn cached_query(&self, query: &str) -> Option<Arc<QueryVector>> {
-        let mut cache = self.embeddings.queries.lock().unwrap_or_else(|p| p.into_inner());
-        cache.as_mut()?.get(query).cloned()
-    }
 }
 
-/// `texts` embedded, retrying with backoff what retrying can help.
-async fn with_retries(embedder: &Embedder, kind: Kind, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+/// `texts` embedded, retrying with backoff what retrying can help, and waiting as long as
+/// the endpoint's `Retry-After` asks (at most [`MAX_RETRY_AFTER`]).
+async fn with_retries(
+    embedder: &Embedder,
+    kind: Kind,
+    texts: &[&str],
+    budget: &ResponseBudget,
+    owner: &str,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
     let mut wait = FIRST_BACKOFF;
     let mut attempt = 1;
     loop {
-        match embedder.embed(kind, texts).await {
+        match embedder.embed(kind, texts, budget, owner).await {
             Ok(vectors) => return Ok(vectors),
-            Err(error) if attempt < ATTEMPTS && retryable(&error) => {
-                tokio::time::sleep(wait).await;
+            Err(error) if attempt < ATTEMPTS && error.retryable() => {
+                let asked = error
+                    .retry_after()
+                    .map_or(Duration::ZERO, |d| d.min(MAX_RETRY_AFTER));
+                tokio::time::sleep(wait.max(asked)).await;
                 wait *= 2;
                 attempt += 1;
             }
@@ -418,11 +418,49 @@ async fn with_retries(embedder: &Embedder, kind: Kind, texts: &[&str]) -> Result
     }
 }
 
-fn retryable(error: &EmbedError) -> bool {
-    match error {
-        EmbedError::Unreachable(_) => true,
-        EmbedError::Status { status, .. } => *status == 408 || *status == 429 || *status >= 500,
-        EmbedError::BadAnswer(_) => false,
+/// A batch's texts: each message's chunks, with whose chunk each is.
+struct Texts {
+    keys: Vec<(Sequence, u16)>,
+    texts: Vec<String>,
+}
+
+impl Texts {
+    fn of(messages: &[StoredMessage]) -> Self {
+        let mut keys = Vec::new();
+        let mut texts = Vec::new();
+        for message in messages {
+            let text = searchable_text(&message.message);
+            for (i, chunk) in chunks(&text).into_iter().enumerate() {
+                keys.push((message.sequence, i as u16));
+                texts.push(chunk.to_string());
+            }
+        }
+        Self { keys, texts }
+    }
+
+    /// The stored form of `embedded` (in the order of the texts), and the messages with a
+    /// refused chunk, whose other chunks are left out too.
+    fn vectors(&self, embedded: Vec<Option<Vec<f32>>>, mean: &[f32]) -> (Vec<MessageVector>, Vec<Sequence>) {
+        let mut refused: Vec<Sequence> = Vec::new();
+        let mut vectors = Vec::new();
+        for (&(sequence, chunk), vector) in self.keys.iter().zip(embedded) {
+            let stored = vector.and_then(|vector| {
+                let code = centred_code(&vector, Some(mean))?;
+                Some((PassageVector::quantize(&vector)?, code))
+            });
+            match stored {
+                Some((vector, code)) => vectors.push(MessageVector {
+                    sequence,
+                    chunk,
+                    vector,
+                    code,
+                }),
+                None if !refused.contains(&sequence) => refused.push(sequence),
+                None => {}
+            }
+        }
+        vectors.retain(|v| !refused.contains(&v.sequence));
+        (vectors, refused)
     }
 }
 
