@@ -699,8 +699,8 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                     .is_some_and(|c| c.clear_arguments);
                 let case = format!("{seed}:{n}:{r}");
                 let (first, second) = (
-                    service.build_context(&tenant, request.clone()).await,
-                    service.build_context(&tenant, request).await,
+                    service.build_context(&tenant, request.clone(), None).await,
+                    service.build_context(&tenant, request, None).await,
                 );
                 let (first, second) = match (first, second) {
                     (Ok(a), Ok(b)) => (a, b),
