@@ -279,15 +279,21 @@ struct Cluster {
     admin_url: String,
 }
 
-/// Creates a fresh, empty database and returns its URL.
+/// Creates a fresh, empty database and returns its URL: on the throwaway cluster, on
+/// `TEST_DATABASE_URL`'s server, or, with `TEST_CITUS_URL` (a Citus coordinator's database
+/// whose workers are added, as `scripts/citus-cluster.sh` makes one), on every node of that
+/// Citus cluster, so that every PostgreSQL test runs on Citus.
 pub async fn fresh_database() -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let cluster = CLUSTER.get_or_init(start_cluster);
     let name = format!(
         "ctxd_test_{}_{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     );
+    if let Ok(citus) = std::env::var("TEST_CITUS_URL") {
+        return fresh_citus_database(&citus, &name).await;
+    }
+    let cluster = CLUSTER.get_or_init(start_cluster);
     let (client, connection) = tokio_postgres::connect(&cluster.admin_url, tokio_postgres::NoTls)
         .await
         .expect("connect to the test cluster");
@@ -299,6 +305,88 @@ pub async fn fresh_database() -> String {
     drop(client);
     let _ = task.await;
     with_database(&cluster.admin_url, &name)
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+    tokio::spawn(connection);
+    client
+}
+
+/// `name` created on the Citus coordinator of `url` and on each of its workers, with the
+/// extension in each, and the workers added to the coordinator's new database.
+async fn fresh_citus_database(url: &str, name: &str) -> String {
+    let coordinator = connect(url).await;
+    let workers: Vec<(String, i32)> = coordinator
+        .query(
+            "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary'",
+            &[],
+        )
+        .await
+        .expect("the Citus cluster's workers")
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert!(
+        !workers.is_empty(),
+        "TEST_CITUS_URL names a coordinator without workers"
+    );
+    let config: tokio_postgres::Config = url.parse().expect("valid TEST_CITUS_URL");
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let mut nodes = vec![(host.clone(), i32::from(port))];
+    nodes.extend(workers.iter().cloned());
+    for (node_host, node_port) in &nodes {
+        let admin = connect(&format!(
+            "host={node_host} port={node_port} user=postgres dbname=postgres"
+        ))
+        .await;
+        admin
+            .batch_execute("SET citus.enable_create_database_propagation TO off")
+            .await
+            .expect("no propagation of CREATE DATABASE: each node gets its own");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create the database on a Citus node");
+        let fresh = connect(&format!(
+            "host={node_host} port={node_port} user=postgres dbname={name}"
+        ))
+        .await;
+        fresh
+            .batch_execute("CREATE EXTENSION citus")
+            .await
+            .expect("the citus extension on a node");
+    }
+    let database = format!("host={host} port={port} user=postgres dbname={name}");
+    let fresh = connect(&database).await;
+    fresh
+        .execute(
+            "SELECT citus_set_coordinator_host($1, $2)",
+            &[&host, &i32::from(port)],
+        )
+        .await
+        .expect("the coordinator's host");
+    for (worker_host, worker_port) in &workers {
+        // Adding a node opens connections to every node; under many tests at once one can fail
+        // for the moment.
+        let mut tries = 0;
+        while let Err(e) = fresh
+            .execute("SELECT citus_add_node($1, $2)", &[worker_host, worker_port])
+            .await
+        {
+            tries += 1;
+            assert!(tries < 10, "a worker added: {e}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    database
 }
 
 fn with_database(url: &str, name: &str) -> String {

@@ -108,7 +108,14 @@ fn main() -> anyhow::Result<()> {
 async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     let started = Instant::now();
     let work = replica::work_dir("ctxd-reliability")?;
-    let cluster = Cluster::start(&work)?;
+    // `TEST_CITUS_URL` (a Citus coordinator's fresh `ctxd` database, scripts/citus-cluster.sh):
+    // the checks that keep to one database run there (appenders and forks unless
+    // CTXD_RELIABILITY_ONLY says otherwise).
+    let citus = std::env::var("TEST_CITUS_URL").ok();
+    let cluster = match &citus {
+        Some(url) => Cluster::external(url.clone()),
+        None => Cluster::start(&work)?,
+    };
     let env = [
         ("DATABASE_URL", cluster.url.as_str()),
         ("CTXD_HEALTH_PROBE_INTERVAL_MS", "200"),
@@ -141,7 +148,10 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     );
 
     // `CTXD_RELIABILITY_ONLY=locked,hostile` runs only the named checks (while working on one).
-    let only = std::env::var("CTXD_RELIABILITY_ONLY").unwrap_or_default();
+    let only = std::env::var("CTXD_RELIABILITY_ONLY").unwrap_or_else(|_| match cluster.owned() {
+        true => String::new(),
+        false => "appenders,forks".into(),
+    });
     let wanted = |name: &str| only.is_empty() || only.split(',').any(|n| n.trim() == name);
     let mut reports = Vec::new();
     if wanted("appenders") {

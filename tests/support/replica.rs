@@ -171,10 +171,11 @@ fn clock_ticks_per_second() -> f64 {
 }
 
 /// A throwaway PostgreSQL cluster run by `scripts/throwaway-postgres.sh`, which the suites
-/// stop and start again on purpose.
+/// stop and start again on purpose; or one given from outside (`TEST_CITUS_URL`), which they
+/// neither stop nor own.
 #[derive(Debug)]
 pub struct Cluster {
-    dir: PathBuf,
+    dir: Option<PathBuf>,
     /// Connection URL of the cluster's `ctxd` database.
     pub url: String,
 }
@@ -184,23 +185,43 @@ impl Cluster {
     pub fn start(parent: &Path) -> anyhow::Result<Self> {
         let dir = parent.join("pg");
         let url = script("start", &dir)?;
-        Ok(Cluster { dir, url })
+        Ok(Cluster { dir: Some(dir), url })
+    }
+
+    /// A database someone else runs (a Citus coordinator's, say).
+    pub fn external(url: String) -> Self {
+        Cluster { dir: None, url }
+    }
+
+    /// Whether the suite owns the cluster (and may stop it).
+    pub fn owned(&self) -> bool {
+        self.dir.is_some()
     }
 
     /// `pg_ctl stop -m immediate`: the database vanishes mid-transaction.
     pub fn pause(&self) -> anyhow::Result<()> {
-        script("pause", &self.dir).map(drop)
+        let dir = self
+            .dir
+            .as_deref()
+            .ok_or_else(|| anyhow::anyhow!("an external cluster is not paused"))?;
+        script("pause", dir).map(drop)
     }
 
     /// Starts the stopped cluster again on the same port.
     pub fn resume(&self) -> anyhow::Result<()> {
-        script("resume", &self.dir).map(drop)
+        let dir = self
+            .dir
+            .as_deref()
+            .ok_or_else(|| anyhow::anyhow!("an external cluster is not resumed"))?;
+        script("resume", dir).map(drop)
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = script("stop", &self.dir);
+        if let Some(dir) = &self.dir {
+            let _ = script("stop", dir);
+        }
     }
 }
 

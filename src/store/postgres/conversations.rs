@@ -125,8 +125,10 @@ pub(super) async fn update(
                  title = coalesce($3, title),
                  status = coalesce($4, status),
                  labels = coalesce($5, labels),
-                 listing = jsonb_build_object('t', tenant_id, 's', coalesce($4, status),
-                     'l', coalesce($5, labels)),
+                 -- Immutable functions only: Citus refuses a STABLE one (jsonb_build_object)
+                 -- called with column references in an UPDATE.
+                 listing = jsonb_set(jsonb_object(ARRAY['t', tenant_id, 's', coalesce($4, status)]),
+                     '{l}', coalesce($5, labels)),
                  expire_time = CASE WHEN $6 THEN $7 ELSE expire_time END,
                  -- Not clock_timestamp(): Citus refuses volatile functions in an UPDATE.
                  updated_at = greatest(updated_at, statement_timestamp())

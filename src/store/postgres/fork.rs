@@ -119,10 +119,13 @@ async fn create_fork(
     through: Sequence,
     n: &str,
 ) -> Result<(), StoreError> {
+    // The rows it returns, not its count: on Citus an INSERT ... SELECT between shards counts
+    // the rows it selected, even those its ON CONFLICT skipped.
     let created = tx
-        .execute(
+        .query(
             &format!(
-                "INSERT INTO conversations (tenant_id, conversation_id, last_sequence, last_user_sequence,
+                "-- two conversations: the fork
+         INSERT INTO conversations (tenant_id, conversation_id, last_sequence, last_user_sequence,
                  last_response_id, token_offset, turn_offset, title, labels, listing,
                  forked_from_conversation_id, forked_from_sequence,
                  usage_input, usage_output, usage_cached, usage_reasoning, incarnation)
@@ -138,18 +141,19 @@ async fn create_fork(
                  (SELECT token_offset FROM messages WHERE tenant_id = $1 AND conversation_id = $2
                       AND sequence <= $3 AND role = 'user' AND NOT exclude_from_context
                       ORDER BY sequence DESC LIMIT 1),
-                 c.title, c.labels, jsonb_build_object('t', $1::text, 's', 'active', 'l', c.labels),
+                 c.title, c.labels, jsonb_set(jsonb_object(ARRAY['t', $1::text, 's', 'active']), '{{l}}', c.labels),
                  $2, $3, u.input, u.output, u.cached, u.reasoning, $5::bigint
              FROM conversations c, (SELECT {} FROM messages
                  WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3) u
              WHERE c.tenant_id = $1 AND c.conversation_id = $2
-             ON CONFLICT (tenant_id, conversation_id) DO NOTHING",
+             ON CONFLICT (tenant_id, conversation_id) DO NOTHING
+             RETURNING conversation_id",
                 rows::USAGE_SUMS
             ),
             &[&t, &s, &through.as_i64(), &n, &super::writes::new_incarnation()],
         )
         .await?;
-    if created == 0 {
+    if created.is_empty() {
         return Err(StoreError::AlreadyExists);
     }
     Ok(())
@@ -168,7 +172,8 @@ async fn copy_log(
     // Search documents move to the fork's scope: lexemes are quoted in a tsvector's text and
     // hold no quote of their own, so each `'<source scope>` is a lexeme's start.
     let copy = format!(
-        "INSERT INTO messages (tenant_id, conversation_id, {MESSAGE_COPY}, search)
+        "-- two conversations: the fork
+         INSERT INTO messages (tenant_id, conversation_id, {MESSAGE_COPY}, search)
          SELECT tenant_id, $4, {MESSAGE_COPY}, replace(search::text, $5, $6)::tsvector FROM messages
          WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3"
     );
@@ -177,28 +182,38 @@ async fn copy_log(
     tx.execute(&copy, &[&t, &s, &through, &n, &from, &to]).await?;
     // The vectors of the messages copied, and the watermark within them.
     tx.execute(
-        "INSERT INTO message_vectors (tenant_id, conversation_id, sequence, chunk, code, vector)
+        "-- two conversations: the fork
+         INSERT INTO message_vectors (tenant_id, conversation_id, sequence, chunk, code, vector)
          SELECT tenant_id, $4, sequence, chunk, code, vector FROM message_vectors
          WHERE tenant_id = $1 AND conversation_id = $2 AND sequence <= $3",
         &[&t, &s, &through, &n],
     )
     .await?;
+    // The source's watermark in a statement of its own: on Citus an UPDATE of the fork's row
+    // may not read the source's (another shard).
+    let source = tx
+        .query_one(
+            "SELECT embedded_through FROM conversations WHERE tenant_id = $1 AND conversation_id = $2",
+            &[&t, &s],
+        )
+        .await?;
+    let embedded = column::<i64>(&source, "embedded_through")?.min(through);
     tx.execute(
-        "UPDATE conversations SET embedded_through = least(
-             (SELECT embedded_through FROM conversations WHERE tenant_id = $1 AND conversation_id = $2), $3)
-         WHERE tenant_id = $1 AND conversation_id = $4",
-        &[&t, &s, &through, &n],
+        "UPDATE conversations SET embedded_through = $3 WHERE tenant_id = $1 AND conversation_id = $2",
+        &[&t, &n, &embedded],
     )
     .await?;
     tx.execute(
-        "INSERT INTO tool_calls (tenant_id, conversation_id, call_id, call_sequence, result_sequence)
+        "-- two conversations: the fork
+         INSERT INTO tool_calls (tenant_id, conversation_id, call_id, call_sequence, result_sequence)
          SELECT tenant_id, $4, call_id, call_sequence, result_sequence FROM tool_calls
          WHERE tenant_id = $1 AND conversation_id = $2 AND call_sequence <= $3",
         &[&t, &s, &through, &n],
     )
     .await?;
     tx.execute(
-        "WITH copied AS (
+        "-- two conversations: the fork
+         WITH copied AS (
              INSERT INTO summaries (tenant_id, conversation_id, version, text, through_sequence,
                  summarizer, created_at)
              SELECT tenant_id, $4, 1, text, through_sequence, summarizer, created_at FROM summaries

@@ -42,6 +42,8 @@ mod redaction;
 mod rewind;
 mod rows;
 mod search;
+#[cfg(test)]
+mod sql_rules;
 mod summary;
 mod tail;
 mod vector_codes;

@@ -41,6 +41,11 @@ pub(super) fn version_of(row: &tokio_postgres::Row) -> Result<LogVersion, StoreE
     })
 }
 
+/// The creation time a [`LogVersion::created_micros`] stands for.
+fn created_at(micros: i64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros.max(0) as u64)
+}
+
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
 pub(super) async fn embedding_backlog(
     pool: &Pool,
@@ -124,7 +129,7 @@ pub(super) async fn store_embeddings(
              WHERE c.tenant_id = $1 AND c.conversation_id = $2 AND c.embedded_through = $4
                AND c.last_sequence >= $3 AND c.redactions + c.rewinds = $5
                AND coalesce(c.incarnation, 0) = $6
-               AND (extract(epoch FROM c.created_at) * 1000000)::bigint = $7",
+               AND c.created_at = $7",
             &[
                 &t,
                 &c,
@@ -132,7 +137,9 @@ pub(super) async fn store_embeddings(
                 &batch.after.as_i64(),
                 &(batch.version.changes as i64),
                 &batch.version.incarnation,
-                &batch.version.created_micros,
+                // The time itself, not `extract(...)` of the column: Citus refuses a STABLE
+                // function with a column reference in an UPDATE.
+                &created_at(batch.version.created_micros),
                 &i64::from(!batch.late.is_empty()),
             ],
         )

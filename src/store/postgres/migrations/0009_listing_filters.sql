@@ -6,8 +6,10 @@
 
 ALTER TABLE conversations ADD COLUMN listing jsonb;
 
+-- Built from immutable functions only: Citus refuses a STABLE function (jsonb_build_object)
+-- called with column references in an UPDATE. The same value: jsonb orders its keys itself.
 UPDATE conversations
-SET listing = jsonb_build_object('t', tenant_id, 's', status, 'l', labels);
+SET listing = jsonb_set(jsonb_object(ARRAY['t', tenant_id, 's', status]), '{l}', labels);
 
 -- A small pending list: a lookup scans it whole, so it is flushed into the index every 64 kB
 -- instead of every 4 MB (the default), keeping a filtered listing O(matches) between vacuums.
