@@ -314,7 +314,9 @@ fn tool_output(item: &Value, kind: &str, path: &str, v: &mut Violations) -> Mess
     message.tool_call_id = call_id.map(str::to_owned);
     message.content = match item.get("output") {
         Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts
+        // Text parts are joined; a list without text (`shell_call_output`'s stdout, stderr and
+        // outcome objects) goes as its JSON, as other outputs do, never as nothing.
+        Some(Value::Array(parts)) if parts.iter().any(|p| str_at(p, "text").is_some()) => parts
             .iter()
             .filter_map(|p| str_at(p, "text"))
             .collect::<Vec<_>>()
@@ -349,15 +351,36 @@ const SERVER_ITEMS: [&str; 7] = [
     "mcp_approval_request",
 ];
 
-/// Reasoning items go, and the server-side items of the response ([`SERVER_ITEMS`]); message
-/// and function call items lose the ids that pair them with it (the API refuses an item id
-/// whose reasoning is missing): a message becomes a plain assistant message of its text,
-/// keeping its phase. A compaction item stays, without its id.
+/// Items whose input form requires their id, which pairs them with the response's reasoning:
+/// without the reasoning they cannot be sent, and go with it (programmatic tool calling's
+/// `program` and its `program_output`, openai 3.57's `Program` and `ProgramOutput`).
+const ID_BOUND_ITEMS: [&str; 2] = ["program", "program_output"];
+
+/// Items whose input form takes an id but does not need it: without the reasoning they stay,
+/// without their id (the API refuses an item id whose reasoning is missing).
+const ID_OPTIONAL_ITEMS: [&str; 8] = [
+    "function_call",
+    "custom_tool_call",
+    "compaction",
+    "shell_call",
+    "apply_patch_call",
+    "tool_search_call",
+    "tool_search_output",
+    "additional_tools",
+];
+
+/// Reasoning items go, and the server-side items of the response ([`SERVER_ITEMS`]) and the
+/// items whose id is required ([`ID_BOUND_ITEMS`]); message and call items lose the ids that
+/// pair them with it ([`ID_OPTIONAL_ITEMS`]): a message becomes a plain assistant message of
+/// its text, keeping its phase. A compaction item stays, without its id.
 pub(super) fn strip_reasoning(json: &mut Value) {
     let Value::Array(items) = json else {
         return;
     };
-    items.retain(|item| !matches!(str_at(item, "type"), Some(kind) if kind == "reasoning" || SERVER_ITEMS.contains(&kind)));
+    items.retain(|item| {
+        !matches!(str_at(item, "type"), Some(kind)
+            if kind == "reasoning" || SERVER_ITEMS.contains(&kind) || ID_BOUND_ITEMS.contains(&kind))
+    });
     for item in items.iter_mut() {
         let is_message = matches!(str_at(item, "type"), None | Some("message"))
             && str_at(item, "role") == Some("assistant");
@@ -369,10 +392,8 @@ pub(super) fn strip_reasoning(json: &mut Value) {
                 plain["phase"] = phase.clone();
             }
             *item = plain;
-        } else if matches!(
-            str_at(item, "type"),
-            Some("function_call" | "custom_tool_call" | "compaction")
-        ) && let Value::Object(map) = item
+        } else if str_at(item, "type").is_some_and(|kind| ID_OPTIONAL_ITEMS.contains(&kind))
+            && let Value::Object(map) = item
         {
             map.remove("id");
         }

@@ -160,6 +160,29 @@ fn responses_items_come_back_json_equal_and_nowhere_else() {
 }
 
 #[test]
+fn a_shell_call_output_keeps_its_output_outside_responses() {
+    let output = json!([{"stdout": "a.txt\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]);
+    let items = json!([
+        {"type": "message", "role": "user", "content": "List the files."},
+        {"type": "shell_call", "call_id": "call_sh", "action": {"commands": ["ls"]}, "status": "completed"},
+        {"type": "shell_call_output", "call_id": "call_sh", "output": output}
+    ]);
+    let log = stored(&items, Format::OpenAiResponses);
+    let result = &log[2].message;
+    assert_eq!(result.role, Role::Tool);
+    assert_eq!(
+        result.content,
+        output.to_string(),
+        "the output as its JSON, not empty"
+    );
+    for format in [Format::OpenAiChat, Format::AnthropicMessages, Format::Gemini] {
+        let rendered = history(&log, format).to_string();
+        assert!(rendered.contains("a.txt"), "{format:?}: {rendered}");
+    }
+    assert_eq!(history(&log, Format::OpenAiResponses), items);
+}
+
+#[test]
 fn gemini_contents_come_back_json_equal_and_nowhere_else() {
     let contents = json!([
         {"role": "user", "parts": [{"text": "Run it"}]},
@@ -264,6 +287,36 @@ fn what_a_format_does_not_allow_is_refused_at_its_json_path() {
     );
     assert_eq!(violations(Format::OpenAiChat, json!("[")), ["native.json"]);
     assert_eq!(violations(Format::Gemini, json!([])), ["native.json"]);
+}
+
+#[test]
+fn completed_responses_turns_send_no_item_id_their_missing_reasoning_would_orphan() {
+    let items = json!([
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB"},
+        {"type": "tool_search_call", "id": "tsc_1", "arguments": {"query": "calendar"}, "execution": "server", "status": "completed"},
+        {"type": "tool_search_output", "id": "tso_1", "tools": [], "execution": "server", "status": "completed"},
+        {"type": "program", "id": "prg_1", "call_id": "call_p", "code": "await x()", "fingerprint": "fp"},
+        {"type": "program_output", "id": "prgo_1", "call_id": "call_p", "result": "ok", "status": "completed"},
+        {"type": "shell_call", "id": "sh_1", "call_id": "call_sh", "action": {"commands": ["ls"]}, "status": "completed"},
+        {"type": "apply_patch_call", "id": "ap_1", "call_id": "call_ap", "status": "completed",
+         "operation": {"type": "delete_file", "path": "a.txt"}}
+    ]);
+    let mut log = stored(&items, Format::OpenAiResponses);
+    let native = log[0].message.native.as_mut().unwrap();
+    native.strip_reasoning();
+    let kept = native.json.as_array().unwrap();
+    let kinds: Vec<&str> = kept.iter().filter_map(|i| i["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool_search_call",
+            "tool_search_output",
+            "shell_call",
+            "apply_patch_call"
+        ],
+        "reasoning goes, and the program items whose id is required"
+    );
+    assert!(kept.iter().all(|i| i.get("id").is_none()), "{kept:?}");
 }
 
 #[test]
