@@ -71,14 +71,15 @@ pub(super) fn violations(statement: &str) -> Vec<String> {
             }
         }
     }
-    if code.contains("insert into") && !statement.contains(TWO_CONVERSATIONS) {
-        if let Some(written) = inserted_conversation(code) {
-            let read = conversation_parameters(code);
-            if read.iter().any(|r| *r != written) {
-                out.push(format!(
-                    "rule 4: inserts conversation {written} while reading {read:?} in one statement"
-                ));
-            }
+    if code.contains("insert into")
+        && !statement.contains(TWO_CONVERSATIONS)
+        && let Some(written) = inserted_conversation(code)
+    {
+        let read = conversation_parameters(code);
+        if read.iter().any(|r| *r != written) {
+            out.push(format!(
+                "rule 4: inserts conversation {written} while reading {read:?} in one statement"
+            ));
         }
     }
     out
@@ -148,8 +149,7 @@ fn has_column_reference(args: &str) -> bool {
     let mut literal = false;
     let mut words = Vec::new();
     let mut word = String::new();
-    let mut chars = args.chars().peekable();
-    while let Some(c) = chars.next() {
+    for c in args.chars() {
         if c == '\'' {
             literal = !literal;
             continue;
