@@ -14,21 +14,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::{
-    Json, Router,
-    extract::State,
-    http::{StatusCode, header},
-    response::{IntoResponse, Response},
-    routing::post,
-};
-use base64::{Engine as _, engine::general_purpose::STANDARD};
 use ctxd::proto;
-use serde_json::{Value, json};
 
 use crate::{
     contract_tests,
     embeddings::fake_vector,
     helpers::{StoreKind, TestApp, assistant, fresh_database, spawn_on, user},
+    hostile_endpoint::{self, Mode},
     observability::{figure, free_listen, scrape},
 };
 
@@ -39,91 +31,9 @@ contract_tests!(
     nothing_reaches_a_redirect_target,
 );
 
-/// What the hostile endpoint does.
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    /// Answers batches (the model's mean, message backlogs), hangs on single texts (queries).
-    HangQueries,
-    /// Hangs on everything, from start-up.
-    HangAll,
-    /// Answers, but refuses (400) any request holding a text with `POISON`.
-    Poison,
-    /// Answers NaN for `NANTEXT`, zeros for `ZEROTEXT`, 32 dimensions for `SHORTDIM`.
-    BadVectors,
-    /// Redirects every request to the target.
-    Redirect,
-}
-
-#[derive(Clone)]
-struct Endpoint {
-    mode: Mode,
-    /// Where a redirect sends the caller.
-    target: String,
-    requests: Arc<AtomicUsize>,
-}
-
-fn encode(vector: &[f32]) -> Value {
-    json!(STANDARD.encode(vector.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>()))
-}
-
-async fn answer(State(endpoint): State<Endpoint>, Json(body): Json<Value>) -> Response {
-    endpoint.requests.fetch_add(1, Ordering::SeqCst);
-    let inputs: Vec<String> = body["input"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| i.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    let hang = match endpoint.mode {
-        Mode::HangAll => true,
-        Mode::HangQueries => inputs.len() == 1,
-        _ => false,
-    };
-    if hang {
-        tokio::time::sleep(Duration::from_secs(120)).await;
-    }
-    if endpoint.mode == Mode::Redirect {
-        let to = format!("{}/v1/embeddings", endpoint.target);
-        return (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response();
-    }
-    if endpoint.mode == Mode::Poison && inputs.iter().any(|i| i.contains("POISON")) {
-        let error = json!({"error": {"message": "input refused"}});
-        return (StatusCode::BAD_REQUEST, Json(error)).into_response();
-    }
-    let data: Vec<Value> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            let vector = match text {
-                t if t.contains("NANTEXT") => vec![f32::NAN; 64],
-                t if t.contains("ZEROTEXT") => vec![0.0; 64],
-                t if t.contains("SHORTDIM") => fake_vector(t)[..32].to_vec(),
-                t => fake_vector(t),
-            };
-            json!({"object": "embedding", "index": i, "embedding": encode(&vector)})
-        })
-        .collect();
-    Json(json!({"object": "list", "data": data})).into_response()
-}
-
-/// A hostile endpoint in `mode` on a loopback port, with its request count.
+/// The hostile endpoint in `mode` with the fake model's vectors.
 async fn endpoint(mode: Mode, target: &str) -> (SocketAddr, Arc<AtomicUsize>) {
-    let state = Endpoint {
-        mode,
-        target: target.to_string(),
-        requests: Arc::default(),
-    };
-    let requests = state.requests.clone();
-    let app = Router::new()
-        .route("/v1/embeddings", post(answer))
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (addr, requests)
+    hostile_endpoint::start(mode, target, fake_vector).await.unwrap()
 }
 
 /// ctxd on `kind` with semantic search on `addr`, its metrics endpoint, and its database.

@@ -16,6 +16,9 @@ mod embeddings;
 mod fact_retention;
 mod hardening;
 mod hostile_embeddings;
+#[path = "../support/hostile_endpoint.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod hostile_endpoint;
 mod message_cache;
 mod messages;
 mod native;

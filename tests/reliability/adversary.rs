@@ -13,49 +13,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::{
-    Json, Router,
-    body::Bytes,
-    extract::State,
-    http::{StatusCode, header},
-    response::{IntoResponse, Response},
-    routing::post,
-};
-use base64::{Engine as _, engine::general_purpose::STANDARD};
 use ctxd::proto;
-use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tonic::Code;
 
 use crate::{
     Report,
     appenders::{as_tenant, user},
+    hostile_endpoint::Mode,
     memory,
     replica::{Cluster, Replica, percentile},
 };
-
-/// What the hostile endpoint does.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Mode {
-    /// Answers batches (the model's mean, backlogs), hangs on single texts (queries).
-    HangQueries,
-    /// Refuses (400) any request holding a text with `POISON`.
-    Poison,
-    /// NaN for `NANTEXT`, 32 dimensions for `SHORTDIM`, 64 otherwise.
-    BadVectors,
-    /// A 16 MiB answer to everything.
-    Huge,
-    /// A redirect to the target, for everything.
-    Redirect,
-}
-
-#[derive(Clone)]
-struct Endpoint {
-    mode: Mode,
-    target: String,
-    huge: Bytes,
-    requests: Arc<AtomicUsize>,
-}
 
 /// A deterministic 64-dimension vector of `text`: each word adds to a hashed dimension.
 fn vector_of(text: &str) -> Vec<f32> {
@@ -71,74 +39,9 @@ fn vector_of(text: &str) -> Vec<f32> {
     v
 }
 
-async fn answer(State(endpoint): State<Endpoint>, Json(body): Json<Value>) -> Response {
-    endpoint.requests.fetch_add(1, Ordering::SeqCst);
-    let inputs: Vec<String> = body["input"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| i.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    match endpoint.mode {
-        Mode::HangQueries if inputs.len() == 1 => tokio::time::sleep(Duration::from_secs(300)).await,
-        Mode::Huge => {
-            let headers = [(header::CONTENT_TYPE, "application/json")];
-            return (headers, endpoint.huge.clone()).into_response();
-        }
-        Mode::Redirect => {
-            let to = format!("{}/v1/embeddings", endpoint.target);
-            return (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response();
-        }
-        Mode::Poison if inputs.iter().any(|i| i.contains("POISON")) => {
-            return (StatusCode::BAD_REQUEST, Json(json!({"error": {"message": "no"}}))).into_response();
-        }
-        _ => {}
-    }
-    let data: Vec<Value> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            let vector = match text {
-                t if t.contains("NANTEXT") => vec![f32::NAN; 64],
-                t if t.contains("SHORTDIM") => vector_of(t)[..32].to_vec(),
-                t => vector_of(t),
-            };
-            let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
-            json!({"object": "embedding", "index": i, "embedding": STANDARD.encode(bytes)})
-        })
-        .collect();
-    Json(json!({"object": "list", "data": data})).into_response()
-}
-
-/// The hostile endpoint on a loopback port, with its request count.
+/// The hostile endpoint in `mode` with [`vector_of`] as its model.
 async fn endpoint(mode: Mode, target: &str) -> anyhow::Result<(SocketAddr, Arc<AtomicUsize>)> {
-    // 16 MiB of floats for one vector: valid JSON, far larger than any input can take.
-    let huge = match mode {
-        Mode::Huge => {
-            let floats = vec!["0.123456789"; (16 << 20) / 12].join(",");
-            Bytes::from(format!(
-                r#"{{"object":"list","data":[{{"index":0,"embedding":[{floats}]}}]}}"#
-            ))
-        }
-        _ => Bytes::new(),
-    };
-    let state = Endpoint {
-        mode,
-        target: target.to_string(),
-        huge,
-        requests: Arc::default(),
-    };
-    let requests = state.requests.clone();
-    let app = Router::new()
-        .route("/v1/embeddings", post(answer))
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok((addr, requests))
+    Ok(crate::hostile_endpoint::start(mode, target, vector_of).await?)
 }
 
 /// A fresh replica on `cluster` with semantic search on `addr`.

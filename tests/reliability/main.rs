@@ -15,6 +15,9 @@ mod degradations;
 mod forks;
 mod held;
 mod hostile;
+#[path = "../support/hostile_endpoint.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod hostile_endpoint;
 mod kill;
 mod locked;
 mod memory;
