@@ -17,6 +17,15 @@ use crate::{
     service::Limits,
 };
 
+/// `$value` of type `$from` as a `$to` with the same fields, each listed once: the destructuring
+/// makes a field added to `$from` a compile error, the literal one added to `$to`.
+macro_rules! same_fields {
+    ($value:ident: $from:path => $to:path { $($field:ident),* $(,)? }) => {{
+        let $from { $($field),* } = $value;
+        $to { $($field),* }
+    }};
+}
+
 /// Parses a BuildContext request, with every violation found.
 pub(crate) fn context_request(
     request: proto::BuildContextRequest,
@@ -252,8 +261,10 @@ fn context_message(context: ContextMessage) -> proto::ContextMessage {
     }
 }
 
+/// The pack's figures on the wire: the same fields, each named once (a field added to either
+/// side is a compile error here until it is mapped).
 fn context_stats(stats: ContextStats) -> proto::ContextStats {
-    let ContextStats {
+    same_fields!(stats: ContextStats => proto::ContextStats {
         total_tokens,
         system_prompt_tokens,
         summary_tokens,
@@ -282,35 +293,5 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         tool_result_tokens_cleared,
         recall_tokens,
         messages_recalled,
-    } = stats;
-    proto::ContextStats {
-        total_tokens,
-        system_prompt_tokens,
-        summary_tokens,
-        working_memory_tokens,
-        truncation_notice_tokens,
-        history_tokens,
-        pending_tokens,
-        budget_tokens,
-        messages_considered,
-        messages_included,
-        messages_dropped,
-        tool_groups_dropped,
-        incomplete_tool_groups,
-        oldest_included_sequence,
-        summary_through_sequence,
-        log_last_sequence,
-        truncated,
-        over_budget,
-        stable_prefix_tokens,
-        history_step_tokens,
-        reasoning_tokens,
-        reasoning_tokens_omitted,
-        summary_cut,
-        final_assistant_omitted,
-        tool_results_cleared,
-        tool_result_tokens_cleared,
-        recall_tokens,
-        messages_recalled,
-    }
+    })
 }
