@@ -119,6 +119,31 @@ fn anthropic_turns_come_back_json_equal_and_nowhere_else() {
 }
 
 #[test]
+fn thinking_after_a_compaction_or_fallback_block_keeps_its_place() {
+    for opener in [
+        json!({"type": "compaction", "content": "Summary of the earlier turns.", "signature": "c2ln"}),
+        json!({"type": "fallback", "from": "claude-a", "to": "claude-b"}),
+    ] {
+        let turns = json!([
+            {"role": "user", "content": [{"type": "text", "text": "Go on."}]},
+            {"role": "assistant", "content": [
+                opener,
+                {"type": "thinking", "thinking": "Next step.", "signature": "EqQBCkYIBxgC"},
+                {"type": "text", "text": "Calling the tool."},
+                {"type": "tool_use", "id": "toolu_02", "name": "add", "input": {"a": 1, "b": 2}}
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_02", "content": [{"type": "text", "text": "3"}], "is_error": false}]}
+        ]);
+        let log = stored(&turns, Format::AnthropicMessages);
+        assert_eq!(
+            history(&log, Format::AnthropicMessages),
+            json!({"messages": turns}),
+            "the block order came back as stored"
+        );
+    }
+}
+
+#[test]
 fn an_anthropic_response_object_is_one_assistant_message_with_its_usage() {
     let response = json!({
         "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",

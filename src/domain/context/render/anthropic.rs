@@ -268,13 +268,21 @@ pub(super) fn arguments_object(arguments: &str) -> Value {
 /// With thinking on, an assistant turn of a tool loop must open with thinking. A reply stored
 /// with thinking always does; a turn merged from several messages (a failed call's partial
 /// output, then the retry) may not: the first run of thinking moves to the front, each block
-/// unchanged.
+/// unchanged. The front is after the blocks that open a response before its thinking, a
+/// `compaction` or a `fallback` block (Anthropic's beta), which keep their place.
 fn thinking_first(content: &mut [Value]) {
+    let front = content.iter().take_while(|b| opens_response(b)).count();
+    let content = &mut content[front..];
     let Some(start) = content.iter().position(is_thinking) else {
         return;
     };
     let len = content[start..].iter().take_while(|b| is_thinking(b)).count();
     content[..start + len].rotate_right(len);
+}
+
+/// A block a response can open with before its thinking.
+fn opens_response(block: &Value) -> bool {
+    matches!(block["type"].as_str(), Some("compaction" | "fallback"))
 }
 
 fn is_thinking(block: &Value) -> bool {
