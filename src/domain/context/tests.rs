@@ -56,8 +56,9 @@ enum Event {
 }
 
 /// Tool arguments as models produce them, valid or not.
-const ARGUMENTS: [&str; 6] = [
+const ARGUMENTS: [&str; 7] = [
     r#"{"q":"x"}"#,
+    "{}",
     "",
     "not json",
     "[1, 2]",
@@ -459,6 +460,20 @@ fn check_invariants(case: &Case, pack: &ContextPack) -> Result<(), TestCaseError
     let included: HashSet<Sequence> = history.iter().copied().collect();
     let mut complete = complete_calls(&case.log);
     complete.extend(pending_messages(case).1.into_values());
+
+    // 0. What the pack calls abridged (recall then quotes it) is not what the log holds:
+    // clearing that changed nothing (arguments already `{}`) leaves a message verbatim.
+    for seq in &pack.abridged {
+        let packed = pack.messages.iter().find(|m| m.sequence == Some(*seq));
+        let stored = &by_seq[seq].message;
+        let verbatim = packed.is_some_and(|m| {
+            m.message.content == stored.content && m.message.tool_calls == stored.tool_calls
+        });
+        prop_assert!(
+            !verbatim,
+            "message {seq} is called abridged but the pack holds it whole"
+        );
+    }
 
     // 1. Tool groups whole: no result without its call, no call without all its results.
     for seq in &history {
@@ -1208,6 +1223,54 @@ fn cleared_results(pack: &ContextPack) -> HashSet<Sequence> {
         .filter(|m| m.message.role == Role::Tool && m.message.content.starts_with("[tool result cleared"))
         .filter_map(|m| m.sequence)
         .collect()
+}
+
+#[test]
+fn a_call_whose_arguments_were_already_empty_stays_verbatim_when_its_result_is_cleared() {
+    let call = |arguments: &'static str| Event::Tools {
+        calls: 1,
+        answered: vec![true; 3],
+        output: "18 degrees and sunny all week in the city. ".repeat(40),
+        huge: false,
+        arguments,
+        interleave: None,
+    };
+    let events = [
+        user("Weather?"),
+        call("{}"),
+        user("And tomorrow?"),
+        call("{}"),
+        user("And the weekend?"),
+        call("{}"),
+        user("Thanks"),
+    ];
+    let mut cleared_any = false;
+    for max_tokens in (200..4_000).rev().step_by(50) {
+        let mut case = simple_case(&events, max_tokens, Pending::None);
+        case.clear = Some(ClearToolResults {
+            keep_recent: 0,
+            exclude_tools: vec![],
+            clear_arguments: true,
+        });
+        let pack = pack(&case, max_tokens, Format::OpenAiChat);
+        if pack.stats.tool_results_cleared == 0 || pack.stats.over_budget {
+            continue;
+        }
+        cleared_any = true;
+        let calls: Vec<Sequence> = pack
+            .messages
+            .iter()
+            .filter(|m| !m.message.tool_calls.is_empty())
+            .filter_map(|m| m.sequence)
+            .collect();
+        for call in calls {
+            assert!(
+                !pack.abridged.contains(&call),
+                "budget {max_tokens}: call {call} (arguments `{{}}`, unchanged) called abridged"
+            );
+        }
+    }
+    assert!(cleared_any, "some budget clears results");
 }
 
 /// Whether `pack` holds the message at `sequence`.

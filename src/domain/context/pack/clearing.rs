@@ -288,7 +288,10 @@ impl ContextPacker {
             let before = self.window.messages[i].tokens;
             let saved = before.saturating_sub(cleared.tokens);
             let result = cleared.message.role == Role::Tool;
-            if cleared.tokens > before || (result && saved == 0) {
+            // A call whose arguments were `{}` already is still verbatim: recall must not
+            // quote it as if the pack had abridged it.
+            let unchanged = cleared.message == self.window.messages[i].message;
+            if cleared.tokens > before || (result && saved == 0) || unchanged {
                 continue;
             }
             if let Some(sequence) = cleared.sequence {
