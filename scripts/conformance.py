@@ -51,6 +51,7 @@ def sdk_types():
     # pydantic resolves the SDKs' postponed annotations in this frame too: a local named
     # `Content` (google-genai's) would replace the OpenAI reasoning item's `Content`.
     from anthropic.types import MessageParam, TextBlockParam
+    from anthropic.types.beta import BetaMessageParam
     from google.genai import types as genai
     from openai.types.chat import ChatCompletionMessageParam
     from openai.types.responses import ResponseInputParam
@@ -58,6 +59,8 @@ def sdk_types():
     return {
         "openai_chat": TypeAdapter(list[ChatCompletionMessageParam]),
         "anthropic_messages": TypeAdapter(list[MessageParam]),
+        # Compaction blocks are in the beta types only (anthropic 2.14: `compact-2026-01-12`).
+        "anthropic_messages_beta": TypeAdapter(list[BetaMessageParam]),
         "anthropic_system": TypeAdapter(str | list[TextBlockParam]),
         "openai_responses": TypeAdapter(ResponseInputParam),
         "gemini_contents": TypeAdapter(list[genai.Content]),
@@ -110,9 +113,14 @@ def chat_types(adapters, pack):
     return sdk_problems(adapters["openai_chat"], pack, "messages")
 
 
+def has_compaction(messages):
+    return any(b.get("type") == "compaction" for m in messages or [] for b in blocks_of(m))
+
+
 def anthropic_types(adapters, pack):
     problems = top_keys(pack, ("system", "messages"))
-    problems += sdk_problems(adapters["anthropic_messages"], pack.get("messages"), "messages")
+    kind = "anthropic_messages_beta" if has_compaction(pack.get("messages")) else "anthropic_messages"
+    problems += sdk_problems(adapters[kind], pack.get("messages"), "messages")
     if "system" in pack:
         problems += sdk_problems(adapters["anthropic_system"], pack["system"], "system")
     return problems
@@ -351,7 +359,10 @@ def anthropic_rules(pack, record):
     messages = pack.get("messages") or []
     if not messages:
         return ["messages is empty"]
-    problems = [] if messages[0].get("role") == "user" else ["the first message is not user"]
+    # A compaction block opens the conversation itself, in the message the API returned it in.
+    opens_compacted = (blocks_of(messages[0]) or [{}])[0].get("type") == "compaction"
+    problems = [] if messages[0].get("role") == "user" or opens_compacted else ["the first message is not user"]
+    problems += compaction_rules(messages)
     problems += [f"[{i + 1}] roles do not alternate" for i, (a, b) in enumerate(zip(messages, messages[1:]))
                  if a.get("role") == b.get("role")]
     problems += system_rules(pack.get("system")) + cache_rules(pack.get("system"), messages)
@@ -359,6 +370,21 @@ def anthropic_rules(pack, record):
     problems += thinking_rules(messages) + open_loop_thinking_rule(messages, record)
     problems += final_turn_rule(messages[-1].get("role"), "assistant", record)
     problems += tool_id_rules(messages)
+    return problems
+
+
+def compaction_rules(messages):
+    """anthropic 2.14's beta errors: `compaction_block_misplaced` ("The `compaction` block is not
+    the first block of the conversation, or is in a `system` message") and
+    `compaction_block_ambiguous` (more than one `compaction` block with content)."""
+    problems = []
+    places = [(i, j, b) for i, m in enumerate(messages) for j, b in enumerate(blocks_of(m))
+              if b.get("type") == "compaction"]
+    for i, j, _ in places:
+        if (i, j) != (0, 0):
+            problems.append(f"[{i}] a compaction block at block {j}, not the conversation's first")
+    if sum(1 for _, _, b in places if b.get("content") is not None) > 1:
+        problems.append("more than one compaction block with content")
     return problems
 
 
@@ -503,7 +529,9 @@ def open_loop_thinking_rule(messages, record):
             and last.get("role") == "user" and has_tool_result(last)):
         return []
     first = open_loop_opener(messages)
-    kind = (blocks_of(messages[first]) or [{}])[0].get("type") if first is not None else None
+    # A compaction block opening the conversation stands before the turn's thinking.
+    opener = [b for b in blocks_of(messages[first]) if b.get("type") != "compaction"] if first is not None else []
+    kind = (opener or [{}])[0].get("type") if first is not None else None
     if first is None or kind in THINKING:
         return []
     return [f"[{first}] the assistant message opening the open tool loop starts with {kind!r}, not thinking"]
@@ -543,7 +571,23 @@ def is_output(item):
 
 def responses_rules(items, record):
     parts = [p for i, m in enumerate(items) for part in content_parts(m) for p in openai_part_rules(i, part)]
-    return parts + responses_call_rules(items) + responses_reasoning_rules(items) + duplicate_item_ids(items)
+    return (parts + responses_call_rules(items) + responses_reasoning_rules(items) + duplicate_item_ids(items)
+            + responses_compaction_rules(items))
+
+
+def responses_compaction_rules(items):
+    """The OpenAI compaction guide: "you can drop items that came before the most recent
+    compaction item... The latest compaction item carries the necessary context". A pack sends
+    the newest compaction item and nothing it replaced: only instructions (system, developer)
+    and a `/responses/compact` window's user messages before it, and no older compaction."""
+    at = [i for i, item in enumerate(items) if item_kind(item) == "compaction"]
+    if not at:
+        return []
+    problems = [f"[{i}] an older compaction item is sent too" for i in at[:-1]]
+    for i, item in enumerate(items[:at[-1]]):
+        if item_kind(item) != "message" or item.get("role") not in ("system", "developer", "user"):
+            problems.append(f"[{i}] a {item_kind(item)} item before the compaction item, which replaced it")
+    return problems
 
 
 def duplicate_item_ids(items):
@@ -847,6 +891,17 @@ SIGNED = {"thoughtSignature": "GEMINI-NATIVE-sigA"}
 ASK = ("user", [text("q")])
 
 BROKEN = [
+    # Provider compaction: an Anthropic block that is not the conversation's first, two with
+    # content, and a Responses item sent after what it replaced.
+    ("anthropic_messages", {"messages": [user("q"), assistant([
+        {"type": "compaction", "content": "summary", "signature": "c2ln"}, {"type": "text", "text": "a"}]),
+        user("next")]}),
+    ("anthropic_messages", {"messages": [assistant([
+        {"type": "compaction", "content": "summary", "signature": "c2ln"},
+        {"type": "compaction", "content": "again", "signature": "c2ln"}, {"type": "text", "text": "a"}]),
+        user("next")]}),
+    ("openai_responses", [{"type": "message", "role": "assistant", "content": "earlier"},
+                          {"type": "compaction", "encrypted_content": "gAAA"}, item("user", "next")]),
     # A data-URI PDF rendered as a text note holding its base64.
     ("openai_chat", [user([{"type": "text", "text": "[attachment doc.pdf (application/pdf): data:application/pdf;base64,JVBERi0xLjQK]"}])]),
     ("openai_responses", [item("user", [{"type": "input_text", "text": "[attachment doc.pdf (application/pdf): data:application/pdf;base64,JVBERi0xLjQK]"}])]),
@@ -984,6 +1039,12 @@ BROKEN = [
 ]
 
 VALID = [
+    # A pack that starts from an Anthropic compaction block, and one from a Responses window.
+    ("anthropic_messages", {"messages": [assistant([
+        {"type": "compaction", "content": "summary", "signature": "c2ln"}, {"type": "text", "text": "a"}]),
+        user("next")]}),
+    ("openai_responses", [item("user", "q"), {"type": "compaction", "encrypted_content": "gAAA"},
+                          item("user", "next")]),
     ("openai_chat", [{"role": "system", "content": "s"}, user("q"),
                      {"role": "assistant", "content": "", "tool_calls": [chat_call("a")]},
                      {"role": "tool", "tool_call_id": "a", "content": "r"}, assistant("done")]),

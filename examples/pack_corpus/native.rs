@@ -60,9 +60,21 @@ fn fragments(text: &str) -> Vec<&str> {
 }
 
 fn anthropic(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
-    let mut blocks = vec![
+    let mut blocks = Vec::new();
+    // Threshold compaction (anthropic 2.14's beta `compact_20260112`): the response opens with
+    // the compaction block, before its thinking; sometimes after a failed one (no content).
+    if rng.chance(10) {
+        if rng.chance(30) {
+            blocks.push(json!({"type": "compaction", "content": null}));
+        }
+        blocks.push(
+            json!({"type": "compaction", "content": format!("ANTHROPIC-NATIVE-summary-{tag}"),
+                           "signature": format!("ANTHROPIC-NATIVE-cmpsig-{tag}")}),
+        );
+    }
+    blocks.push(
         json!({"type": "thinking", "thinking": "Plan.", "signature": format!("ANTHROPIC-NATIVE-sig-{tag}")}),
-    ];
+    );
     if rng.chance(30) {
         blocks.push(json!({"type": "redacted_thinking", "data": format!("ANTHROPIC-NATIVE-red-{tag}")}));
     }

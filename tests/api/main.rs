@@ -8,6 +8,7 @@ mod attachments;
 mod auth;
 mod bound_summaries;
 mod cache;
+mod compaction;
 mod conformance;
 mod connect;
 mod context;

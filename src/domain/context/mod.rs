@@ -358,6 +358,9 @@ pub struct ContextStats {
     pub recall_tokens: u32,
     /// Messages the recalled turn quotes.
     pub messages_recalled: u32,
+    /// The sequence of the message holding the provider's compaction the pack starts from (0:
+    /// none). Like a summary, it stands for everything before it.
+    pub compaction_sequence: u64,
 }
 
 /// What stands where a summary that did not fit the budget was cut.

@@ -53,6 +53,68 @@ impl NativeContent {
         }
     }
 
+    /// Where the provider's newest compaction stands in the JSON, when it holds one that a pack
+    /// of its format starts from (docs/native.md, "Provider compaction"): Anthropic's newest
+    /// `compaction` block with content (one without is a no-op); Responses' newest
+    /// `compaction` item, or the start of a `/responses/compact` window (user messages, then
+    /// the compaction item). `None` for other formats.
+    pub fn compaction_start(&self) -> Option<usize> {
+        let Value::Array(items) = &self.json else {
+            return None;
+        };
+        match self.format {
+            Format::AnthropicMessages => items.iter().rposition(|b| {
+                str_at(b, "type") == Some("compaction")
+                    && b.get("content")
+                        .and_then(Value::as_str)
+                        .is_some_and(|c| !c.is_empty())
+            }),
+            Format::OpenAiResponses => {
+                let at = items
+                    .iter()
+                    .rposition(|i| str_at(i, "type") == Some("compaction"))?;
+                let window = items[..at].iter().all(|i| {
+                    matches!(str_at(i, "type"), None | Some("message")) && str_at(i, "role") == Some("user")
+                });
+                Some(if window { 0 } else { at })
+            }
+            Format::Gemini | Format::OpenAiChat => None,
+        }
+    }
+
+    /// The JSON from its compaction on ([`Self::compaction_start`]): what the compaction
+    /// replaced goes, and so do compaction blocks without content after it (no-ops).
+    pub fn start_at_compaction(&mut self) {
+        let Some(start) = self.compaction_start() else {
+            return;
+        };
+        let format = self.format;
+        if let Value::Array(items) = &mut self.json {
+            items.drain(..start);
+            if format == Format::AnthropicMessages {
+                let first = items.first().cloned();
+                items.retain(|b| str_at(b, "type") != Some("compaction") || Some(b) == first.as_ref());
+                // Thinking that nothing follows (a compaction and its thinking, the reply cut
+                // short): the API refuses a message that ends with it.
+                while items
+                    .last()
+                    .is_some_and(|b| matches!(str_at(b, "type"), Some("thinking" | "redacted_thinking")))
+                {
+                    items.pop();
+                }
+            }
+        }
+    }
+
+    /// The JSON without its compaction blocks or items: for a message whose compaction a pack
+    /// cannot start from (the tool round it is in began before it), which a pack then holds as
+    /// an ordinary message.
+    pub fn strip_compaction(&mut self) {
+        if let Value::Array(items) = &mut self.json {
+            items.retain(|i| str_at(i, "type") != Some("compaction"));
+        }
+    }
+
     /// Whether the JSON holds more than reasoning and blank text: something a turn shows.
     pub fn has_reply(&self) -> bool {
         let blank_text = |v: &Value, key: &str| {

@@ -41,6 +41,20 @@ const TYPED_CALLS: [&str; 4] = [
 pub(super) fn parse(value: &Value, parsed: &mut Parsed, v: &mut Violations) {
     match value {
         Value::Array(items) => input_items(items, parsed, v),
+        // A `/responses/compact` result (`CompactedResponse`): a new window, the conversation's
+        // user messages then one compaction item, that replaces what it covers. Not a reply: it
+        // is kept whole as native items, with no text of its own (packs of other formats, which
+        // cannot read the compaction, keep the history it covers).
+        Value::Object(_) if str_at(value, "object") == Some("response.compaction") => {
+            let path = format!("{ROOT}.output");
+            let items = array(&value["output"], &path, "output", v).to_vec();
+            let mut message = native_message(
+                Role::Assistant,
+                NativeContent::new(Format::OpenAiResponses, Value::Array(items)),
+            );
+            message.usage = value.get("usage").map(usage).unwrap_or_default();
+            parsed.push(message, ROOT.into());
+        }
         Value::Object(_) if value.get("output").is_some() => {
             let path = format!("{ROOT}.output");
             let items: Vec<(usize, &Value)> = array(&value["output"], &path, "output", v)

@@ -293,5 +293,6 @@ fn context_stats(stats: ContextStats) -> proto::ContextStats {
         tool_result_tokens_cleared,
         recall_tokens,
         messages_recalled,
+        compaction_sequence,
     })
 }

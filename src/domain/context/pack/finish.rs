@@ -95,11 +95,15 @@ impl ContextPacker {
         self.stats.oldest_included_sequence = first_kept.map_or(0, Sequence::get);
         let in_window: HashSet<Sequence> = self.window.messages.iter().filter_map(|m| m.sequence).collect();
         self.stats.truncated = !in_window.is_disjoint(&self.shaping.cut);
+        // Pinned messages before a provider compaction are among what it replaced: a pack
+        // that starts from it may hold nothing before it.
+        let compaction = Sequence::from_stored(self.stats.compaction_sequence as i64);
         let older_pinned: Vec<StoredMessage> = self
             .snapshot
             .pinned
             .iter()
             .filter(|m| !in_window.contains(&m.sequence))
+            .filter(|m| compaction == Sequence::ZERO || m.sequence > compaction)
             .cloned()
             .collect();
         // Log positions strictly between `floor` and the window, pinned ones (shown) aside, and
@@ -113,14 +117,16 @@ impl ContextPacker {
                 .saturating_sub(floor + 1)
                 .saturating_sub((pinned + omitted) as u64)
         };
-        let included_floor = self.stats.summary_through_sequence;
+        // A provider compaction the pack starts from covers what came before it, as a summary.
+        let compacted = self.stats.compaction_sequence.saturating_sub(1);
+        let included_floor = self.stats.summary_through_sequence.max(compacted);
         let dropped = missing_after(included_floor);
         let watermark = self
             .snapshot
             .summary
             .as_ref()
             .map_or(0, |s| s.through_sequence.get());
-        let needs_summary = missing_after(watermark) > 0;
+        let needs_summary = missing_after(watermark.max(compacted)) > 0;
         self.stats.messages_dropped = saturate(dropped as usize);
         HistorySpan {
             oldest,

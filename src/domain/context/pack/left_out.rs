@@ -179,11 +179,17 @@ impl ContextPacker {
     /// turn, no message at all), a placeholder user turn opens the conversation. Its room is
     /// kept with the notice's.
     pub(super) fn open_with_user_turn(&mut self, messages: &mut Vec<ContextMessage>) {
-        let opens_with_user = messages
+        let first = messages
             .iter()
-            .find(|m| m.message.role != Role::System && anthropic_renders(&m.message))
-            .is_some_and(|m| m.message.role == Role::User);
-        if opens_with_user {
+            .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+        let opens_with_user = first.is_some_and(|m| m.message.role == Role::User);
+        // The provider's compaction opens the conversation itself: Anthropic refuses one that
+        // is not its first block.
+        let opens_with_compaction = first.is_some_and(|m| {
+            m.sequence
+                .is_some_and(|s| s.get() == self.stats.compaction_sequence)
+        });
+        if opens_with_user || opens_with_compaction {
             return;
         }
         let at = messages

@@ -263,7 +263,16 @@ impl ContextPacker {
             }
             self.walk.cursor = message.sequence;
             self.stats.messages_considered += 1;
+            let compaction = self.holds_compaction(&message);
+            let sequence = message.sequence;
             self.take(message);
+            // The provider's compaction stands for everything before it: the walk ends there,
+            // when it closes a unit (a tool round begun before it cannot start the pack).
+            if compaction && self.start_at_compaction(sequence) {
+                self.stats.compaction_sequence = sequence.get();
+                reached_floor = true;
+                break;
+            }
         }
         if self.walk.phase != Phase::Done && (reached_floor || self.walk.cursor <= self.floor().plus(1)) {
             self.walk.exhausted = true;

@@ -64,6 +64,52 @@ pub(super) struct Unit {
 }
 
 impl ContextPacker {
+    /// Whether `message` holds the provider's compaction in the pack's own format (Anthropic
+    /// Messages, OpenAI Responses), which a pack starts from (docs/native.md, "Provider
+    /// compaction").
+    pub(super) fn holds_compaction(&self, message: &StoredMessage) -> bool {
+        let format = self.request.format;
+        message
+            .message
+            .native
+            .as_ref()
+            .is_some_and(|n| n.format == format && n.compaction_start().is_some())
+    }
+
+    /// After the walk took the message at `sequence`, holding a compaction: true when the pack
+    /// starts there (the message was kept and closed its unit, and no pending result answers
+    /// a call before it), its native JSON then cut to begin at the compaction; false otherwise,
+    /// the compaction then taken out of the message if the walk holds it (it cannot stand
+    /// inside a pack).
+    pub(super) fn start_at_compaction(&mut self, sequence: Sequence) -> bool {
+        let closed = self.unit.messages.is_empty() && self.walk.pending_calls.is_empty();
+        if closed
+            && let Some(first) = self
+                .window
+                .messages
+                .last_mut()
+                .filter(|m| m.sequence == Some(sequence))
+        {
+            if let Some(native) = first.message.native.as_mut() {
+                native.start_at_compaction();
+            }
+            return true;
+        }
+        let held = self.unit.messages.iter_mut().find(|m| m.sequence == sequence);
+        if let Some(native) = held.and_then(|m| m.message.native.as_mut()) {
+            native.strip_compaction();
+        }
+        let kept = self
+            .window
+            .messages
+            .iter_mut()
+            .find(|m| m.sequence == Some(sequence));
+        if let Some(native) = kept.and_then(|m| m.message.native.as_mut()) {
+            native.strip_compaction();
+        }
+        false
+    }
+
     /// Adds one message (older than every message taken so far) to the unit being built.
     pub(super) fn take(&mut self, message: StoredMessage) {
         if self.left_out.trailing_replies && self.omit_trailing_reply(&message) {

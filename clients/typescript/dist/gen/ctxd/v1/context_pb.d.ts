@@ -524,6 +524,15 @@ export type ContextStats = Message<"ctxd.v1.ContextStats"> & {
      * @generated from field: uint32 messages_recalled = 28;
      */
     messagesRecalled: number;
+    /**
+     * The sequence of the message holding the provider's compaction the pack starts from (an
+     * Anthropic `compaction` block, an OpenAI Responses `compaction` item or `/responses/compact`
+     * window; packs of that provider's format only), 0 for none. Like the summary, it stands for
+     * everything before it: nothing before it is sent, and it is not counted as dropped.
+     *
+     * @generated from field: uint64 compaction_sequence = 29;
+     */
+    compactionSequence: bigint;
 };
 /**
  * Describes the message ctxd.v1.ContextStats.
