@@ -315,6 +315,30 @@ fn what_a_format_does_not_allow_is_refused_at_its_json_path() {
 }
 
 #[test]
+fn the_new_responses_items_round_trip_json_equal() {
+    // openai 3.57's item types, with their reasoning: a turn of tool search, a program and its
+    // calls, shell and patch calls with their outputs, extra tools, then a compaction.
+    let items = json!([
+        {"type": "message", "role": "user", "content": "Find a tool, run it, fix the file."},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB"},
+        {"type": "tool_search_call", "id": "tsc_1", "arguments": {"query": "calendar"}, "execution": "server", "status": "completed"},
+        {"type": "tool_search_output", "id": "tso_1", "tools": [], "execution": "server", "status": "completed"},
+        {"type": "additional_tools", "id": "at_1", "role": "developer", "tools": []},
+        {"type": "program", "id": "prg_1", "call_id": "call_p", "code": "await x()", "fingerprint": "fp"},
+        {"type": "program_output", "id": "prgo_1", "call_id": "call_p", "result": "ok", "status": "completed"},
+        {"type": "shell_call", "id": "sh_1", "call_id": "call_sh", "action": {"commands": ["ls"]}, "status": "completed"},
+        {"type": "shell_call_output", "call_id": "call_sh", "output": [{"stdout": "a.txt\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]},
+        {"type": "apply_patch_call", "id": "ap_1", "call_id": "call_ap", "status": "completed",
+         "operation": {"type": "update_file", "path": "a.txt", "diff": "@@\n-a\n+b\n"}},
+        {"type": "apply_patch_call_output", "call_id": "call_ap", "status": "completed", "output": "applied"},
+        {"type": "compaction", "id": "cmp_2", "encrypted_content": "gAAAAD"}
+    ]);
+    let log = stored(&items, Format::OpenAiResponses);
+    assert_eq!(history(&log, Format::OpenAiResponses), items);
+    assert_nothing_foreign(&log, Format::OpenAiResponses);
+}
+
+#[test]
 fn completed_responses_turns_send_no_item_id_their_missing_reasoning_would_orphan() {
     let items = json!([
         {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB"},
