@@ -21,7 +21,7 @@ export interface PackFacts {
 /** What became of one sequence of the log. */
 export type Fate =
   | "in" | "pinned" | "cleared" | "cut" | "args-cleared" | "reasoning-omitted"
-  | "ui-only" | "final" | "summary" | "left-out" | "dropped" | "summary-out" | "missing" | "unread";
+  | "ui-only" | "final" | "summary" | "compacted" | "left-out" | "dropped" | "summary-out" | "missing" | "unread";
 
 /** A run of sequences with one fate. */
 export interface Run { fate: Fate; from: bigint; to: bigint }
@@ -243,6 +243,8 @@ export function classify(facts: PackFacts): Classified {
     if (m?.excludeFromContext) return "ui-only";
     if (finals.has(s)) return "final";
     if (s <= watermark) return "summary";
+    // The provider's compaction the pack starts from stands in for everything before it.
+    if (stats.compactionSequence > 0n && s < stats.compactionSequence) return "compacted";
     if (!m) return s < facts.logFrom ? "unread" : "missing";
     const gap = groupGap(m, groups, watermark);
     if (gap) {

@@ -12,6 +12,7 @@ export const LABELS: Record<Fate, string> = {
   in: "in the pack", pinned: "in the pack (pinned)", cleared: "in, result cleared", cut: "in, output cut",
   "args-cleared": "in, arguments cleared", "reasoning-omitted": "in, reasoning left out (completed turn)",
   "ui-only": "UI-only event", final: "final assistant reply omitted", summary: "covered by the summary",
+  compacted: "covered by the provider's compaction",
   "left-out": "left out: incomplete tool-call group", dropped: "left out (older history)",
   "summary-out": "left out with the stored summary", missing: "not in the pack, no reason found", unread: "not read",
 };
@@ -54,6 +55,7 @@ export function why(run: Run, facts: PackFacts, classified: Classified): string 
   switch (run.fate) {
     case "summary": return `the summary covers #1–#${stats.summaryThroughSequence} and stands in for them${stats.summaryCut
       ? "; it did not fit whole (summary_cut): its beginning and end are in the pack, around a marker saying that part of it was cut" : ""}`;
+    case "compacted": return `the provider's compaction in #${stats.compactionSequence} stands in for them: packs of its format start from it and send nothing it replaced (compaction_sequence)`;
     case "dropped":
     case "summary-out": return dropped(run, facts);
     case "in": return "verbatim";
