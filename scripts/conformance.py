@@ -559,7 +559,8 @@ def item_kind(item):
 # work and compaction (ctxd keeps them as the API returned them, docs/native.md).
 SERVER_OUTPUT_ITEMS = ("web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
                        "mcp_call", "mcp_list_tools", "mcp_approval_request", "compaction", "custom_tool_call",
-                       "computer_call", "local_shell_call", "shell_call", "apply_patch_call")
+                       "computer_call", "local_shell_call", "shell_call", "apply_patch_call", "tool_search_call",
+                       "tool_search_output", "program", "program_output", "additional_tools")
 
 
 def is_output(item):

@@ -1,8 +1,9 @@
 //! Replies as the providers return them, appended natively (docs/native.md): the generated
 //! reply's text and calls, with the blocks and items ctxd keeps opaque around them (server
-//! tool blocks, citations and annotations, web search and compaction items, executed code,
-//! refusals), parsed by `ctxd::domain::native`. Opaque strings carry the provider's marker,
-//! so the checker finds any that reach another format.
+//! tool blocks, citations and annotations, web search, tool search and compaction items, a
+//! paused compaction alone, executed code, refusals), parsed by `ctxd::domain::native`.
+//! Opaque strings carry the provider's marker, so the checker finds any that reach another
+//! format.
 
 use ctxd::domain::{Message, Provider, Violations, append::parse_native, context::Format};
 use serde_json::{Value, json};
@@ -33,7 +34,12 @@ pub(crate) fn native_reply(rng: &mut Rng, reply: &Message, tag: &str) -> Message
 /// A Response as a model without reasoning returns it: no reasoning item, no server tools.
 fn without_reasoning(mut response: Value) -> Value {
     if let Some(Value::Array(items)) = response.get_mut("output") {
-        items.retain(|item| !matches!(item["type"].as_str(), Some("reasoning" | "web_search_call")));
+        items.retain(|item| {
+            !matches!(
+                item["type"].as_str(),
+                Some("reasoning" | "web_search_call" | "tool_search_call" | "tool_search_output")
+            )
+        });
     }
     response
 }
@@ -60,6 +66,15 @@ fn fragments(text: &str) -> Vec<&str> {
 }
 
 fn anthropic(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
+    // A paused compaction (`pause_after_compaction`): the response holds the block alone and
+    // stops for the caller to append it before asking again.
+    if reply.tool_calls.is_empty() && rng.chance(5) {
+        let block = json!({"type": "compaction", "content": format!("ANTHROPIC-NATIVE-summary-{tag}"),
+                           "signature": format!("ANTHROPIC-NATIVE-cmpsig-{tag}")});
+        return json!({"id": format!("msg_{tag}"), "type": "message", "role": "assistant", "model": "claude",
+                      "content": [block], "stop_reason": "compaction", "stop_sequence": null,
+                      "usage": {"input_tokens": 10, "output_tokens": 5}});
+    }
     let mut blocks = Vec::new();
     // Threshold compaction (anthropic 2.14's beta `compact_20260112`): the response opens with
     // the compaction block, before its thinking; sometimes after a failed one (no content).
@@ -119,6 +134,17 @@ fn responses(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
         json!({"type": "reasoning", "id": format!("rs_OPENAI-NATIVE-{tag}"), "summary": [],
                       "encrypted_content": format!("OPENAI-NATIVE-enc-{tag}")}),
     );
+    // Server-side tool search (openai 3.57's `tool_search_call` and `tool_search_output`).
+    if rng.chance(15) {
+        items.push(
+            json!({"type": "tool_search_call", "id": format!("tsc_OPENAI-NATIVE-{tag}"),
+                          "arguments": {"query": "calendar"}, "execution": "server", "status": "completed"}),
+        );
+        items.push(
+            json!({"type": "tool_search_output", "id": format!("tso_OPENAI-NATIVE-{tag}"),
+                          "tools": [], "execution": "server", "status": "completed"}),
+        );
+    }
     if rng.chance(50) {
         items.push(
             json!({"type": "web_search_call", "id": format!("ws_OPENAI-NATIVE-{tag}"), "status": "completed",
@@ -136,9 +162,21 @@ fn responses(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
                           "status": "completed", "content": [text]}),
         );
     }
+    // A second reasoning block just before calls that carry no item id (issue 60, case 6a).
+    let second_reasoning = !reply.tool_calls.is_empty() && rng.chance(20);
+    if second_reasoning {
+        items.push(
+            json!({"type": "reasoning", "id": format!("rs_OPENAI-NATIVE-{tag}-2"), "summary": [],
+                          "encrypted_content": format!("OPENAI-NATIVE-enc2-{tag}")}),
+        );
+    }
     for (k, call) in reply.tool_calls.iter().enumerate() {
-        items.push(json!({"type": "function_call", "id": format!("fc_OPENAI-NATIVE-{tag}-{k}"), "call_id": call.id,
-                          "name": "lookup", "arguments": input(&call.arguments).to_string(), "status": "completed"}));
+        let mut item = json!({"type": "function_call", "id": format!("fc_OPENAI-NATIVE-{tag}-{k}"), "call_id": call.id,
+                              "name": "lookup", "arguments": input(&call.arguments).to_string(), "status": "completed"});
+        if second_reasoning {
+            item.as_object_mut().expect("an object").remove("id");
+        }
+        items.push(item);
     }
     json!({"id": format!("resp_{tag}"), "object": "response", "status": "completed", "output": items,
            "usage": {"input_tokens": 10, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 2},

@@ -24,9 +24,30 @@ pub(super) fn openai_responses(messages: &[ContextMessage], mode: Mode) -> Strin
         push_items(&m.message, &mut items);
     }
     if mode == Mode::Pack {
+        unpairable_reasoning_dropped(&mut items);
         unpaired_ids_dropped(&mut items);
     }
     Value::Array(items).to_string()
+}
+
+/// Drops each reasoning item that the item after it cannot pair with: the API pairs reasoning
+/// with the next output item by that item's id ("Item 'rs_…' of type 'reasoning' was provided
+/// without its required following item"), so reasoning before a call appended without its
+/// `fc_` id, before more reasoning, or at the end of the input is refused.
+fn unpairable_reasoning_dropped(items: &mut Vec<Value>) {
+    let pairs = |next: Option<&Value>| {
+        next.is_some_and(|item| {
+            let kind = item["type"].as_str().unwrap_or("message");
+            let output = kind == "message" && item["role"] == "assistant"
+                || kind != "message" && kind != "reasoning" && !kind.ends_with("_output");
+            output && item.get("id").is_some()
+        })
+    };
+    let keep: Vec<bool> = (0..items.len())
+        .map(|i| items[i]["type"] != "reasoning" || pairs(items.get(i + 1)))
+        .collect();
+    let mut flags = keep.into_iter();
+    items.retain(|_| flags.next().unwrap_or(true));
 }
 
 /// Drops the ids of calls and assistant messages whose run of output items has no reasoning

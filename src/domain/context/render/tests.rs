@@ -118,6 +118,43 @@ fn responses_reasoning_goes_only_where_an_item_with_an_id_follows_it() {
 }
 
 #[test]
+fn a_native_reasoning_item_before_a_call_without_its_id_stays_out_of_packs() {
+    // A reply with two reasoning items, the second just before calls appended without their
+    // `fc_` ids (issue 60, case 6a): that reasoning pairs with nothing, so the pack leaves it
+    // out; the first still pairs with the message after it, which keeps its id.
+    let output = serde_json::json!({"id": "resp_1", "object": "response", "status": "completed", "output": [
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e1"},
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]},
+        {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "e2"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"},
+        {"type": "function_call", "call_id": "c2", "name": "f", "arguments": "{}", "status": "completed"}
+    ]});
+    let mut v = crate::domain::Violations::default();
+    let parsed =
+        crate::domain::append::parse_native(Format::OpenAiResponses, &output.to_string(), "t", &mut v);
+    assert!(v.is_empty(), "{v}");
+    let message = parsed.messages.into_iter().next().unwrap();
+    let items: Value =
+        serde_json::from_str(&render(&[packed(message.clone())], Format::OpenAiResponses)).unwrap();
+    let ids: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(ids, ["rs_1", "msg_1", "-", "-"]);
+    // History is what was appended.
+    let listed: Value = serde_json::from_str(&render_as(
+        &[packed(message)],
+        Format::OpenAiResponses,
+        Mode::History,
+    ))
+    .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 5);
+}
+
+#[test]
 fn responses_input_files_are_only_the_documented_types_and_carry_an_extension() {
     let file = |mime: &str, filename: &str| Attachment {
         mime_type: mime.into(),
