@@ -228,9 +228,11 @@ async fn a_blank_user_message_ends_the_replies_left_out_where_the_format_sends_i
         // The OpenAI formats send the blank turn: only the reply after it ends the pack.
         (proto::Format::OpenaiChat, vec![1, 2, 3]),
         (proto::Format::OpenaiResponses, vec![1, 2, 3]),
-        // Anthropic and Gemini leave blank text out: both replies would end the pack.
-        (proto::Format::AnthropicMessages, vec![1, 3]),
-        (proto::Format::Gemini, vec![1, 3]),
+        // Anthropic and Gemini leave blank text out: both replies would end the pack, and the
+        // blank message between them goes with them (issue 60, case 6b: no message of the log
+        // past the turn the pack ends on).
+        (proto::Format::AnthropicMessages, vec![1]),
+        (proto::Format::Gemini, vec![1]),
     ] {
         let request = proto::BuildContextRequest {
             conversation_id: "blank".into(),

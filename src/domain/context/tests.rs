@@ -989,15 +989,19 @@ proptest! {
                 p.messages.iter().filter(|m| m.source != Source::Placeholder).cloned().collect()
             };
             let (kept_messages, left_messages) = (without_placeholder(&kept), without_placeholder(&left));
-            // The replies that end the kept pack: back from its end, past what is no turn.
+            // The replies that end the kept pack: back from its end, past what is no turn. The
+            // blank messages among them (no turn either) go with them.
             let mut ending = Vec::new();
+            let mut blank = Vec::new();
             for m in kept_messages.iter().rev() {
-                let reply = m.source == Source::History && m.message.role == Role::Assistant
-                    && m.message.tool_calls.is_empty() && !m.message.pinned;
+                let free = m.source == Source::History && m.message.tool_calls.is_empty() && !m.message.pinned;
+                let reply = free && m.message.role == Role::Assistant;
                 if reply {
                     ending.push(m.clone());
                 } else if m.message.role != Role::System && renders_as_turn(format, &m.message) {
                     break;
+                } else if free && m.message.role == Role::User {
+                    blank.push(m.clone());
                 }
             }
             // Where the kept pack had to leave some of them out for the budget, they still count.
@@ -1009,20 +1013,27 @@ proptest! {
             let closing_room = case.log.iter().any(|m| {
                 m.message.pinned && m.message.role == Role::Assistant && newest_user.is_none_or(|u| m.sequence > u.sequence)
             });
+            // Blank messages the left pack does not hold take no turn or message of its limits,
+            // and a cache-stable window starts at a step counted from the newest message: with
+            // them, the two packs may start apart.
+            let same_newest = blank.is_empty()
+                || (case.history != HistoryPolicy::CacheStable && case.max_turns == 0 && case.max_messages == 0);
             let fits_whole = !closing_room
+                && same_newest
                 && !kept.stats.over_budget
                 && kept.stats.messages_dropped == 0
                 && !kept.stats.summary_cut
                 && kept.stats.working_memory_tokens > 0;
             if fits_whole {
                 prop_assert_eq!(left.stats.final_assistant_omitted, ending.len() as u32);
-                let expected: Vec<ContextMessage> = kept_messages.iter().filter(|m| !ending.contains(m)).cloned().collect();
+                let expected: Vec<ContextMessage> =
+                    kept_messages.iter().filter(|m| !ending.contains(m) && !blank.contains(m)).cloned().collect();
                 let outline = |ms: &[ContextMessage]| -> Vec<(Source, Option<Sequence>, u32)> {
                     ms.iter().map(|m| (m.source, m.sequence, m.tokens)).collect()
                 };
                 prop_assert_eq!(outline(&left_messages), outline(&expected));
                 prop_assert_eq!(&left_messages, &expected);
-                let removed_tokens: u32 = ending.iter().map(|m| m.tokens).sum();
+                let removed_tokens: u32 = ending.iter().chain(&blank).map(|m| m.tokens).sum();
                 let placeholder = |p: &ContextPack| -> u32 {
                     p.messages.iter().filter(|m| m.source == Source::Placeholder).map(|m| m.tokens).sum()
                 };
@@ -1036,7 +1047,9 @@ proptest! {
             let closing = left.messages.last().is_some_and(|m| m.source == Source::Placeholder && m.message.content == CLOSING_TURN);
             // Left out before the budget is shared: never more over budget than the kept pack,
             // but for the closing turn's room when the mandatory parts alone leave none.
-            prop_assert!(!left.stats.over_budget || kept.stats.over_budget || closing);
+            // (Blank messages left out too: the newest turn the left pack ends on, always sent,
+            // is an older one than the kept pack's blank.)
+            prop_assert!(!left.stats.over_budget || kept.stats.over_budget || closing || !blank.is_empty());
             let last_turn = left_messages.iter().rev().find(|m| m.message.role != Role::System && renders_as_turn(format, &m.message));
             prop_assert_eq!(closing, last_turn.is_some_and(|m| m.source == Source::History && m.message.role == Role::Assistant));
         }
@@ -1875,5 +1888,41 @@ fn cache_stable_packs_repeat_most_of_the_previous_pack_and_still_fill_the_budget
             mean(&newest_used),
             mean(&used)
         );
+    }
+}
+
+#[test]
+fn blank_messages_among_the_replies_that_would_end_the_pack_go_with_them() {
+    // A failed reply, a whitespace-only user message, a reply, a blank one (issue 60, case
+    // 6b): Anthropic and Gemini send no blank text, so the replies would end the pack and are
+    // left out; the blank messages between them go too, leaving no gap in what the pack holds.
+    let failed = Event::Assistant {
+        text: String::new(),
+        pinned: false,
+        failed: true,
+    };
+    let events = [
+        user("q1"),
+        assistant("a1", false),
+        user("q2"),
+        failed,
+        user(" "),
+        assistant("a3", false),
+        user("\n\t"),
+    ];
+    for (pending, held) in [(Pending::None, 3), (Pending::User("next?".into()), 7)] {
+        let case = simple_case(&events, 4000, pending);
+        for format in [Format::AnthropicMessages, Format::Gemini] {
+            let pack = pack(&case, 4000, format);
+            let sequences: Vec<u64> = pack
+                .messages
+                .iter()
+                .filter_map(|m| m.sequence.map(Sequence::get))
+                .collect();
+            assert_eq!(sequences, (1..=held).collect::<Vec<u64>>(), "{format:?}");
+            let omitted = if held == 3 { 2 } else { 0 };
+            assert_eq!(pack.stats.final_assistant_omitted, omitted, "{format:?}");
+            assert_eq!(pack.stats.messages_dropped, 0, "{format:?}");
+        }
     }
 }

@@ -87,7 +87,9 @@ impl ContextPacker {
     }
 
     /// While the walk is among the messages that would end the pack: leaves out an assistant
-    /// reply (not pinned, no calls) and says so; the first other turn ends that stretch. Tool
+    /// reply (not pinned, no calls) and says so, and a blank message that renders as nothing
+    /// between them (the pack holds nothing past its last turn); the first other turn ends
+    /// that stretch. Tool
     /// results do not: the pack places them right after their calls, before any reply of the log
     /// that came between. System parts, blank messages and incomplete tool groups are no turns
     /// of the pack.
@@ -109,12 +111,25 @@ impl ContextPacker {
         // A call ends it once its group is known to be complete (in `take`): an incomplete one
         // is left out of the pack.
         let call = !m.tool_calls.is_empty();
+        if call || matches!(m.role, Role::Tool | Role::System) {
+            return false;
+        }
         // A turn of the pack's format ends it (blank text is one for the OpenAI formats, and
         // nothing for Anthropic's and Gemini's, which leave it out).
-        if !call && !matches!(m.role, Role::Tool | Role::System) && renders_as_turn(self.request.format, m) {
+        if renders_as_turn(self.request.format, m) {
             self.left_out.trailing_replies = false;
+            return false;
         }
-        false
+        // A blank message among them renders as nothing: it goes with the replies around it,
+        // so the pack holds no message of the log past the turn it ends on.
+        if self.pinned.contains(&stored.sequence) {
+            return false;
+        }
+        self.left_out.omitted.push(stored.sequence);
+        if self.unit.messages.is_empty() {
+            self.left_out.oldest_free_omitted = Some(stored.sequence);
+        }
+        true
     }
 
     /// Leaves out the log's assistant messages that would end the pack: the pack then ends on
