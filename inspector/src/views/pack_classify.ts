@@ -173,6 +173,8 @@ export function finalOmitted(facts: PackFacts, groups = toolGroups(facts.log)): 
       continue;
     }
     if (rendersAsTurn(m, req.format)) break;
+    // A blank message the format does not send goes with the replies around it.
+    if (!m.pinned && !packed.has(s)) finals.add(s);
   }
   return finals;
 }

@@ -4,6 +4,7 @@
 // page found, so that a mismatch shows.
 
 import type { BuildContextResponse } from "../../../clients/typescript/src/gen/ctxd/v1/context_pb.js";
+import { Role } from "../../../clients/typescript/src/gen/ctxd/v1/messages_pb.js";
 import { h, on, type Child } from "../dom.js";
 import { num } from "../format.js";
 import { messageHref } from "../routes.js";
@@ -31,7 +32,7 @@ export function rangesElement(id: string, facts: PackFacts, compareNewest: Compa
     strip(runs, last),
     h("ul", { class: "legend" }, [...counts].map(([fate, n]) =>
       h("li", { "data-fate": fate, "data-count": n }, h("span", { class: `swatch fate-${fate}` }), `${LABELS[fate]}: ${num(n)}`))),
-    checks(facts.res, counts, recalled),
+    checks(facts.res, counts, recalled, [...classified.finals].filter((s) => facts.log.get(s)?.role !== Role.ASSISTANT).length),
     recalled.length > 0 ? h("p", { id: "recalled", "data-count": recalled.length }, `recalled (quoted in the recall turn, ${stats.messagesRecalled} per stats): `,
       recalled.map((s, i) => [i ? ", " : "", h("a", { href: messageHref(id, s), class: "recalled", "data-sequence": s }, `#${s}`)])) : null,
     h("table", { class: "runs" },
@@ -56,7 +57,7 @@ function strip(runs: Run[], last: bigint): HTMLElement {
 }
 
 /** The pack's own counts next to what the strip found, so a mismatch shows. */
-function checks(res: BuildContextResponse, counts: Map<Fate, number>, recalled: bigint[]): HTMLElement {
+function checks(res: BuildContextResponse, counts: Map<Fate, number>, recalled: bigint[], blanks: number): HTMLElement {
   const s = res.stats!;
   const item = (label: string, found: number, stat: number, name: string) =>
     h("li", { class: found === stat ? "" : "mismatch" }, `${label}: ${num(found)} found in the pack; ${name} = ${num(stat)}`);
@@ -64,7 +65,7 @@ function checks(res: BuildContextResponse, counts: Map<Fate, number>, recalled: 
     item("cleared results", counts.get("cleared") ?? 0, s.toolResultsCleared, "tool_results_cleared"),
     s.toolResultTokensCleared ? h("li", null, `clearing saved ${num(s.toolResultTokensCleared)} tokens (tool_result_tokens_cleared)`) : null,
     h("li", null, `cut outputs: ${num(counts.get("cut") ?? 0)}; truncated = ${s.truncated}`),
-    item("final replies omitted", counts.get("final") ?? 0, s.finalAssistantOmitted, "final_assistant_omitted"),
+    item("final replies omitted", (counts.get("final") ?? 0) - blanks, s.finalAssistantOmitted, "final_assistant_omitted"),
     s.messagesRecalled || recalled.length ? item("recalled messages", recalled.length, s.messagesRecalled, "messages_recalled") : null,
     h("li", null, `history messages included: ${s.messagesIncluded} (considered ${s.messagesConsidered}, dropped ${s.messagesDropped}, tool groups dropped ${s.toolGroupsDropped}, incomplete ${s.incompleteToolGroups})`));
 }
