@@ -87,48 +87,39 @@ impl ContextPacker {
     }
 
     /// While the walk is among the messages that would end the pack: leaves out an assistant
-    /// reply (not pinned, no calls) and says so, and a blank message that renders as nothing
-    /// between them (the pack holds nothing past its last turn); the first other turn ends
-    /// that stretch. Tool
-    /// results do not: the pack places them right after their calls, before any reply of the log
-    /// that came between. System parts, blank messages and incomplete tool groups are no turns
-    /// of the pack.
+    /// reply (not pinned, no calls) and says so, and a blank message among them that the format
+    /// does not send (the pack holds nothing past the turn it ends on); the first other turn
+    /// ends that stretch. Tool results do not: the pack places them right after their calls,
+    /// before any reply of the log that came between. System parts and incomplete tool groups
+    /// are no turns of the pack.
     pub(super) fn omit_trailing_reply(&mut self, stored: &StoredMessage) -> bool {
         let m = &stored.message;
-        let reply =
-            m.role == Role::Assistant && m.tool_calls.is_empty() && !self.pinned.contains(&stored.sequence);
-        if reply {
-            self.stats.final_assistant_omitted += 1;
-            let left_out = &mut self.left_out;
-            left_out.omitted.push(stored.sequence);
-            if self.unit.messages.is_empty() {
-                left_out.oldest_free_omitted = Some(stored.sequence);
-            }
-            left_out.omitted_tokens +=
-                (stored.tokens.get(self.tokenizer) + stored.reasoning_tokens.get(self.tokenizer)) as usize;
-            return true;
-        }
         // A call ends it once its group is known to be complete (in `take`): an incomplete one
         // is left out of the pack.
-        let call = !m.tool_calls.is_empty();
-        if call || matches!(m.role, Role::Tool | Role::System) {
+        if !m.tool_calls.is_empty() || matches!(m.role, Role::Tool | Role::System) {
             return false;
         }
-        // A turn of the pack's format ends it (blank text is one for the OpenAI formats, and
-        // nothing for Anthropic's and Gemini's, which leave it out).
-        if renders_as_turn(self.request.format, m) {
+        let pinned = self.pinned.contains(&stored.sequence);
+        let reply = m.role == Role::Assistant && !pinned;
+        // Another turn of the pack's format ends it (blank text is one for the OpenAI formats,
+        // and nothing for Anthropic's and Gemini's, which leave it out).
+        if !reply && renders_as_turn(self.request.format, m) {
             self.left_out.trailing_replies = false;
             return false;
         }
-        // A blank message among them renders as nothing: it goes with the replies around it,
-        // so the pack holds no message of the log past the turn it ends on.
-        if self.pinned.contains(&stored.sequence) {
+        if pinned {
             return false;
         }
-        self.left_out.omitted.push(stored.sequence);
-        if self.unit.messages.is_empty() {
-            self.left_out.oldest_free_omitted = Some(stored.sequence);
+        if reply {
+            self.stats.final_assistant_omitted += 1;
         }
+        let left_out = &mut self.left_out;
+        left_out.omitted.push(stored.sequence);
+        if self.unit.messages.is_empty() {
+            left_out.oldest_free_omitted = Some(stored.sequence);
+        }
+        left_out.omitted_tokens +=
+            (stored.tokens.get(self.tokenizer) + stored.reasoning_tokens.get(self.tokenizer)) as usize;
         true
     }
 
