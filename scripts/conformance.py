@@ -597,18 +597,33 @@ def duplicate_item_ids(items):
     return [f"item id {item_id!r} used twice" for item_id, n in Counter(ids).items() if n > 1]
 
 
+# Calls the client runs, each answered by the item of its type + "_output".
+CLIENT_CALLS = ("function_call", "custom_tool_call", "computer_call", "local_shell_call", "shell_call",
+                "apply_patch_call")
+
+
 def responses_call_rules(items):
     """"No tool output found for function call X" and "No tool call found for function call
     output with call_id X". OpenAI pairs by call_id wherever the output sits, stricter
     Responses servers (DeepSeek) only when adjacent; packs keep results right after their
     calls, as in Chat Completions (docs/design.md, "Provider rules")."""
-    problems, waiting, called = [], set(), set()
+    problems, waiting, called = [], {}, set()
     for i, item in enumerate(items):
         kind, call_id = item_kind(item), item.get("call_id")
-        if kind == "function_call_output":
-            if call_id not in waiting:
-                problems.append(f"[{i}] function_call_output {call_id!r} answers no pending function_call")
-            waiting.discard(call_id)
+        if kind == "local_shell_call_output":
+            call_id = item.get("id")
+        if kind.endswith("_output") and kind[:-len("_output")] in CLIENT_CALLS:
+            # Each built-in call has its own output type: a function_call_output does not
+            # answer a shell_call.
+            call_kind = kind[:-len("_output")]
+            if waiting.get(call_id) != call_kind:
+                problems.append(f"[{i}] {kind} {call_id!r} answers no pending {call_kind}")
+            waiting.pop(call_id, None)
+        elif kind in CLIENT_CALLS and kind != "function_call":
+            if call_id in called:
+                problems.append(f"[{i}] call_id {call_id!r} used twice")
+            waiting[call_id] = kind
+            called.add(call_id)
         elif kind == "function_call":
             if call_id in called:
                 problems.append(f"[{i}] call_id {call_id!r} used twice")
@@ -616,11 +631,11 @@ def responses_call_rules(items):
                 problems.append(f"[{i}] arguments of {call_id!r} are not a JSON object")
             if not OPENAI_NAME.fullmatch(str(item.get("name"))):
                 problems.append(f"[{i}] function name {item.get('name')!r} is not {OPENAI_NAME.pattern}")
-            waiting.add(call_id)
+            waiting[call_id] = kind
             called.add(call_id)
         elif kind == "message" and waiting:
             problems.append(f"[{i}] {item.get('role')} message before calls {sorted(waiting)} were answered")
-            waiting = set()
+            waiting = {}
     return problems + ([f"calls {sorted(waiting)} are never answered"] if waiting else [])
 
 
@@ -989,6 +1004,11 @@ BROKEN = [
     ("openai_responses", [item("user", "q"), call("c1"), call("c1"), output("c1")]),
     ("openai_responses", [item("user", "q"), call("c1", "[1]"), output("c1")]),
     ("openai_responses", [item("user", "q"), {"type": "function_call_output", "output": "r"}]),
+    # A built-in call is answered by its own output type (a shell call is not a function).
+    ("openai_responses", [item("user", "q"), {"type": "shell_call", "call_id": "s1", "action": {"commands": ["ls"]}},
+                          output("s1")]),
+    ("openai_responses", [item("user", "q"), call("c1"),
+                          {"type": "apply_patch_call_output", "call_id": "c1", "status": "completed"}]),
     ("openai_responses", [item("user", "q"), call("c1", signature="sig"), output("c1")]),
     ("openai_responses", [item("user", "q"), item("assistant", "GEMINI-NATIVE-leak")]),
     # Responses: reasoning is followed by its own output item, found by that item's id.
@@ -1046,6 +1066,9 @@ VALID = [
         user("next")]}),
     ("openai_responses", [item("user", "q"), {"type": "compaction", "encrypted_content": "gAAA"},
                           item("user", "next")]),
+    ("openai_responses", [item("user", "q"), {"type": "shell_call", "call_id": "s1", "action": {"commands": ["ls"]}},
+                          {"type": "shell_call_output", "call_id": "s1", "output": [
+                              {"stdout": "a", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]}]),
     ("openai_chat", [{"role": "system", "content": "s"}, user("q"),
                      {"role": "assistant", "content": "", "tool_calls": [chat_call("a")]},
                      {"role": "tool", "tool_call_id": "a", "content": "r"}, assistant("done")]),

@@ -64,8 +64,16 @@ pub(crate) fn dump(pack: &ContextPack) {
             .iter()
             .map(|c| format!("{}({})", c.id, c.arguments.chars().take(30).collect::<String>()))
             .collect();
+        // The native JSON's block or item types, in order.
+        let native: Vec<&str> = m
+            .message
+            .native
+            .iter()
+            .flat_map(|n| n.json.as_array().into_iter().flatten())
+            .map(|b| b["type"].as_str().unwrap_or("message"))
+            .collect();
         eprintln!(
-            "{:?} {:?} {:?} {} {text:?} {calls:?} {:?} pinned={}",
+            "{:?} {:?} {:?} {} {text:?} {calls:?} {:?} pinned={} native={native:?}",
             m.source,
             m.sequence.map(|s| s.get()),
             m.message.role,

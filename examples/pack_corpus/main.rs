@@ -24,7 +24,7 @@ use std::{collections::BTreeMap, process::ExitCode, sync::Arc};
 mod checks;
 mod native;
 
-use native::native_reply;
+use native::{compact_result, native_output, native_reply};
 
 use ctxd::{
     domain::tokenize::Tokenizer,
@@ -404,6 +404,17 @@ fn conversation(rng: &mut Rng) -> Conversation {
                 }
                 messages.push(reply);
             }
+            // A `/responses/compact` window, where no call waits for its result.
+            7 if open.is_empty() && rng.chance(25) => {
+                let users: Vec<&str> = messages
+                    .iter()
+                    .filter(|m| m.role == Role::User && m.native.is_none() && !m.content.trim().is_empty())
+                    .map(|m| m.content.as_str())
+                    .collect();
+                let users = &users[users.len().saturating_sub(3)..];
+                let window = compact_result(users, &messages.len().to_string());
+                messages.push(window);
+            }
             7 => messages.push(Message::text(Role::System, text(rng))),
             _ => {
                 let call_index = messages.len();
@@ -413,6 +424,7 @@ fn conversation(rng: &mut Rng) -> Conversation {
                     call = native_reply(rng, &call, &call_index.to_string());
                 }
                 let ids: Vec<String> = call.tool_calls.iter().map(|c| c.id.clone()).collect();
+                let call_made = call.tool_calls.clone();
                 messages.push(call);
                 // Answered in a random order, some never; others' messages typed in between.
                 let mut order: Vec<&String> = ids.iter().filter(|_| rng.chance(85)).collect();
@@ -429,7 +441,12 @@ fn conversation(rng: &mut Rng) -> Conversation {
                         };
                         messages.push(interleaved);
                     }
-                    messages.push(result(rng, id));
+                    let tag = format!("{call_index}-{}", messages.len());
+                    let typed = call_made.iter().find(|c| &c.id == id);
+                    match typed.and_then(|c| native_output(rng, c, &tag)) {
+                        Some(output) => messages.push(output),
+                        None => messages.push(result(rng, id)),
+                    }
                 }
                 if answered < ids.len() {
                     let unanswered = ids.into_iter().filter(|id| {
@@ -578,12 +595,12 @@ fn request(rng: &mut Rng, id: &ConversationId, pending: Vec<Message>, format: Fo
 
 /// Whether the pack's last turn is one the caller chose to end on: a pending assistant message
 /// (a prefill).
-fn ends_on_callers_choice(pack: &ContextPack) -> bool {
+fn ends_on_callers_choice(pack: &ContextPack, format: Format) -> bool {
     let last_turn = pack
         .messages
         .iter()
         .rev()
-        .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+        .find(|m| m.message.role != Role::System && anthropic_renders(format, &m.message));
     last_turn.is_some_and(|m| m.message.role == Role::Assistant && m.source == Source::Pending)
 }
 
@@ -772,7 +789,7 @@ async fn run(seed: u64, packs: usize) -> ExitCode {
                     "expect_signatures": format == Format::Gemini,
                     // The pack may end on an assistant message: the request keeps a final
                     // reply, or the caller's own prefill ends it.
-                    "final_assistant_allowed": keeps_final_reply || ends_on_callers_choice(pack),
+                    "final_assistant_allowed": keeps_final_reply || ends_on_callers_choice(pack, format),
                 });
                 use std::io::Write;
                 writeln!(out, "{line}").expect("writing the corpus");

@@ -5,7 +5,7 @@
 //! Opaque strings carry the provider's marker, so the checker finds any that reach another
 //! format.
 
-use ctxd::domain::{Message, Provider, Violations, append::parse_native, context::Format};
+use ctxd::domain::{Message, Provider, ToolCall, Violations, append::parse_native, context::Format};
 use serde_json::{Value, json};
 
 use super::{Rng, gemini_signature};
@@ -170,9 +170,33 @@ fn responses(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
                           "encrypted_content": format!("OPENAI-NATIVE-enc2-{tag}")}),
         );
     }
+    // Programmatic tool calling (openai 3.57's `program` and `program_output`): the model's
+    // program ran on the server before the calls it left to the client.
+    if !reply.tool_calls.is_empty() && rng.chance(15) {
+        items.push(json!({"type": "program", "id": format!("prg_OPENAI-NATIVE-{tag}"), "call_id": format!("prgc_{tag}"),
+                          "code": "await tools.lookup({})", "fingerprint": format!("OPENAI-NATIVE-fp-{tag}")}));
+        items.push(json!({"type": "program_output", "id": format!("prgo_OPENAI-NATIVE-{tag}"), "call_id": format!("prgc_{tag}"),
+                          "result": "done", "status": "completed"}));
+    }
     for (k, call) in reply.tool_calls.iter().enumerate() {
-        let mut item = json!({"type": "function_call", "id": format!("fc_OPENAI-NATIVE-{tag}-{k}"), "call_id": call.id,
-                              "name": "lookup", "arguments": input(&call.arguments).to_string(), "status": "completed"});
+        // Client-executed built-in tools (openai 3.57's `shell_call` and `apply_patch_call`),
+        // answered by their own output items (see [`native_output`]).
+        let mut item = match rng.below(8) {
+            0 => {
+                json!({"type": "shell_call", "id": format!("sh_OPENAI-NATIVE-{tag}-{k}"), "call_id": call.id,
+                        "action": {"commands": ["ls -la", "cat notes.txt"], "timeout_ms": 1000, "max_output_length": 4096},
+                        "status": "completed"})
+            }
+            1 => {
+                json!({"type": "apply_patch_call", "id": format!("ap_OPENAI-NATIVE-{tag}-{k}"), "call_id": call.id,
+                        "operation": {"type": "update_file", "path": "src/notes.txt", "diff": "@@ -1 +1 @@\n-old\n+new\n"},
+                        "status": "completed"})
+            }
+            _ => {
+                json!({"type": "function_call", "id": format!("fc_OPENAI-NATIVE-{tag}-{k}"), "call_id": call.id,
+                        "name": "lookup", "arguments": input(&call.arguments).to_string(), "status": "completed"})
+            }
+        };
         if second_reasoning {
             item.as_object_mut().expect("an object").remove("id");
         }
@@ -181,6 +205,54 @@ fn responses(rng: &mut Rng, reply: &Message, tag: &str) -> Value {
     json!({"id": format!("resp_{tag}"), "object": "response", "status": "completed", "output": items,
            "usage": {"input_tokens": 10, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 2},
                      "output_tokens_details": {"reasoning_tokens": 3}}})
+}
+
+/// The result of `call` when it is one of the Responses built-in tools the client runs
+/// (`shell_call`, `apply_patch_call`): most often its own output item appended natively, as
+/// the agent sends it back; otherwise (`None`) a plain tool result, which packs must turn into
+/// that output item.
+pub(crate) fn native_output(rng: &mut Rng, call: &ToolCall, tag: &str) -> Option<Message> {
+    let item = match call.name.as_str() {
+        "shell_call" => {
+            json!({"type": "shell_call_output", "call_id": call.id, "max_output_length": 4096, "output": [
+            {"stdout": format!("notes.txt\n{tag}\n"), "stderr": "", "outcome": {"type": "exit", "exit_code": 0}},
+            {"stdout": "", "stderr": "cat: no such file", "outcome": {"type": "exit", "exit_code": 1}}]})
+        }
+        "apply_patch_call" => {
+            json!({"type": "apply_patch_call_output", "call_id": call.id, "status": "completed", "output": "patched"})
+        }
+        _ => return None,
+    };
+    if rng.chance(30) {
+        return None;
+    }
+    let mut v = Violations::default();
+    let parsed = parse_native(Format::OpenAiResponses, &json!([item]).to_string(), tag, &mut v);
+    assert!(v.is_empty(), "generated native output refused: {v}\n{item}");
+    let [message] = <[Message; 1]>::try_from(parsed.messages).expect("one result");
+    Some(message)
+}
+
+/// A `/responses/compact` result (openai 3.57's `CompactedResponse`): the conversation's user
+/// messages `users`, then the compaction item, appended natively as the window it is.
+pub(crate) fn compact_result(users: &[&str], tag: &str) -> Message {
+    let mut output: Vec<Value> = users
+        .iter()
+        .map(|text| json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}))
+        .collect();
+    output.push(
+        json!({"type": "compaction", "id": format!("cmp_OPENAI-NATIVE-window-{tag}"),
+                       "encrypted_content": format!("OPENAI-NATIVE-window-{tag}")}),
+    );
+    let json = json!({"id": format!("resp_cmp_{tag}"), "object": "response.compaction", "created_at": 1_764_000_000,
+                      "output": output, "usage": {"input_tokens": 900, "output_tokens": 60,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": 960}});
+    let mut v = Violations::default();
+    let parsed = parse_native(Format::OpenAiResponses, &json.to_string(), tag, &mut v);
+    assert!(v.is_empty(), "generated compact result refused: {v}\n{json}");
+    let [message] = <[Message; 1]>::try_from(parsed.messages).expect("one window");
+    message
 }
 
 fn gemini(rng: &mut Rng, reply: &Message, tag: &str) -> Value {

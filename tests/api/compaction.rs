@@ -15,6 +15,7 @@ contract_tests!(
     an_anthropic_pack_starts_from_the_newest_compaction_block,
     a_responses_pack_starts_from_the_newest_compaction_item,
     a_responses_compact_result_is_a_window_not_a_reply,
+    a_compaction_that_shows_nothing_leaves_the_open_tool_loop_its_thinking,
 );
 
 async fn append_native(app: &TestApp, conversation: &str, format: proto::Format, json: Value) {
@@ -259,4 +260,81 @@ async fn a_responses_compact_result_is_a_window_not_a_reply(kind: StoreKind) {
         chat.contains("Three steps.") && !chat.contains("compaction"),
         "{chat}"
     );
+}
+
+fn thinking(signature: &str) -> Value {
+    json!({"type": "thinking", "thinking": "Plan.", "signature": signature})
+}
+
+/// The block types of each message of an Anthropic pack.
+fn block_types(rendered: &Value) -> Vec<Vec<String>> {
+    rendered["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|b| b["type"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+async fn a_compaction_that_shows_nothing_leaves_the_open_tool_loop_its_thinking(kind: StoreKind) {
+    // A `/responses/compact` window (nothing in an Anthropic pack), and an Anthropic paused
+    // compaction inside a tool round (the pack cannot hold it there): neither is a turn of the
+    // Anthropic pack, so the user message after them joins the tool results, the tool loop
+    // goes on from the first call, and that call keeps the thinking Anthropic requires first.
+    let app = spawn_app(kind).await;
+    let anthropic = proto::Format::AnthropicMessages;
+    append_native(&app, "loop", anthropic, json!([
+        {"role": "user", "content": [{"type": "text", "text": "Check the weather."}]},
+        {"role": "assistant", "content": [thinking("c2lnMQ=="),
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}},
+            {"type": "tool_use", "id": "toolu_2", "name": "weather", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]}
+    ]))
+    .await;
+    let paused = json!({"id": "msg_p", "type": "message", "role": "assistant", "model": "claude",
+        "content": [compaction_block("The user checks the weather.")], "stop_reason": "compaction",
+        "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 5}});
+    append_native(&app, "loop", anthropic, paused).await;
+    append_native(&app, "loop", anthropic, json!([
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "rain"}]}
+    ]))
+    .await;
+    let window = json!({"id": "resp_c", "object": "response.compaction", "created_at": 0, "output": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Check the weather."}]},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAC"}
+    ], "usage": {"input_tokens": 120, "output_tokens": 30, "total_tokens": 150}});
+    append_native(&app, "loop", proto::Format::OpenaiResponses, window).await;
+    append_native(
+        &app,
+        "loop",
+        anthropic,
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "And Paris?"}]},
+            {"role": "assistant", "content": [thinking("c2lnMg=="),
+                {"type": "tool_use", "id": "toolu_3", "name": "weather", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_3", "content": "fog"}]}
+        ]),
+    )
+    .await;
+    let (rendered, stats) = pack(&app, "loop", anthropic).await;
+    let types = block_types(&rendered);
+    assert_eq!(
+        types,
+        [
+            vec!["text"],
+            vec!["thinking", "tool_use", "tool_use"],
+            vec!["tool_result", "tool_result", "text"],
+            vec!["thinking", "tool_use"],
+            vec!["tool_result"],
+        ],
+        "{rendered}"
+    );
+    assert_eq!(stats.compaction_sequence, 0);
 }

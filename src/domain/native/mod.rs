@@ -12,6 +12,7 @@ mod openai_responses;
 
 pub use gemini::drop_blank_text as drop_blank_gemini_text;
 pub use openai_chat::request_form;
+pub(crate) use openai_responses::{ID_BOUND_ITEMS, ID_OPTIONAL_ITEMS};
 
 use serde_json::Value;
 
@@ -117,12 +118,36 @@ impl NativeContent {
 
     /// Whether the JSON holds more than reasoning and blank text: something a turn shows.
     pub fn has_reply(&self) -> bool {
+        match &self.json {
+            Value::Array(items) => items.iter().any(|v| self.shows(v)),
+            _ => true,
+        }
+    }
+
+    /// Whether all the JSON shows ([`Self::has_reply`]) is the provider's compaction: a
+    /// paused Anthropic compaction, a `/responses/compact` window.
+    pub fn reply_is_compaction(&self) -> bool {
+        let Value::Array(items) = &self.json else {
+            return false;
+        };
+        let mut shown = items.iter().filter(|v| self.shows(v)).peekable();
+        shown.peek().is_some()
+            && shown.all(|v| {
+                let kind = str_at(v, "type");
+                // A compact window's user messages are the compaction's own.
+                kind == Some("compaction")
+                    || matches!(kind, None | Some("message")) && str_at(v, "role") == Some("user")
+            })
+    }
+
+    /// Whether a block or item of the JSON shows in a turn: more than reasoning and blank text.
+    fn shows(&self, v: &Value) -> bool {
         let blank_text = |v: &Value, key: &str| {
             v.get(key)
                 .and_then(Value::as_str)
                 .is_some_and(|t| t.trim().is_empty())
         };
-        let shows = |v: &Value| match self.format {
+        match self.format {
             Format::AnthropicMessages => match str_at(v, "type") {
                 Some("thinking" | "redacted_thinking") => false,
                 Some("text") => !blank_text(v, "text"),
@@ -134,10 +159,6 @@ impl NativeContent {
                     && !(blank_text(v, "text") && v.as_object().is_some_and(|o| o.len() <= 2))
             }
             Format::OpenAiChat => true,
-        };
-        match &self.json {
-            Value::Array(items) => items.iter().any(shows),
-            _ => true,
         }
     }
 }

@@ -368,11 +368,11 @@ const SERVER_ITEMS: [&str; 7] = [
 /// Items whose input form requires their id, which pairs them with the response's reasoning:
 /// without the reasoning they cannot be sent, and go with it (programmatic tool calling's
 /// `program` and its `program_output`, openai 3.57's `Program` and `ProgramOutput`).
-const ID_BOUND_ITEMS: [&str; 2] = ["program", "program_output"];
+pub(crate) const ID_BOUND_ITEMS: [&str; 2] = ["program", "program_output"];
 
 /// Items whose input form takes an id but does not need it: without the reasoning they stay,
 /// without their id (the API refuses an item id whose reasoning is missing).
-const ID_OPTIONAL_ITEMS: [&str; 8] = [
+pub(crate) const ID_OPTIONAL_ITEMS: [&str; 8] = [
     "function_call",
     "custom_tool_call",
     "compaction",

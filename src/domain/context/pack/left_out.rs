@@ -187,7 +187,7 @@ impl ContextPacker {
     pub(super) fn open_with_user_turn(&mut self, messages: &mut Vec<ContextMessage>) {
         let first = messages
             .iter()
-            .find(|m| m.message.role != Role::System && anthropic_renders(&m.message));
+            .find(|m| m.message.role != Role::System && anthropic_renders(self.request.format, &m.message));
         let opens_with_user = first.is_some_and(|m| m.message.role == Role::User);
         // The provider's compaction opens the conversation itself: Anthropic refuses one that
         // is not its first block.

@@ -18,6 +18,7 @@ use crate::{
         },
         ids::Sequence,
         message::{Message, Role, StoredMessage},
+        native::NativeContent,
     },
 };
 
@@ -44,6 +45,7 @@ impl Shaping {
             ReasoningPolicy::All => ReasoningScope::All,
             ReasoningPolicy::CurrentTurn if pending_user => ReasoningScope::None,
             ReasoningPolicy::CurrentTurn => ReasoningScope::CurrentTurn {
+                format: request.format,
                 user_run: false,
                 ended: false,
             },
@@ -160,6 +162,8 @@ enum ReasoningScope {
     /// not: it is rendered into the same user turn as the results (a user typing while tools
     /// ran), so the tool loop, whose thinking Anthropic requires, goes on past it.
     CurrentTurn {
+        /// The pack's format (what shows as a turn in it).
+        format: Format,
         /// User messages were taken since the last other message (their turn is undecided).
         user_run: bool,
         /// An assistant reply older than an opening user message was reached: the turn ended.
@@ -170,17 +174,29 @@ enum ReasoningScope {
 impl ReasoningScope {
     /// Notes `message` (older than every message noted so far); true if it keeps native data.
     fn keeps(&mut self, message: &Message) -> bool {
-        let (user_run, ended) = match self {
+        let (format, user_run, ended) = match self {
             ReasoningScope::None => return false,
             ReasoningScope::All => return true,
             // Once the turn has ended, nothing older is in it.
             ReasoningScope::CurrentTurn { ended: true, .. } => return false,
-            ReasoningScope::CurrentTurn { user_run, ended } => (user_run, ended),
+            ReasoningScope::CurrentTurn {
+                format,
+                user_run,
+                ended,
+            } => (*format, user_run, ended),
         };
         match message.role {
-            // Messages a pack does not show as turns (system parts, blank text) change nothing.
+            // Messages a pack does not show as turns (system parts, blank text) change nothing,
+            // nor does a provider compaction alone: inside the pack it is taken out (the pack
+            // cannot hold it), and where the pack starts from it nothing older is walked.
             Role::System => {}
-            _ if !anthropic_renders(message) => {}
+            _ if !anthropic_renders(format, message) => {}
+            _ if message
+                .native
+                .as_ref()
+                .is_some_and(NativeContent::reply_is_compaction)
+                && message.tool_calls.is_empty()
+                && context_text(message).trim().is_empty() => {}
             Role::User => *user_run = true,
             Role::Tool => *user_run = false,
             Role::Assistant if !message.tool_calls.is_empty() => *user_run = false,

@@ -30,7 +30,7 @@ pub(super) fn anthropic(messages: &[ContextMessage], mode: Mode) -> String {
                 continue;
             }
             // Reasoning without a reply (a call cut short while thinking) is no turn.
-            _ if !anthropic_renders(m) => continue,
+            _ if !anthropic_renders(Format::AnthropicMessages, m) => continue,
             Role::User | Role::Tool if m.native.is_some() => ("user", native_blocks(m)),
             Role::Assistant if m.native.is_some() => ("assistant", native_blocks(m)),
             Role::User => ("user", user_blocks(m)),
@@ -132,13 +132,19 @@ fn trim_final_text(content: &mut [Value]) {
     }
 }
 
-/// Whether `message` renders as a turn of an Anthropic (or Gemini) pack: system messages go to
-/// `system`, and a user or assistant message with neither visible text nor attachments nor
-/// calls is left out (both refuse empty and whitespace-only text; reasoning alone is not a
-/// reply).
-pub fn anthropic_renders(message: &Message) -> bool {
-    let visible =
-        || !context_text(message).trim().is_empty() || message.native.as_ref().is_some_and(|n| n.has_reply());
+/// Whether `message` renders as a turn of a pack of `format`, Anthropic or Gemini: system
+/// messages go to `system`, and a user or assistant message with neither visible text nor
+/// attachments nor calls is left out (both refuse empty and whitespace-only text; reasoning
+/// alone is not a reply). Native JSON counts only in its own format: another provider's (a
+/// `/responses/compact` window, a paused Anthropic compaction) shows nothing there.
+pub fn anthropic_renders(format: Format, message: &Message) -> bool {
+    let visible = || {
+        !context_text(message).trim().is_empty()
+            || message
+                .native
+                .as_ref()
+                .is_some_and(|n| n.format == format && n.has_reply())
+    };
     match message.role {
         Role::System => false,
         Role::Tool => true,

@@ -47,7 +47,7 @@ pub(super) fn gemini(messages: &[ContextMessage], mode: Mode) -> String {
             }
             continue;
         }
-        if !anthropic_renders(m) {
+        if !anthropic_renders(Format::Gemini, m) {
             continue;
         }
         let native = native_list(m, Format::Gemini).map(|mut parts| {

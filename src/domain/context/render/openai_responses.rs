@@ -12,6 +12,7 @@ use crate::domain::{
         cost::{context_text, openai_name, pack_arguments},
     },
     message::{Attachment, AttachmentSource, Block, Message, Reasoning, ReasoningKind, Role},
+    native::{ID_BOUND_ITEMS, ID_OPTIONAL_ITEMS},
 };
 
 /// The pack as a Responses `input` array. In a pack, an output item keeps its id only where
@@ -23,11 +24,58 @@ pub(super) fn openai_responses(messages: &[ContextMessage], mode: Mode) -> Strin
     for m in messages {
         push_items(&m.message, &mut items);
     }
+    plain_outputs_typed(&mut items);
     if mode == Mode::Pack {
         unpairable_reasoning_dropped(&mut items);
         unpaired_ids_dropped(&mut items);
     }
     Value::Array(items).to_string()
+}
+
+/// Gives a plain tool result the output type of the built-in call it answers: the API pairs
+/// `shell_call` with `shell_call_output`, `apply_patch_call` with `apply_patch_call_output`,
+/// and so on, and refuses a `function_call_output` for them. The result's text goes where the
+/// output type keeps text: a shell call's stdout (exit code 0: a plain result records none; append
+/// `shell_call_output` natively to keep stderr and the outcome), the patch log of a completed
+/// patch. A `computer_call` needs a screenshot, which text is not: its result stays as it is
+/// (append `computer_call_output` natively).
+fn plain_outputs_typed(items: &mut [Value]) {
+    let typed: Vec<(String, String)> = items
+        .iter()
+        .filter_map(|item| {
+            let kind = item["type"].as_str()?;
+            let typed = matches!(
+                kind,
+                "shell_call" | "apply_patch_call" | "custom_tool_call" | "local_shell_call"
+            );
+            Some((item["call_id"].as_str()?.to_owned(), kind.to_owned())).filter(|_| typed)
+        })
+        .collect();
+    if typed.is_empty() {
+        return;
+    }
+    for item in items
+        .iter_mut()
+        .filter(|item| item["type"] == "function_call_output")
+    {
+        let call_id = item["call_id"].as_str().unwrap_or_default();
+        let Some((_, kind)) = typed.iter().find(|(id, _)| id == call_id) else {
+            continue;
+        };
+        let text = item["output"].as_str().unwrap_or_default().to_owned();
+        *item = match kind.as_str() {
+            "shell_call" => json!({"type": "shell_call_output", "call_id": call_id, "output": [
+                {"stdout": text, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]}),
+            "apply_patch_call" => {
+                json!({"type": "apply_patch_call_output", "call_id": call_id, "status": "completed", "output": text})
+            }
+            "custom_tool_call" => {
+                json!({"type": "custom_tool_call_output", "call_id": call_id, "output": text})
+            }
+            // The deprecated local shell's output names its call by `id`.
+            _ => json!({"type": "local_shell_call_output", "id": call_id, "output": text}),
+        };
+    }
 }
 
 /// Drops each reasoning item that the item after it cannot pair with: the API pairs reasoning
@@ -39,7 +87,9 @@ fn unpairable_reasoning_dropped(items: &mut Vec<Value>) {
         next.is_some_and(|item| {
             let kind = item["type"].as_str().unwrap_or("message");
             let output = kind == "message" && item["role"] == "assistant"
-                || kind != "message" && kind != "reasoning" && !kind.ends_with("_output");
+                || kind != "message" && kind != "reasoning" && !kind.ends_with("_output")
+                || ID_BOUND_ITEMS.contains(&kind)
+                || ID_OPTIONAL_ITEMS.contains(&kind);
             output && item.get("id").is_some()
         })
     };
@@ -50,24 +100,41 @@ fn unpairable_reasoning_dropped(items: &mut Vec<Value>) {
     items.retain(|_| flags.next().unwrap_or(true));
 }
 
-/// Drops the ids of calls and assistant messages whose run of output items has no reasoning
-/// item before them. Server-side items keep theirs (their input form requires it).
-fn unpaired_ids_dropped(items: &mut [Value]) {
+/// Drops the ids of calls, assistant messages and the other items whose id is optional
+/// ([`ID_OPTIONAL_ITEMS`]) when their run of output items has no reasoning item before them,
+/// and drops the items that cannot go without theirs ([`ID_BOUND_ITEMS`]). Server-side items
+/// keep theirs (their input form requires it, and they pair with nothing), and so does a
+/// compaction item (it stands for earlier context, not for its response's work).
+fn unpaired_ids_dropped(items: &mut Vec<Value>) {
     let mut reasoning = false;
+    let mut keep = Vec::with_capacity(items.len());
     for item in items.iter_mut() {
         let kind = item["type"].as_str().unwrap_or("message");
         let assistant = kind == "message" && item["role"] == "assistant";
-        let output = assistant || kind != "message" && !kind.ends_with("_output");
+        let output = assistant
+            || kind != "message" && !kind.ends_with("_output")
+            || ID_BOUND_ITEMS.contains(&kind)
+            || ID_OPTIONAL_ITEMS.contains(&kind);
         if !output {
             reasoning = false;
+            keep.push(true);
             continue;
         }
         if kind == "reasoning" {
             reasoning = true;
-        } else if !reasoning && (assistant || kind == "function_call") && item.get("id").is_some() {
+        } else if !reasoning && ID_BOUND_ITEMS.contains(&kind) {
+            keep.push(false);
+            continue;
+        } else if !reasoning
+            && (assistant || kind != "compaction" && ID_OPTIONAL_ITEMS.contains(&kind))
+            && item.get("id").is_some()
+        {
             without_id(item);
         }
+        keep.push(true);
     }
+    let mut flags = keep.into_iter();
+    items.retain(|_| flags.next().unwrap_or(true));
 }
 
 fn push_items(message: &Message, items: &mut Vec<Value>) {

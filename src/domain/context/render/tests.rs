@@ -154,6 +154,71 @@ fn a_native_reasoning_item_before_a_call_without_its_id_stays_out_of_packs() {
     assert_eq!(listed.as_array().unwrap().len(), 5);
 }
 
+/// One native Responses `Response` (its `output` items), parsed as an append parses it.
+fn responses_reply(output: Value) -> Message {
+    let response =
+        serde_json::json!({"id": "resp_1", "object": "response", "status": "completed", "output": output});
+    let mut v = crate::domain::Violations::default();
+    let parsed =
+        crate::domain::append::parse_native(Format::OpenAiResponses, &response.to_string(), "t", &mut v);
+    assert!(v.is_empty(), "{v}");
+    parsed.messages.into_iter().next().unwrap()
+}
+
+#[test]
+fn a_plain_result_of_a_built_in_call_goes_as_that_calls_output_item() {
+    // A shell call and a patch call, answered by plain tool results (issue 60): the API pairs
+    // each built-in call with its own output type and refuses a `function_call_output`.
+    let calls = responses_reply(serde_json::json!([
+        {"type": "shell_call", "call_id": "sh1", "action": {"commands": ["ls"]}, "status": "completed"},
+        {"type": "apply_patch_call", "call_id": "ap1", "status": "completed",
+         "operation": {"type": "delete_file", "path": "a.txt"}},
+        {"type": "function_call", "call_id": "fn1", "name": "f", "arguments": "{}", "status": "completed"}
+    ]));
+    let result = |id: &str, text: &str| Message {
+        tool_call_id: Some(id.into()),
+        ..Message::text(Role::Tool, text.into())
+    };
+    let pack = [
+        packed(Message::text(Role::User, "clean up".into())),
+        packed(calls),
+        packed(result("sh1", "a.txt\n")),
+        packed(result("ap1", "deleted")),
+        packed(result("fn1", "ok")),
+    ];
+    let items: Value = serde_json::from_str(&render(&pack, Format::OpenAiResponses)).unwrap();
+    let outputs: Vec<&Value> = items.as_array().unwrap()[4..].iter().collect();
+    assert_eq!(
+        outputs[0],
+        &serde_json::json!({"type": "shell_call_output", "call_id": "sh1", "output": [
+            {"stdout": "a.txt\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]})
+    );
+    assert_eq!(
+        outputs[1],
+        &serde_json::json!({"type": "apply_patch_call_output", "call_id": "ap1", "status": "completed", "output": "deleted"})
+    );
+    assert_eq!(outputs[2]["type"], "function_call_output");
+}
+
+#[test]
+fn built_in_calls_and_programs_without_their_reasoning_lose_their_ids_or_stay_out() {
+    // A reply without reasoning (a model that has none, or reasoning left out): a shell
+    // call's id would pair with no reasoning item, so it goes without; a `program` and its
+    // output cannot go without theirs, so they stay out of the pack.
+    let reply = responses_reply(serde_json::json!([
+        {"type": "program", "id": "prg_1", "call_id": "p1", "code": "await x()", "fingerprint": "fp"},
+        {"type": "program_output", "id": "prgo_1", "call_id": "p1", "result": "done", "status": "completed"},
+        {"type": "shell_call", "id": "sh_1", "call_id": "sh1", "action": {"commands": ["ls"]}, "status": "completed"}
+    ]));
+    let pack = [packed(Message::text(Role::User, "go".into())), packed(reply)];
+    let items: Value = serde_json::from_str(&render(&pack, Format::OpenAiResponses)).unwrap();
+    let kinds: Vec<(&str, bool)> = items.as_array().unwrap()[1..]
+        .iter()
+        .map(|i| (i["type"].as_str().unwrap(), i.get("id").is_some()))
+        .collect();
+    assert_eq!(kinds, [("shell_call", false)]);
+}
+
 #[test]
 fn responses_input_files_are_only_the_documented_types_and_carry_an_extension() {
     let file = |mime: &str, filename: &str| Attachment {

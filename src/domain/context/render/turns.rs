@@ -13,11 +13,15 @@ use crate::domain::{
 /// leaves out only empty text.
 pub fn renders_as_turn(format: Format, message: &Message) -> bool {
     match format {
-        Format::AnthropicMessages | Format::Gemini => anthropic_renders(message),
+        Format::AnthropicMessages | Format::Gemini => anthropic_renders(format, message),
         Format::OpenAiChat => message.role != Role::System,
         Format::OpenAiResponses => {
             let visible = || {
-                !context_text(message).is_empty() || message.native.as_ref().is_some_and(|n| n.has_reply())
+                !context_text(message).is_empty()
+                    || message
+                        .native
+                        .as_ref()
+                        .is_some_and(|n| n.format == format && n.has_reply())
             };
             match message.role {
                 Role::System => false,
