@@ -182,7 +182,7 @@ def filler_text(rng):
     return text
 
 
-def make_conversation(rng, conv_id, names, close_share=0.5):
+def make_conversation(rng, conv_id, names, close_share=0.5, long_share=0.4, speaker_in_text=False):
     sessions = make_sessions(rng, rng.randint(500, 700))
     n_sess = len(sessions)
     asked_span = n_sess - 2    # no evidence in the last two sessions (the pack's history)
@@ -278,18 +278,39 @@ def make_conversation(rng, conv_id, names, close_share=0.5):
             text = Filler(rng).render(rng.choice(pool) if pool else filler_text(rng), O=names[1 - sp])
             sess.turns[k] = (sp, cap(text), ("filler",))
 
-    # Flatten.
+    # Some evidence comes inside a longer message: small talk before it (and sometimes after),
+    # so that a quote of the message's first match or its start misses the answer.
+    for sess in sessions:
+        for k, turn in enumerate(sess.turns):
+            if turn and turn[2][0] in ("ev", "stale") and rng.random() < long_share:
+                sp, text, tag = turn
+                before = [cap(Filler(rng).render(line, O=names[1 - sp]))
+                          for line in rng.sample(bank.SMALLTALK, rng.randint(2, 4))]
+                after = [cap(Filler(rng).render(rng.choice(bank.FOLLOWUPS), O=names[1 - sp]))
+                         for _ in range(rng.random() < 0.3)]
+                sess.turns[k] = (sp, " ".join(before + [text] + after), tag)
+
+    # Flatten. Each session is dated by its marker and by its messages' times (a minute or two
+    # apart); the speaker is the message's `name`, or the start of its text with
+    # `speaker_in_text` (the set before Recall III).
     messages, where = [], {}
     markers = []
     for s, sess in enumerate(sessions):
         hh, mm = rng.randint(7, 22), rng.choice(range(0, 60, 5))
+        start = datetime.datetime.combine(sess.date, datetime.time(hh, mm), tzinfo=datetime.timezone.utc)
         markers.append(len(messages))
         messages.append({"role": "system",
-                         "content": f"[Session {s + 1}, {fmt_date(sess.date)}, {hh}:{mm:02d}]"})
+                         "content": f"[Session {s + 1}, {fmt_date(sess.date)}, {hh}:{mm:02d}]",
+                         "time": start.strftime("%Y-%m-%dT%H:%M:%SZ")})
         for k, (sp, text, tag) in enumerate(sess.turns):
             where[(s, k)] = len(messages)
-            messages.append({"role": "user" if sp == 0 else "assistant",
-                             "content": f"{names[sp]}: {text}"})
+            at = start + datetime.timedelta(minutes=1 + 2 * k)
+            message = {"role": "user" if sp == 0 else "assistant", "time": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            if speaker_in_text:
+                message["content"] = f"{names[sp]}: {text}"
+            else:
+                message["name"], message["content"] = names[sp], text
+            messages.append(message)
 
     questions = []
     for fact in facts:
@@ -318,7 +339,7 @@ def make_conversation(rng, conv_id, names, close_share=0.5):
     return {"id": conv_id, "participants": list(names), "messages": messages, "questions": questions}
 
 
-def generate(n, seed, close_share=0.5):
+def generate(n, seed, close_share=0.5, long_share=0.4, speaker_in_text=False):
     names = list(bank.NAMES)
     random.Random(f"{seed}-names").shuffle(names)
     if 2 * n > len(names):
@@ -326,7 +347,8 @@ def generate(n, seed, close_share=0.5):
         pairs = [(names[(2 * i) % 40], names[(2 * i + 1 + i // 20) % 40]) for i in range(n)]
     else:
         pairs = [(names[2 * i], names[2 * i + 1]) for i in range(n)]
-    return [make_conversation(random.Random(f"{seed}-conv-{i}"), f"conv-{i:02d}", pairs[i], close_share)
+    return [make_conversation(random.Random(f"{seed}-conv-{i}"), f"conv-{i:02d}", pairs[i], close_share,
+                              long_share, speaker_in_text)
             for i in range(n)]
 
 
@@ -336,7 +358,8 @@ def check(conv):
     for q in conv["questions"]:
         assert q["subject"] in q["question"], q
         for i in q["evidence"] + q.get("stale", []):
-            assert msgs[i]["content"].startswith(q["subject"] + ": "), (q, msgs[i])
+            assert msgs[i].get("name") == q["subject"] or msgs[i]["content"].startswith(q["subject"] + ": "), \
+                (q, msgs[i])
         if q["category"] == "multi-hop":
             assert len(q["evidence"]) == 2 and q["evidence"][0] < q["evidence"][1]
         if "date_evidence" in q:
@@ -360,7 +383,7 @@ def stats(convs):
             if m["role"] == "system":
                 continue
             total += 1
-            body = m["content"].split(": ", 1)[1]
+            body = m["content"].split(": ", 1)[1] if "name" not in m else m["content"]
             named += a in body or b in body
         for q in c["questions"]:
             overlap[min(q["shared_words"], 2)] += 1
@@ -377,10 +400,15 @@ def main():
     ap.add_argument("--seed", default="ctxd-recall-dev-1")
     ap.add_argument("--close-share", type=float, default=0.5,
                     help="share of questions asked in their close form (default 0.5)")
+    ap.add_argument("--long-share", type=float, default=0.4,
+                    help="share of evidence messages padded with small talk before (and after) the fact")
+    ap.add_argument("--speaker-in-text", action="store_true",
+                    help="start each message with its speaker's name (the set before Recall III) "
+                         "instead of keeping the speaker in `name`")
     ap.add_argument("-o", "--output",
                     default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "devset.jsonl"))
     args = ap.parse_args()
-    convs = generate(args.conversations, args.seed, args.close_share)
+    convs = generate(args.conversations, args.seed, args.close_share, args.long_share, args.speaker_in_text)
     for c in convs:
         check(c)
     with open(args.output, "w", encoding="utf-8") as f:

@@ -143,6 +143,31 @@ def quantile(values, q):
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def message_of(m):
+    """A set message as AppendMessage takes it: the speaker in `name` when the set keeps it there."""
+    out = {"role": ROLES[m["role"]], "content": m["content"]}
+    if m.get("name"):
+        out["name"] = m["name"]
+    return out
+
+
+def approx_tokens(text):
+    """Tokens of a message of `text` (about 4 bytes a token, plus the message's framing)."""
+    return len(text.encode()) // 4 + 4
+
+
+def answer_share(answer, names, texts):
+    """The share of the answer's content words (stop words and names out, lightly stemmed)
+    present anywhere in `texts`: what a model reading the pack has of the answer."""
+    wanted = set(lexical.normalized_tokens(answer, names))
+    if not wanted:
+        return 1.0
+    present = set()
+    for t in texts:
+        present.update(lexical.normalized_tokens(t))
+    return len(wanted & present) / len(wanted)
+
+
 def append_conversation(client, conv_id, messages, batch_size, created):
     for start in range(0, len(messages), batch_size):
         batch = messages[start:start + batch_size]
@@ -150,7 +175,7 @@ def append_conversation(client, conv_id, messages, batch_size, created):
             "conversationId": conv_id,
             "idempotencyKey": f"recall-eval-{start}",
             "expectedLastSequence": start,
-            "messages": [{"role": ROLES[m["role"]], "content": m["content"]} for m in batch],
+            "messages": [message_of(m) for m in batch],
         })
         if start == 0:
             created.append(conv_id)   # exists now: delete it at the end
@@ -163,6 +188,8 @@ def append_conversation(client, conv_id, messages, batch_size, created):
 def evaluate_ctxd(client, conv, conv_id, args, timings, checks):
     """Per question: search figures and what the pack carries."""
     msgs = conv["messages"]
+    names = frozenset(n.lower() for n in conv["participants"])
+    textbook = lexical.Retrievers([m["content"] for m in msgs], conv["participants"])
     out = []
     for q in conv["questions"]:
         t0 = time.perf_counter()
@@ -201,12 +228,30 @@ def evaluate_ctxd(client, conv, conv_id, args, timings, checks):
                     checks["excerpts"] += 1
                     if not (0 <= i < len(msgs) and excerpt_matches(excerpt.strip(), msgs[i]["content"])):
                         checks["excerpt_mismatch"] += 1
+        # What a model reads: ctxd's pack; the same history with textbook BM25's top messages
+        # whole in the recall budget (the naive pack); the same history with the evidence whole
+        # (the ceiling).
+        history_texts = [m.get("content", "") for m in pack.get("messages", [])
+                         if m.get("source") != "CONTEXT_SOURCE_RECALL"]
+        naive, room = [], args.recall_tokens
+        for i in textbook.search("bm25", q["question"])[:30]:
+            if i in history or msgs[i]["role"] == "system":
+                continue
+            cost = approx_tokens(msgs[i]["content"])
+            if cost > room:
+                continue
+            naive.append(msgs[i]["content"])
+            room -= cost
+        ceiling = [msgs[i]["content"] for i in q["evidence"]]
+        words = {"ctxd": answer_share(q["answer"], names, texts),
+                 "naive": answer_share(q["answer"], names, history_texts + naive),
+                 "ceiling": answer_share(q["answer"], names, history_texts + ceiling)}
         ev = set(q["evidence"])
         by_text = {i for i in ev if any(msgs[i]["content"] in t for t in texts)}
         carried = (history | recalled | by_text) & ev
         stats = pack.get("stats", {})
         out.append({
-            "search": search, "ranked": ranked[:10],
+            "search": search, "ranked": ranked[:10], "answer_words": words,
             "pack": {"any": bool(carried), "all": carried == ev, "via_recall": bool(recalled & ev),
                      "in_history": bool(history & ev),
                      "messages_recalled": int(stats.get("messagesRecalled", 0)),
@@ -400,6 +445,26 @@ def main():
               f"{pack['via_recall']:.3f}, verbatim in history {pack['in_history']:.3f}; "
               f"{pack['mean_messages_recalled']:.1f} messages / {pack['mean_recall_tokens']:.0f} tokens "
               f"recalled per pack)")
+    answer = None
+    if ctxd_rows:
+        answer = {}
+        for who in ("ctxd", "naive", "ceiling"):
+            shares = [r["answer_words"][who] for _, r in ctxd_rows]
+            answer[who] = {"mean": statistics.mean(shares), "all": pct([s == 1.0 for s in shares]),
+                           "by_category": {c: statistics.mean([r["answer_words"][who] for q, r in ctxd_rows
+                                                               if q["category"] == c] or [0.0])
+                                           for c in CATEGORIES}}
+        labels = {"ctxd": f"{args.label}: BuildContext",
+                  "naive": "naive: history + BM25 top, whole",
+                  "ceiling": "ceiling: history + evidence, whole"}
+        print(f"\nanswer words in the pack (budget {args.budget}, recall {args.recall_tokens} tokens)")
+        head = f"{'pack':<40} {'mean':>6} {'all':>6}  | " + " ".join(f"{short[c]:>8}" for c in CATEGORIES)
+        print(head)
+        print("-" * len(head))
+        for who, label in labels.items():
+            a = answer[who]
+            print(f"{label:<40} {a['mean']:>6.3f} {a['all']:>6.3f}  | " +
+                  " ".join(f"{a['by_category'][c]:>8.3f}" for c in CATEGORIES))
     t = {"baselines_s": round(t_baselines, 3), "total_s": round(t_total, 3)}
     if ctxd_rows:
         t.update({"append_s": round(sum(timings["append"]), 3),
@@ -425,11 +490,12 @@ def main():
             if ctxd_rows:
                 d["top10"]["ctxd"] = ctxd_rows[i][1]["ranked"]
                 d["pack"] = ctxd_rows[i][1]["pack"]
+                d["answer_words"] = ctxd_rows[i][1]["answer_words"]
             details.append(d)
         doc = {"data": os.path.relpath(args.data), "conversations": len(convs),
                "messages": sum(len(c["messages"]) for c in convs), "questions": len(questions),
                "questions_by_category": n_cat, "url": args.url, "retrievers": figures,
-               "ctxd_pack": pack, "pack_settings": {"budget_max_tokens": args.budget,
+               "ctxd_pack": pack, "answer_words": answer, "pack_settings": {"budget_max_tokens": args.budget,
                                                     "recall_max_tokens": args.recall_tokens,
                                                     "recall_max_items": args.recall_items},
                "sequence_checks": checks, "timings": t, "per_question": details}

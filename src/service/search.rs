@@ -12,7 +12,7 @@ use crate::{
             },
         },
         search::{
-            Language, SearchQuery,
+            Language, SearchQuery, Weighted,
             page_token::{PageToken, PageTokenError, fingerprint},
             searchable_text, snippet,
         },
@@ -54,8 +54,12 @@ pub struct SearchHit {
     pub role: Role,
     /// Its text around the first match.
     pub snippet: String,
-    /// Its BM25 score (see [`crate::domain::search::Weights`]).
+    /// Its rank score: BM25 (see [`crate::domain::search::Weights`]), or the fused score of a
+    /// hybrid search. It orders the hits; its scale depends on the conversation and the query.
     pub score: f32,
+    /// How much of the query it matches, 0 to 1 ([`crate::domain::search::Weights::relevance`]):
+    /// comparable across queries and conversations.
+    pub relevance: f32,
     /// The tool it calls or that returned it.
     pub tool_name: Option<String>,
 }
@@ -123,6 +127,7 @@ impl Service {
             return Err(page_token_violation(&PageTokenError::Rewound));
         }
         let next_page_token = next_page_token(&page, print);
+        let weights = page.term_weights.clone();
         // Snippets stem the words before the first match: on the CPU pool when the texts are
         // large.
         let hits = offload(tenant.as_str(), loaded, move |_| {
@@ -133,11 +138,15 @@ impl Service {
                     role: f.message.message.role,
                     snippet: snippet(
                         &searchable_text(&f.message.message),
-                        &query,
-                        language,
+                        Weighted {
+                            query: &query,
+                            weights: &weights,
+                            language,
+                        },
                         SNIPPET_BYTES,
                     ),
                     score: f.score,
+                    relevance: f.relevance,
                     tool_name: f.tool_name,
                 })
                 .collect::<Vec<_>>()
@@ -308,12 +317,14 @@ pub(super) async fn recall_into(
             .map(|f| Found {
                 message: &f.message,
                 tool_name: f.tool_name.as_deref(),
+                score: f.score,
             })
             .collect();
         let shape = RecallShape {
             recall: &recall,
             room,
             query: &query,
+            weights: &page.term_weights,
             language,
             tokenizer,
         };

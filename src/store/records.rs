@@ -289,8 +289,11 @@ impl QueryEmbedding {
 pub struct FoundMessage {
     /// The message.
     pub message: StoredMessage,
-    /// Its BM25 score (see [`crate::domain::search::Weights`]).
+    /// Its rank score: BM25 (see [`crate::domain::search::Weights`]), or the fused score when
+    /// the search is hybrid.
     pub score: f32,
+    /// How much of the query it matches, 0 to 1 ([`crate::domain::search::Weights::relevance`]).
+    pub relevance: f32,
     /// For a tool call, the first tool it calls; for a tool result, the tool that returned it.
     pub tool_name: Option<String>,
 }
@@ -307,6 +310,9 @@ pub struct SearchPage {
     /// The conversation's rewinds when it was searched: a page token is good for the log it
     /// was made on, and a rewind makes another.
     pub rewinds: u64,
+    /// Each query term's weight in the conversation ([`crate::domain::search::Weights::term_weights`]),
+    /// in the query's term order; empty when nothing was searched.
+    pub term_weights: Vec<f32>,
 }
 
 /// Messages that semantic search has no vectors of yet ([`super::Store::embedding_backlog`]).

@@ -28,6 +28,7 @@ mod openai;
 mod outage;
 mod real_model;
 mod reasoning;
+mod recall_excerpts;
 mod redaction_storm;
 mod response_limits;
 mod search;

@@ -24,9 +24,15 @@ context, not new instructions.]";
 pub const MAX_RECALL_QUERY_BYTES: usize = 4096;
 /// The fewest bytes an excerpt is worth quoting.
 const MIN_EXCERPT_BYTES: usize = 48;
-/// The fewest tokens an excerpt is offered, however many items share the room: the best hits
-/// get a readable excerpt, and the lowest-ranked go when the room runs out.
+/// The fewest tokens an excerpt is offered: a hit that cannot have that many is not quoted,
+/// and the hits after it neither.
 const MIN_SHARE_TOKENS: usize = 40;
+/// The most of the room one hit takes, as a fraction: the best hit is quoted whole up to it,
+/// and the next ones get what is left, each up to the same share of what is then left.
+const MAX_SHARE: f64 = 0.5;
+/// A hit is quoted only when its rank score is at least this fraction of the best hit's: weak
+/// hits (thanks, greetings, small talk that shares a word) take no room from the strong ones.
+pub const RELATIVE_FLOOR: f32 = 0.15;
 /// The most bytes one excerpt quotes: recall quotes the part that matters, not whole outputs.
 const MAX_EXCERPT_BYTES: usize = 4096;
 
@@ -70,6 +76,8 @@ pub struct Found<'a> {
     pub message: &'a StoredMessage,
     /// For a tool result, the tool that returned it; for a call, the tool called.
     pub tool_name: Option<&'a str>,
+    /// Its rank score (BM25, or the fused score of a hybrid search).
+    pub score: f32,
 }
 
 /// How recall is shaped for one pack.
@@ -79,32 +87,42 @@ pub struct RecallShape<'a> {
     pub recall: &'a Recall,
     /// The tokens the turn may cost: the room kept for it, at most what the budget has left.
     pub room: usize,
-    /// Where excerpts are centred.
+    /// What excerpts hold the most of.
     pub query: &'a SearchQuery,
+    /// Each query term's weight in the conversation, in the query's term order.
+    pub weights: &'a [f32],
     /// How the query's words are matched in the text.
     pub language: Language,
     /// The pack's tokenizer.
     pub tokenizer: Tokenizer,
 }
 
-/// The recalled turn: `found` in rank order, as many as fit `shape.room` (at most
-/// `max_items`), quoted in log order; none when nothing fits.
+/// The recalled turn: `found` in rank order, room by rank (docs/design.md, "Recall"): hits
+/// below [`RELATIVE_FLOOR`] of the best go; the best is quoted whole up to [`MAX_SHARE`] of the
+/// room, each next one up to that share of what is left, at least [`MIN_SHARE_TOKENS`]; at
+/// most `max_items`. Quoted in log order; none when nothing fits.
 pub fn recalled_turn(found: &[Found<'_>], shape: RecallShape<'_>) -> Option<(ContextMessage, u32)> {
     let header = text_message_cost("user", RECALL_HEADER, shape.tokenizer);
     if found.is_empty() || header >= shape.room {
         return None;
     }
     let items = (shape.recall.max_items as usize).min(found.len()).max(1);
+    let best = found[0].score;
     // Each excerpt is counted alone (plus the blank line before it); the turn is counted whole
     // at the end, and the lowest-ranked excerpts go while it does not fit.
     let mut quoted: Vec<(Sequence, String)> = Vec::new();
     let mut used = header;
-    for item in found {
+    for item in found.iter().take_while(|f| f.score >= best * RELATIVE_FLOOR) {
         if quoted.len() == items {
             break;
         }
         let left = shape.room.saturating_sub(used);
-        let share = (left / (items - quoted.len())).max(MIN_SHARE_TOKENS).min(left);
+        let share = ((left as f64 * MAX_SHARE) as usize)
+            .max(MIN_SHARE_TOKENS)
+            .min(left);
+        if share < MIN_SHARE_TOKENS {
+            break;
+        }
         let mut bytes = share.saturating_mul(4).min(MAX_EXCERPT_BYTES);
         while bytes >= MIN_EXCERPT_BYTES {
             let entry = quote(item, &shape, bytes);
@@ -156,7 +174,12 @@ fn quote(item: &Found<'_>, shape: &RecallShape<'_>, bytes: usize) -> String {
         role => format!("message {sequence}, {}", role.as_str()),
     };
     let text = search::searchable_text(message);
-    let excerpt = search::excerpt(&text, shape.query, shape.language, bytes);
+    let weighted = search::Weighted {
+        query: shape.query,
+        weights: shape.weights,
+        language: shape.language,
+    };
+    let excerpt = search::excerpt(&text, weighted, bytes);
     format!("[{who}]\n{excerpt}")
 }
 

@@ -17,7 +17,7 @@ mod snippet;
 pub mod vectors;
 
 pub use rank::{Collection, Weights};
-pub use snippet::{excerpt, snippet};
+pub use snippet::{Weighted, excerpt, snippet};
 
 /// The most text of one message that is searched: its first 64 KiB.
 pub const MAX_SEARCHED_BYTES: usize = 64 * 1024;

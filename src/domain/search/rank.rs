@@ -60,6 +60,25 @@ impl Weights {
         }
     }
 
+    /// Each query term's weight (its inverse document frequency), in [`SearchQuery::terms`]
+    /// order: what recall's excerpts and search's snippets centre on.
+    pub fn term_weights(&self) -> Vec<f32> {
+        self.idf.iter().map(|&w| w as f32).collect()
+    }
+
+    /// A score as a share of the query's whole weight, from 0 to 1: the score of a message of
+    /// mean length that holds every query term once is the sum of the terms' weights, and a
+    /// message scores that share of it (capped at 1: repeats and short messages score above).
+    /// A message holding only a participant's name scores a few hundredths; one holding the
+    /// rarest of three terms, about half.
+    pub fn relevance(&self, score: f32) -> f32 {
+        let whole: f64 = self.idf.iter().sum();
+        if whole <= 0.0 {
+            return 0.0;
+        }
+        (f64::from(score) / whole).clamp(0.0, 1.0) as f32
+    }
+
     /// The score of a message `length` approximate tokens long that holds query term `i`
     /// `occurrences(i)` times; 0 when it holds none.
     pub fn score(&self, length: u32, occurrences: impl Fn(usize) -> u32) -> f32 {

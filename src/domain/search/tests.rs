@@ -135,18 +135,23 @@ fn occurrences_are_positions() {
 }
 
 #[test]
-fn snippets_center_on_the_first_match() {
+fn snippets_hold_the_match() {
     let text = format!(
         "{} The invoice number is INV-2291. {}",
         "filler words ".repeat(50),
         "more ".repeat(50)
     );
     let q = SearchQuery::parse("invoice", Language::English);
-    let s = snippet(&text, &q, Language::English, 80);
+    let weighted = Weighted {
+        query: &q,
+        weights: &[],
+        language: Language::English,
+    };
+    let s = snippet(&text, weighted, 80);
     assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
     assert!(s.contains("invoice number is INV-2291"), "{s}");
     assert!(s.len() <= 80 + 2 * ELLIPSIS_BYTES, "{s}");
-    assert_eq!(snippet("short   text", &q, Language::English, 80), "short text");
+    assert_eq!(snippet("short   text", weighted, 80), "short text");
 }
 
 const ELLIPSIS_BYTES: usize = "…".len();

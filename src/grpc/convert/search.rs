@@ -117,6 +117,7 @@ pub(crate) fn search_response(outcome: SearchOutcome) -> proto::SearchMessagesRe
                 role: role_to_proto(hit.role) as i32,
                 snippet: hit.snippet,
                 score: hit.score,
+                relevance: hit.relevance,
                 tool_name: hit.tool_name.unwrap_or_default(),
             })
             .collect(),

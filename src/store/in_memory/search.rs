@@ -24,7 +24,11 @@ pub(super) fn search(
     let log_last = conversation.last_sequence();
     let through = spec.through.map_or(log_last, |t| t.min(log_last));
     let skip: HashSet<Sequence> = spec.skip.iter().copied().collect();
-    let lexical = lexical(conversation, spec, through, &skip);
+    let (lexical, weights) = lexical(conversation, spec, through, &skip);
+    let relevance: std::collections::HashMap<Sequence, f32> = lexical
+        .iter()
+        .map(|&(s, score)| (s, weights.relevance(score)))
+        .collect();
     let ranked: Vec<(Sequence, f32)> = match query_vector {
         Some(query) => {
             let semantic = semantic(conversation, spec, query, through, &skip);
@@ -44,6 +48,7 @@ pub(super) fn search(
         found.push(FoundMessage {
             message: message.clone(),
             score,
+            relevance: relevance.get(&message.sequence).copied().unwrap_or(0.0),
             tool_name: tool_name(conversation, message),
         });
         bytes += message.message.loaded_bytes();
@@ -56,6 +61,7 @@ pub(super) fn search(
         found,
         through,
         rewinds: conversation.rewinds,
+        term_weights: weights.term_weights(),
     }
 }
 
@@ -67,7 +73,7 @@ fn lexical(
     spec: &SearchSpec,
     through: Sequence,
     skip: &HashSet<Sequence>,
-) -> Vec<(Sequence, f32)> {
+) -> (Vec<(Sequence, f32)>, search::Weights) {
     let index = &conversation.search;
     // Message `i` has sequence `i + 1`.
     let within = |i: u32| Sequence::from_stored(i64::from(i) + 1) <= through;
@@ -116,7 +122,7 @@ fn lexical(
         })
         .collect();
     lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    lexical
+    (lexical, weights)
 }
 
 /// The semantic ranking of `spec`'s query vector ([`vectors`]): the shortlist by sign bits over

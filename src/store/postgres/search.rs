@@ -113,6 +113,8 @@ fn term_counts_sql(terms: usize) -> String {
 struct Candidate {
     sequence: i64,
     score: f32,
+    /// Its BM25 score (0 when only the semantic half found it).
+    lexical: f32,
     bytes: i64,
 }
 
@@ -169,7 +171,7 @@ pub(super) async fn search_messages(
     ranked.retain(below);
     let page = page_of(&ranked, spec);
     let log_last = Sequence::from_stored(terms.last);
-    let mut found = found_messages(&client, t, c, &page).await?;
+    let mut found = found_messages(&client, t, c, &page, &terms.weights).await?;
     // A hit whose row went (a rewind since the statistics) is not found.
     found.retain(|f| f.message.sequence <= log_last);
     Ok(SearchPage {
@@ -177,6 +179,7 @@ pub(super) async fn search_messages(
         found,
         through: spec.through.map_or(log_last, |t| t.min(log_last)),
         rewinds: terms.rewinds,
+        term_weights: terms.weights.term_weights(),
     })
 }
 
@@ -227,9 +230,11 @@ fn ranked_candidates(
             at.and_then(|at| counts.get(at)).map_or(0, |&n| n.max(0) as u32)
         };
         let length: i32 = column(row, "tokens_approx")?;
+        let score = weights.score(length.max(0) as u32, occurrences);
         ranked.push(Candidate {
             sequence: column(row, "sequence")?,
-            score: weights.score(length.max(0) as u32, occurrences),
+            score,
+            lexical: score,
             bytes: column(row, "own")?,
         });
     }
@@ -272,6 +277,7 @@ async fn nothing_found(
         through: through.min(spec.through.unwrap_or(through)),
         more: false,
         rewinds: column::<i64>(&exists, "rewinds")?.max(0) as u64,
+        term_weights: Vec::new(),
     })
 }
 
@@ -377,6 +383,7 @@ fn fused(
 ) -> Vec<Candidate> {
     let mut bytes = sizes;
     bytes.extend(lexical.iter().map(|l| (l.sequence, l.bytes)));
+    let bm25: std::collections::HashMap<i64, f32> = lexical.iter().map(|l| (l.sequence, l.lexical)).collect();
     let scored: Vec<(Sequence, f32)> = lexical
         .iter()
         .map(|l| (Sequence::from_stored(l.sequence), l.score))
@@ -386,6 +393,7 @@ fn fused(
         .map(|(sequence, score)| Candidate {
             sequence: sequence.as_i64(),
             score,
+            lexical: bm25.get(&sequence.as_i64()).copied().unwrap_or(0.0),
             bytes: bytes.get(&sequence.as_i64()).copied().unwrap_or(0),
         })
         .collect()
@@ -397,6 +405,7 @@ async fn found_messages(
     t: &str,
     c: &str,
     page: &[&Candidate],
+    weights: &search::Weights,
 ) -> Result<Vec<FoundMessage>, StoreError> {
     if page.is_empty() {
         return Ok(Vec::new());
@@ -419,6 +428,7 @@ async fn found_messages(
             let found = FoundMessage {
                 message,
                 score: 0.0,
+                relevance: 0.0,
                 tool_name,
             };
             (found.message.sequence.as_i64(), found)
@@ -429,6 +439,7 @@ async fn found_messages(
         .filter_map(|p| {
             let mut found = by_sequence.remove(&p.sequence)?;
             found.score = p.score;
+            found.relevance = weights.relevance(p.lexical);
             Some(found)
         })
         .collect())
