@@ -144,10 +144,13 @@ def quantile(values, q):
 
 
 def message_of(m):
-    """A set message as AppendMessage takes it: the speaker in `name` when the set keeps it there."""
+    """A set message as AppendMessage takes it: the speaker in `name` when the set keeps it
+    there, and its time as `occurred_at` (history imported with its times)."""
     out = {"role": ROLES[m["role"]], "content": m["content"]}
     if m.get("name"):
         out["name"] = m["name"]
+    if m.get("time"):
+        out["occurredAt"] = m["time"]
     return out
 
 

@@ -199,6 +199,11 @@ pub struct Message {
     /// The provider's usage for the call that produced the message.
     #[serde(default, skip_serializing_if = "Usage::is_zero")]
     pub usage: Usage,
+    /// When the message happened, when the caller says so (history imported with its times);
+    /// `None` means when it was appended. Shown by recall; never moves the sequence, ordering,
+    /// `created_at` or retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occurred_at: Option<SystemTime>,
 }
 
 impl Message {
@@ -222,6 +227,7 @@ impl Message {
             content_phase: String::new(),
             native: None,
             usage: Usage::default(),
+            occurred_at: None,
         }
     }
 

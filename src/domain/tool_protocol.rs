@@ -30,6 +30,9 @@ pub enum CallField {
     ToolCallId,
     /// `tool_calls[j].id`: a call the message makes.
     ToolCall(usize),
+    /// `occurred_at`: the message's time, which the log's order holds to (it is checked with
+    /// the calls, against the same locked conversation).
+    OccurredAt,
 }
 
 impl ProtocolViolation {
@@ -38,6 +41,7 @@ impl ProtocolViolation {
         match self.field {
             CallField::ToolCallId => format!("{message}.tool_call_id"),
             CallField::ToolCall(j) => format!("{message}.tool_calls[{j}].id"),
+            CallField::OccurredAt => format!("{message}.occurred_at"),
         }
     }
 

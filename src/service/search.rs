@@ -14,7 +14,7 @@ use crate::{
         search::{
             Language, SearchQuery, Weighted,
             page_token::{PageToken, PageTokenError, fingerprint},
-            searchable_text, snippet,
+            searchable_text, semantic_text, snippet,
         },
     },
     runtime::{deadline::Deadline, response_budget::Reservation},
@@ -82,14 +82,21 @@ impl Service {
         request: SearchRequest,
         deadline: Option<&Deadline>,
     ) -> Result<SearchOutcome, ServiceError> {
+        let language = self.limits.search_language;
+        let query = SearchQuery::parse(&request.query, language);
         // The query's vector first, within its budget, and only then the tenant's search slot:
         // a slot is never held by a wait on the embeddings endpoint.
         let semantic = self
-            .settled_query_embedding(tenant, &request.query, deadline)
-            .await;
+            .semantic_query(
+                tenant,
+                &request.conversation,
+                &request.query,
+                &query,
+                None,
+                deadline,
+            )
+            .await?;
         let _slot = self.search_slot(tenant).await?;
-        let language = self.limits.search_language;
-        let query = SearchQuery::parse(&request.query, language);
         let print = fingerprint(
             (tenant.as_str(), request.conversation.as_str()),
             &query,
@@ -171,6 +178,34 @@ impl Service {
                 what: "searches",
                 limit: self.searches.per_tenant(),
             })
+    }
+
+    /// The embedding of `text` (parsed as `query`) for a search of `conversation` up to
+    /// `through`, once it has settled ([`Service::settled_query_embedding`]), when semantic
+    /// search is on: of the text without the words the conversation says all the time
+    /// ([`semantic_text`]), which the store counts first.
+    async fn semantic_query(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        text: &str,
+        query: &SearchQuery,
+        through: Option<Sequence>,
+        deadline: Option<&Deadline>,
+    ) -> Result<Option<QueryEmbedding>, ServiceError> {
+        if self.ai.embedder.is_none() || query.is_empty() {
+            return Ok(None);
+        }
+        let holders = self
+            .store
+            .term_holders(tenant, conversation, query, through)
+            .await?;
+        let language = self.limits.search_language;
+        let embedded = match holders {
+            Some(holders) => semantic_text(text, query, &holders, language),
+            None => text.to_owned(),
+        };
+        Ok(self.settled_query_embedding(tenant, &embedded, deadline).await)
     }
 
     /// The query's embedding ([`Service::query_embedding`]), once it has settled: a vector, or
@@ -285,10 +320,18 @@ pub(super) async fn recall_into(
     if query.is_empty() || room == 0 || !takes_recall(pack) {
         return Ok(());
     }
+    let through = Sequence::from_stored(pack.stats.log_last_sequence as i64);
     let semantic = call
         .service
-        .settled_query_embedding(call.tenant, &text, call.deadline)
-        .await;
+        .semantic_query(
+            call.tenant,
+            call.conversation,
+            &text,
+            &query,
+            Some(through),
+            call.deadline,
+        )
+        .await?;
     let _slot = call.service.search_slot(call.tenant).await?;
     let read = reservation.begin_read()?;
     let spec = SearchSpec {
@@ -296,7 +339,7 @@ pub(super) async fn recall_into(
         roles: Vec::new(),
         tool_names: Vec::new(),
         skip: held_verbatim(pack),
-        through: Some(Sequence::from_stored(pack.stats.log_last_sequence as i64)),
+        through: Some(through),
         after: None,
         limit: call.recall.max_items as usize,
         max_bytes: read.limit,

@@ -364,6 +364,19 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         spec: &SearchSpec,
     ) -> Result<SearchPage, StoreError>;
 
+    /// How many of the conversation's messages (up to `through`) hold each of `query`'s terms,
+    /// in its term order, counted up to [`crate::domain::search::COMMON_TERM_MESSAGES`] + 1,
+    /// and how many messages that is: what the semantic half of a search leaves out of the
+    /// query it embeds ([`crate::domain::search::semantic_text`]). `None` without the
+    /// conversation.
+    async fn term_holders(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        query: &crate::domain::search::SearchQuery,
+        through: Option<Sequence>,
+    ) -> Result<Option<crate::domain::search::TermHolders>, StoreError>;
+
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError>;
 
     /// The messages after the conversation's embedding watermark, oldest first: at most

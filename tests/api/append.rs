@@ -287,6 +287,11 @@ async fn every_message_field_round_trips(kind: StoreKind) {
         ]
         .into(),
         pinned: true,
+        // Imported with its time.
+        occurred_at: Some(prost_types::Timestamp {
+            seconds: 1_683_122_700,
+            nanos: 0,
+        }),
         ..user("Build me a plan. 日本語 ✓")
     };
     let failed = proto::Message {
@@ -309,9 +314,18 @@ async fn every_message_field_round_trips(kind: StoreKind) {
     for (i, (stored, sent)) in stored.into_iter().zip(sent).enumerate() {
         assert_eq!(stored.sequence, i as u64 + 1);
         assert!(stored.created_at.is_some());
+        // Without a time of its own, a message happened when it was appended.
+        let occurred_at = match sent.occurred_at {
+            Some(_) => stored.occurred_at,
+            None => {
+                assert_eq!(stored.occurred_at, stored.created_at);
+                None
+            }
+        };
         let stored = proto::Message {
             sequence: 0,
             created_at: None,
+            occurred_at,
             tokens: None,
             reasoning_tokens: None,
             ..stored

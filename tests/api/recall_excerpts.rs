@@ -6,7 +6,7 @@ use ctxd::proto;
 
 use crate::{
     contract_tests,
-    helpers::{StoreKind, TestApp, assistant, spawn_app, user},
+    helpers::{StoreKind, TestApp, append, assert_field_violation, assistant, spawn_app, user},
 };
 
 contract_tests!(
@@ -14,6 +14,7 @@ contract_tests!(
     a_long_message_whose_answer_is_at_its_end_is_quoted_there,
     weak_hits_take_no_room,
     relevance_tells_a_strong_hit_from_filler,
+    occurred_at_is_validated_listed_recalled_and_forked,
 );
 
 /// Small talk: `n` turns, each naming `people` (common in this conversation).
@@ -167,4 +168,96 @@ async fn relevance_tells_a_strong_hit_from_filler(kind: StoreKind) {
         hits.iter().all(|h| (0.0..=1.0).contains(&h.relevance)),
         "{hits:?}"
     );
+}
+
+fn at(seconds: i64) -> Option<prost_types::Timestamp> {
+    Some(prost_types::Timestamp { seconds, nanos: 0 })
+}
+
+fn dated(message: proto::Message, seconds: i64) -> proto::Message {
+    proto::Message {
+        occurred_at: at(seconds),
+        ..message
+    }
+}
+
+/// 2023-05-03 14:05 UTC.
+const MAY_3_2023: i64 = 1_683_122_700;
+
+async fn list(app: &TestApp, conversation: &str) -> Vec<proto::Message> {
+    let request = proto::ListMessagesRequest {
+        conversation_id: conversation.into(),
+        page_size: 100,
+        ..Default::default()
+    };
+    app.client
+        .clone()
+        .list_messages(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .messages
+}
+
+async fn occurred_at_is_validated_listed_recalled_and_forked(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    // History imported with its times, then a live message without one.
+    let mut log = vec![dated(
+        user("We adopted a greyhound called Comet from the rescue centre."),
+        MAY_3_2023,
+    )];
+    log.extend(
+        chatter(40)
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| dated(m, MAY_3_2023 + 86_400 * (i as i64 + 1))),
+    );
+    app.append_ok("dated", log).await;
+    app.append_ok("dated", vec![user("And now, today.")]).await;
+    let listed = list(&app, "dated").await;
+    assert_eq!(listed[0].occurred_at, at(MAY_3_2023));
+    let last = listed.last().unwrap();
+    assert_eq!(last.occurred_at, last.created_at, "the append time without one");
+
+    // Refused, naming the field, and nothing stored: the future, earlier than the log's last
+    // message, going back within the request.
+    let mut client = app.client.clone();
+    let future = dated(user("from tomorrow"), 4_102_444_800);
+    let status = client
+        .append_message(append("dated", vec![future]))
+        .await
+        .unwrap_err();
+    assert_field_violation(&status, "messages[0].occurred_at");
+    let status = client
+        .append_message(append("dated", vec![dated(user("too early"), MAY_3_2023)]))
+        .await
+        .unwrap_err();
+    assert_field_violation(&status, "messages[0].occurred_at");
+    let back = vec![dated(user("b"), MAY_3_2023 + 1), dated(user("a"), MAY_3_2023)];
+    let status = client.append_message(append("other", back)).await.unwrap_err();
+    assert_field_violation(&status, "messages[1].occurred_at");
+    assert_eq!(list(&app, "dated").await.len(), listed.len());
+
+    // Recall says when it was said.
+    let turn = recalled(
+        &app,
+        "dated",
+        "What is the name of our greyhound from the rescue?",
+        200,
+    )
+    .await;
+    assert!(turn.content.contains("3 May 2023"), "{}", turn.content);
+    assert!(turn.content.contains("Comet"), "{}", turn.content);
+
+    // A fork keeps the times.
+    let fork = proto::ForkConversationRequest {
+        conversation_id: "dated".into(),
+        through_sequence: 3,
+        new_conversation_id: "dated-fork".into(),
+    };
+    client.fork_conversation(fork).await.unwrap();
+    let forked = list(&app, "dated-fork").await;
+    assert_eq!(forked.len(), 3);
+    assert_eq!(forked[0].occurred_at, at(MAY_3_2023));
+    assert_eq!(forked[2].occurred_at, listed[2].occurred_at);
 }

@@ -528,7 +528,7 @@ async fn recall_quotes_the_fact_the_pack_left_out_in_every_format(kind: StoreKin
         assert_eq!(last.source, proto::ContextSource::Recall as i32);
         assert!(last.content.contains("INV-4471"), "{}", last.content);
         assert!(
-            last.content.contains(&format!("[message {}, user]", facts[0])),
+            last.content.contains(&format!("[message {}, user, ", facts[0])),
             "{}",
             last.content
         );

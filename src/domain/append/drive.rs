@@ -7,7 +7,7 @@
 //! can send its claim and its write as two round trips (PostgreSQL pipelines `BEGIN` with the
 //! claim, and the rows with `COMMIT`).
 
-use std::{collections::HashMap, future::Future};
+use std::{collections::HashMap, future::Future, time::SystemTime};
 
 use super::{
     AppendOutcome, AppendPlan, AppendRejection, AppendState, CountedBatch, IdempotencyRecord, WritePlan,
@@ -30,12 +30,14 @@ pub trait AppendTx: Send {
     /// them.
     fn claim(&mut self, batch: &CountedBatch) -> impl Future<Output = Result<Sequence, Self::Error>> + Send;
 
-    /// Reads, in the claimed transaction, the record stored under `key` and the stored state of
-    /// `call_ids` (absent ids were never made).
+    /// Reads, in the claimed transaction, the record stored under `key`, the stored state of
+    /// `call_ids` (absent ids were never made), and with `time_of`, the time of the message at
+    /// that sequence (its `occurred_at`, or its `created_at`).
     fn read_state(
         &mut self,
         key: Option<&IdempotencyKey>,
         call_ids: &[String],
+        time_of: Option<Sequence>,
     ) -> impl Future<Output = Result<StoredState, Self::Error>> + Send;
 
     /// Writes `plan` for `batch` and commits (once the call has claimed its commit).
@@ -57,6 +59,9 @@ pub struct StoredState {
     pub idempotency: Option<IdempotencyRecord>,
     /// The stored state of each call id the batch mentions that the conversation knows.
     pub known_calls: HashMap<String, KnownCall>,
+    /// The time of the log's last message, when the batch's first message has an
+    /// `occurred_at` to check against it.
+    pub last_time: Option<SystemTime>,
 }
 
 /// Appends `batch` through `tx`: claims, reads what [`plan`] needs, and writes the plan, or
@@ -84,13 +89,19 @@ async fn decide<T: AppendTx>(tx: &mut T, batch: &CountedBatch) -> Result<AppendP
         true => {
             let key = batch.idempotency.as_ref().map(|i| &i.key);
             let call_ids = mentioned_call_ids(batch.iter_messages());
-            tx.read_state(key, &call_ids).await?
+            let dated = batch
+                .iter_messages()
+                .next()
+                .is_some_and(|m| m.occurred_at.is_some());
+            let time_of = Some(last_sequence).filter(|&s| dated && s > Sequence::ZERO);
+            tx.read_state(key, &call_ids, time_of).await?
         }
     };
     let state = AppendState {
         last_sequence,
         idempotency: stored.idempotency,
         known_calls: stored.known_calls,
+        last_time: stored.last_time,
     };
     Ok(plan(batch, &state)?)
 }

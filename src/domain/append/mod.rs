@@ -16,7 +16,7 @@ pub use batch::{BatchFacts, CountedBatch, CountedMessage, Idempotency, ParsedBat
 pub use drive::{AppendTx, StoredState, drive};
 pub use plan::{AppendPlan, AppendRejection, AppendState, IdempotencyRecord, WritePlan, needs_state, plan};
 pub use provider_checks::{MAX_REASONING_BLOCKS, parse_native};
-pub use validate::{check_batch_size, check_message};
+pub use validate::{MAX_CLOCK_SKEW, check_batch_size, check_message, check_times};
 
 /// Maximum length of a tool call id, tool name, message name or response id, in bytes.
 pub const MAX_SHORT_FIELD_BYTES: usize = 256;

@@ -3,12 +3,12 @@
 //! what exactly to write ([`WritePlan`]). The stores only read the state and write the plan
 //! ([`super::drive`] runs the sequence).
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::SystemTime};
 
 use super::{AppendOutcome, CountedBatch, PayloadHash};
 use crate::domain::{
     ids::Sequence,
-    tool_protocol::{KnownCall, ProtocolViolation, ToolEffects, check_tool_protocol},
+    tool_protocol::{CallField, KnownCall, ProtocolViolation, ToolEffects, check_tool_protocol},
 };
 
 /// An earlier append recorded under the batch's idempotency key.
@@ -31,6 +31,9 @@ pub struct AppendState {
     /// The stored state of every call id the batch mentions
     /// ([`crate::domain::tool_protocol::mentioned_call_ids`]); absent ids were never made.
     pub known_calls: HashMap<String, KnownCall>,
+    /// The time of the log's last message, read when the batch's first message has an
+    /// `occurred_at` (which may not be earlier).
+    pub last_time: Option<SystemTime>,
 }
 
 /// Why an append is refused; nothing is stored.
@@ -109,6 +112,21 @@ pub fn plan(batch: &CountedBatch, state: &AppendState) -> Result<AppendPlan, App
     {
         return Err(AppendRejection::SequenceMismatch { current: after });
     }
+    let first_time = batch.iter_messages().next().and_then(|m| m.occurred_at);
+    if let (Some(time), Some(last)) = (first_time, state.last_time)
+        && time < last
+    {
+        let violation = ProtocolViolation {
+            message: 0,
+            field: CallField::OccurredAt,
+            description: format!(
+                "is earlier than the time of the conversation's last message (sequence {after}): a log's times never go back"
+            ),
+        };
+        return Err(AppendRejection::ToolProtocol {
+            violations: vec![violation],
+        });
+    }
     let effects = check_tool_protocol(batch.iter_messages(), after, &state.known_calls)
         .map_err(|violations| AppendRejection::ToolProtocol { violations })?;
     let outcome = AppendOutcome::stored(after, batch.messages.len());
@@ -134,6 +152,10 @@ pub fn plan(batch: &CountedBatch, state: &AppendState) -> Result<AppendPlan, App
 pub fn needs_state(batch: &CountedBatch) -> bool {
     batch.idempotency.is_some()
         || batch.expected_last_sequence.is_some()
+        || batch
+            .iter_messages()
+            .next()
+            .is_some_and(|m| m.occurred_at.is_some())
         || batch
             .iter_messages()
             .any(|m| !m.tool_calls.is_empty() || m.tool_call_id.is_some())

@@ -1,5 +1,7 @@
 //! Per-message checks on append: what each role needs, and the size limits.
 
+use std::time::{Duration, SystemTime};
+
 use super::{AppendLimits, MAX_SHORT_FIELD_BYTES, provider_checks::check_native};
 use crate::domain::{
     message::{AttachmentSource, Message, Role},
@@ -21,6 +23,33 @@ pub fn check_batch_size(count: usize, limits: &AppendLimits) -> Violations {
         );
     }
     violations
+}
+
+/// How far in the future an `occurred_at` may be: clocks of caller and server differ.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(60);
+
+/// The batch's `occurred_at` times (field `field`, appended at `now`): none in the future
+/// (beyond [`MAX_CLOCK_SKEW`]) and none earlier than the message before it in the batch, whose
+/// time is its own `occurred_at` or, without one, `now`. The log's last message is checked
+/// when the append runs ([`super::plan`]).
+pub fn check_times(messages: &[Message], field: &str, now: SystemTime) -> Violations {
+    let mut v = Violations::default();
+    let mut previous: Option<SystemTime> = None;
+    for (i, message) in messages.iter().enumerate() {
+        let at = message.occurred_at.unwrap_or(now);
+        if let Some(t) = message.occurred_at {
+            if t > now + MAX_CLOCK_SKEW {
+                v.add(format!("{field}[{i}].occurred_at"), "is in the future");
+            } else if previous.is_some_and(|p| t < p) {
+                v.add(
+                    format!("{field}[{i}].occurred_at"),
+                    format!("is earlier than {field}[{}]'s time (its occurred_at, or the append time without one): a log's times never go back", i - 1),
+                );
+            }
+        }
+        previous = Some(at);
+    }
+    v
 }
 
 /// Checks one message against the role rules of docs/design.md, "Appending" and the size limits.

@@ -3,7 +3,7 @@
 //! hold verbatim, as excerpts in one user turn placed last. Placed last, the turn changes
 //! nothing before it: the pack's cache-stable beginning is the one a pack without recall has.
 
-use std::collections::HashSet;
+use std::{collections::HashSet, time::SystemTime};
 
 use super::{ContextMessage, ContextPack, Recall, Source, cost::text_message_cost};
 use crate::{
@@ -110,7 +110,7 @@ pub fn recalled_turn(found: &[Found<'_>], shape: RecallShape<'_>) -> Option<(Con
     let best = found[0].score;
     // Each excerpt is counted alone (plus the blank line before it); the turn is counted whole
     // at the end, and the lowest-ranked excerpts go while it does not fit.
-    let mut quoted: Vec<(Sequence, String)> = Vec::new();
+    let mut quoted: Vec<Quoted> = Vec::new();
     let mut used = header;
     for item in found.iter().take_while(|f| f.score >= best * RELATIVE_FLOOR) {
         if quoted.len() == items {
@@ -126,10 +126,11 @@ pub fn recalled_turn(found: &[Found<'_>], shape: RecallShape<'_>) -> Option<(Con
         let mut bytes = share.saturating_mul(4).min(MAX_EXCERPT_BYTES);
         while bytes >= MIN_EXCERPT_BYTES {
             let entry = quote(item, &shape, bytes);
-            let cost = shape.tokenizer.count(&entry) + 2;
+            // Counted with its time of day, which the turn may leave out.
+            let cost = shape.tokenizer.count(&entry.text(true)) + 2;
             if used + cost <= shape.room {
                 used += cost;
-                quoted.push((item.message.sequence, entry));
+                quoted.push(entry);
                 break;
             }
             bytes = bytes * 2 / 3;
@@ -137,7 +138,7 @@ pub fn recalled_turn(found: &[Found<'_>], shape: RecallShape<'_>) -> Option<(Con
     }
     loop {
         let mut in_order = quoted.clone();
-        in_order.sort_by_key(|(sequence, _)| *sequence);
+        in_order.sort_by_key(|q| q.sequence);
         let text = turn_text(&in_order);
         let tokens = text_message_cost("user", &text, shape.tokenizer);
         if tokens <= shape.room && !in_order.is_empty() {
@@ -161,17 +162,87 @@ pub fn add_recalled(pack: &mut ContextPack, (turn, items): (ContextMessage, u32)
     pack.messages.push(turn);
 }
 
-/// One quoted message: who said it at which sequence, then the excerpt.
-fn quote(item: &Found<'_>, shape: &RecallShape<'_>, bytes: usize) -> String {
+/// One quoted message: which it is, who said it and when, and the excerpt.
+#[derive(Debug, Clone)]
+struct Quoted {
+    sequence: Sequence,
+    /// `message 12, user Hamish`.
+    who: String,
+    /// When it happened: its `occurred_at`, else when it was appended.
+    at: SystemTime,
+    excerpt: String,
+}
+
+impl Quoted {
+    /// The quote as the turn shows it, with the time of day when `with_time`.
+    fn text(&self, with_time: bool) -> String {
+        format!(
+            "[{}, {}]\n{}",
+            self.who,
+            shown_time(self.at, with_time),
+            self.excerpt
+        )
+    }
+}
+
+/// A time as recall shows it, in UTC: `3 May 2023`, and `14:05` after it when `with_time`.
+fn shown_time(time: SystemTime, with_time: bool) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let seconds = match time.duration_since(std::time::UNIX_EPOCH) {
+        Ok(after) => after.as_secs() as i64,
+        Err(before) => -(before.duration().as_secs() as i64),
+    };
+    let (days, of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    let date = format!("{day} {} {year}", MONTHS[(month - 1) as usize]);
+    match with_time {
+        true => format!("{date} {:02}:{:02}", of_day / 3600, of_day % 3600 / 60),
+        false => date,
+    }
+}
+
+/// The proleptic Gregorian date of `days` since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// One quoted message: who said it at which sequence and when, then the excerpt.
+fn quote(item: &Found<'_>, shape: &RecallShape<'_>, bytes: usize) -> Quoted {
     let message = &item.message.message;
     let sequence = item.message.sequence.get();
     let tool = item.tool_name.unwrap_or("an unnamed tool");
+    let speaker = match message.name.is_empty() {
+        true => String::new(),
+        false => format!(" {}", message.name),
+    };
     let who = match message.role {
         Role::Tool => format!("message {sequence}, result of tool {tool}"),
         Role::Assistant if !message.tool_calls.is_empty() => {
-            format!("message {sequence}, assistant calling tool {tool}")
+            format!("message {sequence}, assistant{speaker} calling tool {tool}")
         }
-        role => format!("message {sequence}, {}", role.as_str()),
+        role => format!("message {sequence}, {}{speaker}", role.as_str()),
     };
     let text = search::searchable_text(message);
     let weighted = search::Weighted {
@@ -180,14 +251,45 @@ fn quote(item: &Found<'_>, shape: &RecallShape<'_>, bytes: usize) -> String {
         language: shape.language,
     };
     let excerpt = search::excerpt(&text, weighted, bytes);
-    format!("[{who}]\n{excerpt}")
+    Quoted {
+        sequence: item.message.sequence,
+        who,
+        at: message.occurred_at.unwrap_or(item.message.created_at),
+        excerpt,
+    }
 }
 
-fn turn_text(quoted: &[(Sequence, String)]) -> String {
+/// The turn: the header, then each quote, with its time of day when another quote is of the
+/// same day (as short as is unambiguous).
+fn turn_text(quoted: &[Quoted]) -> String {
+    let day = |q: &Quoted| shown_time(q.at, false);
     let mut text = String::from(RECALL_HEADER);
-    for (_, entry) in quoted {
+    for q in quoted {
+        let shared_day = quoted
+            .iter()
+            .any(|other| other.sequence != q.sequence && day(other) == day(q));
         text.push_str("\n\n");
-        text.push_str(entry);
+        text.push_str(&q.text(shared_day));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::shown_time;
+
+    #[test]
+    fn times_show_as_dates_with_the_time_of_day_when_asked() {
+        let at = |seconds: u64| UNIX_EPOCH + Duration::from_secs(seconds);
+        assert_eq!(shown_time(at(1_683_122_700), true), "3 May 2023 14:05");
+        assert_eq!(shown_time(at(1_683_122_700), false), "3 May 2023");
+        assert_eq!(shown_time(UNIX_EPOCH, true), "1 January 1970 00:00");
+        assert_eq!(shown_time(at(951_782_400), false), "29 February 2000");
+        assert_eq!(
+            shown_time(UNIX_EPOCH - Duration::from_secs(1), true),
+            "31 December 1969 23:59"
+        );
+    }
 }

@@ -48,6 +48,7 @@ pub fn tombstone(message: &Message) -> Message {
         content_phase: String::new(),
         native: None,
         usage: message.usage,
+        occurred_at: message.occurred_at,
     }
 }
 

@@ -50,6 +50,57 @@ pub fn is_common(holders: u64, messages: u64) -> bool {
     holders > COMMON_TERM_MESSAGES as u64
         || (holders > COMMON_SHARE_FLOOR && holders.saturating_mul(4) > messages)
 }
+/// How many of a conversation's messages hold each term of a query ([`SearchQuery::terms`]
+/// order), counted up to [`COMMON_TERM_MESSAGES`] + 1, and how many messages there are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TermHolders {
+    pub holders: Vec<u64>,
+    pub messages: u64,
+}
+
+/// A term the semantic half of a search leaves out of the query it embeds: held by more than
+/// one message in 20 of the conversation (and by more than 3). A small embedding model's query
+/// vector leans on the words a conversation says all the time (its participants' names,
+/// greetings), which match every message about as well; the lexical half already weighs them
+/// as little as they deserve (docs/design.md, "Recall").
+pub fn too_common_to_embed(holders: u64, messages: u64) -> bool {
+    holders > 3 && holders.saturating_mul(20) > messages
+}
+
+/// `text` as the semantic half of a search embeds it: without the words whose terms
+/// `holders` says are too common in the conversation ([`too_common_to_embed`]); stop words and
+/// punctuation stay, so the question still reads as one. `text` itself when that would leave
+/// no term.
+pub fn semantic_text(text: &str, query: &SearchQuery, holders: &TermHolders, language: Language) -> String {
+    let dropped: HashSet<&str> = query
+        .terms()
+        .iter()
+        .zip(&holders.holders)
+        .filter(|&(_, &n)| too_common_to_embed(n, holders.messages))
+        .map(|(term, _)| term.as_str())
+        .collect();
+    if dropped.is_empty() || dropped.len() == query.terms().len() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        let word_len = rest.find(|c: char| !is_word_char(c)).unwrap_or(rest.len());
+        let (word, after) = rest.split_at(word_len);
+        let mut common = false;
+        if !word.is_empty() {
+            language.terms(word, |term, _| common |= dropped.contains(term.as_str()));
+        }
+        if !common {
+            out.push_str(word);
+        }
+        let gap_len = after.find(is_word_char).unwrap_or(after.len());
+        out.push_str(&after[..gap_len]);
+        rest = &after[gap_len..];
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Positions PostgreSQL keeps per lexeme (`MAXNUMPOS`).
 const MAX_POSITIONS: usize = 256;
 /// The largest word position of a `tsvector` (`MAXENTRYPOS - 1`); later words share it.

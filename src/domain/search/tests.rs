@@ -166,3 +166,30 @@ fn scopes_differ_by_tenant_and_conversation() {
     assert_eq!("english".parse::<Language>(), Ok(Language::English));
     assert!("klingon".parse::<Language>().is_err());
 }
+
+#[test]
+fn the_embedded_query_leaves_out_what_the_conversation_says_all_the_time() {
+    let text = "What is Hamish's dog allergic to, Hamish?";
+    let q = SearchQuery::parse(text, Language::English);
+    // Terms sorted: allerg, dog, hamish.
+    assert_eq!(q.terms(), ["allerg", "dog", "hamish"]);
+    let holders = TermHolders {
+        holders: vec![2, 9, 150],
+        messages: 600,
+    };
+    assert_eq!(
+        semantic_text(text, &q, &holders, Language::English),
+        "What is 's dog allergic to, ?"
+    );
+    // Nothing common: the text as asked; everything common: the text as asked too.
+    let rare = TermHolders {
+        holders: vec![2, 9, 20],
+        messages: 600,
+    };
+    assert_eq!(semantic_text(text, &q, &rare, Language::English), text);
+    let all = TermHolders {
+        holders: vec![200, 200, 200],
+        messages: 600,
+    };
+    assert_eq!(semantic_text(text, &q, &all, Language::English), text);
+}

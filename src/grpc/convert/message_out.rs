@@ -79,9 +79,11 @@ pub(crate) fn stored_message(stored: StoredMessage) -> proto::Message {
         call_sequence: _,
         turn_anchor: _,
     } = stored;
+    let occurred_at = message.occurred_at.unwrap_or(created_at);
     proto::Message {
         sequence: sequence.get(),
         created_at: Some(created_at.into()),
+        occurred_at: Some(occurred_at.into()),
         tokens: Some(tokens_to_proto(tokens)),
         // Unset for a message without native data (not an empty `{}`).
         reasoning_tokens: (reasoning_tokens != TokenCounts::default())
@@ -112,6 +114,7 @@ pub(crate) fn message_fields(message: Message) -> proto::Message {
         content_phase,
         native,
         usage,
+        occurred_at,
     } = message;
     proto::Message {
         role: role_to_proto(role) as i32,
@@ -144,6 +147,7 @@ pub(crate) fn message_fields(message: Message) -> proto::Message {
             json: n.json.to_string(),
         }),
         usage: super::provider_json::usage_to_proto(usage),
+        occurred_at: occurred_at.map(Into::into),
         sequence: 0,
         created_at: None,
         tokens: None,

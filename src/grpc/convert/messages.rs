@@ -10,7 +10,7 @@ use crate::{
     domain::{
         AppendLimits, AppendOutcome, Attachment, AttachmentSource, ConversationId, IdempotencyKey, LlmError,
         Message, ParsedBatch, ParsedMessage, Provider, Reasoning, Role, Sequence, ToolCall, Violations,
-        append::{check_batch_size, check_message},
+        append::{check_batch_size, check_message, check_times},
         context::Format,
         native::Parsed,
     },
@@ -153,6 +153,9 @@ pub(super) fn messages(
             Err(errors) => v.extend(errors),
         }
     }
+    if messages.len() == count {
+        v.extend(check_times(&messages, field, std::time::SystemTime::now()));
+    }
     messages
 }
 
@@ -176,6 +179,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         content_phase,
         native,
         usage,
+        occurred_at,
         // Server-set fields are ignored on input, as the contract says.
         sequence: _,
         created_at: _,
@@ -210,6 +214,11 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         })
         .collect();
     let error = error.map(llm_error);
+    let occurred_at = occurred_at.and_then(|t| {
+        std::time::SystemTime::try_from(t)
+            .map_err(|_| v.add(format!("{path}.occurred_at"), "is not a valid time"))
+            .ok()
+    });
     let message = role.map(|role| Message {
         role,
         content,
@@ -228,6 +237,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         content_phase,
         native: None,
         usage: usage.map(super::provider_json::usage_of).unwrap_or_default(),
+        occurred_at,
     });
     match message {
         Some(m) if v.is_empty() => Ok(m),

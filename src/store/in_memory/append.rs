@@ -56,11 +56,12 @@ impl AppendTx for MemoryAppend<'_> {
         &mut self,
         key: Option<&IdempotencyKey>,
         call_ids: &[String],
+        time_of: Option<Sequence>,
     ) -> Result<StoredState, StoreError> {
         let Some(conversation) = self.state.get(&self.key) else {
             return Ok(StoredState::default());
         };
-        Ok(conversation.stored_state(key, call_ids))
+        Ok(conversation.stored_state(key, call_ids, time_of))
     }
 
     async fn write(&mut self, batch: &CountedBatch, plan: &WritePlan) -> Result<(), StoreError> {

@@ -176,8 +176,15 @@ impl Conversation {
 
     /// The record under `key` and the state of the call ids among `call_ids` this
     /// conversation knows.
-    pub(super) fn stored_state(&self, key: Option<&IdempotencyKey>, call_ids: &[String]) -> StoredState {
+    pub(super) fn stored_state(
+        &self,
+        key: Option<&IdempotencyKey>,
+        call_ids: &[String],
+        time_of: Option<Sequence>,
+    ) -> StoredState {
+        let at = time_of.and_then(|s| self.messages.get(s.get().checked_sub(1)? as usize));
         StoredState {
+            last_time: at.map(|m| m.message.occurred_at.unwrap_or(m.created_at)),
             idempotency: key.and_then(|k| self.idempotency.get(k.as_str()).copied()),
             known_calls: call_ids
                 .iter()

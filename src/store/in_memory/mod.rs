@@ -452,6 +452,19 @@ impl Store for InMemoryStore {
         Ok(search::search(c, spec, query_vector.as_deref()))
     }
 
+    async fn term_holders(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        query: &crate::domain::search::SearchQuery,
+        through: Option<Sequence>,
+    ) -> Result<Option<crate::domain::search::TermHolders>, StoreError> {
+        let conversations = self.lock();
+        Ok(conversations
+            .get(&key(tenant, conversation))
+            .map(|c| search::term_holders(c, query, through)))
+    }
+
     async fn embedding_backlog(
         &self,
         tenant: &TenantId,

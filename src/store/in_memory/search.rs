@@ -65,6 +65,34 @@ pub(super) fn search(
     }
 }
 
+/// How many messages of `conversation` up to `through` hold each of `query`'s terms (counted
+/// up to one more than a common term's), and how many there are.
+pub(super) fn term_holders(
+    conversation: &Conversation,
+    query: &search::SearchQuery,
+    through: Option<Sequence>,
+) -> search::TermHolders {
+    let last = conversation.last_sequence();
+    let through = through.map_or(last, |t| t.min(last));
+    let index = &conversation.search;
+    let within = |i: u32| Sequence::from_stored(i64::from(i) + 1) <= through;
+    let holders = query
+        .terms()
+        .iter()
+        .map(|term| {
+            let held = index
+                .postings(term)
+                .iter()
+                .filter(|&&i| within(i) && index.document(i as usize).positions(term).is_some());
+            held.take(search::COMMON_TERM_MESSAGES + 1).count() as u64
+        })
+        .collect();
+    search::TermHolders {
+        holders,
+        messages: through.get(),
+    }
+}
+
 /// The lexical ranking of `spec` over the messages up to `through` (best first, ties newest
 /// first): the candidates are the messages with a term that is not common (or, when every term
 /// is, the newest [`search::COMMON_TERM_MESSAGES`] matches), scored by BM25 with every term.

@@ -344,6 +344,16 @@ impl Store for PostgresStore {
         search::search_messages(&self.pool, &self.codes, tenant, conversation, spec).await
     }
 
+    async fn term_holders(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        query: &crate::domain::search::SearchQuery,
+        through: Option<Sequence>,
+    ) -> Result<Option<crate::domain::search::TermHolders>, StoreError> {
+        search::term_holders(&self.pool, tenant, conversation, query, through).await
+    }
+
     async fn embedding_backlog(
         &self,
         tenant: &TenantId,

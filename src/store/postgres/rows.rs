@@ -187,6 +187,7 @@ impl MessageColumns {
             content_phase: native.content_phase,
             native: native.json,
             usage: native.usage,
+            occurred_at: native.occurred_at.map(from_micros),
         };
         let count =
             |index: usize| -> Result<u32, StoreError> { at(row, index).map(|n: i32| n.max(0) as u32) };
@@ -235,6 +236,9 @@ struct NativeColumn {
     json_tokens: [u32; 3],
     #[serde(default)]
     usage: Usage,
+    /// The caller's `occurred_at`, in microseconds since the Unix epoch.
+    #[serde(default)]
+    occurred_at: Option<i64>,
 }
 
 /// What a message stores in the `native` column (see [`NativeColumn`]).
@@ -255,10 +259,30 @@ pub(super) struct NativeRef<'a> {
     json_tokens: [u32; 3],
     #[serde(skip_serializing_if = "Usage::is_zero")]
     usage: Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    occurred_at: Option<i64>,
 }
 
 fn is_zero_counts(counts: &[u32; 3]) -> bool {
     *counts == [0; 3]
+}
+
+/// A time as microseconds since the Unix epoch (negative before it), as the `native` column
+/// keeps `occurred_at`.
+pub(super) fn to_micros(time: std::time::SystemTime) -> i64 {
+    match time.duration_since(std::time::UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_micros()).unwrap_or(i64::MAX),
+    }
+}
+
+/// [`to_micros`] back.
+pub(super) fn from_micros(micros: i64) -> std::time::SystemTime {
+    let magnitude = std::time::Duration::from_micros(micros.unsigned_abs());
+    match micros >= 0 {
+        true => std::time::UNIX_EPOCH + magnitude,
+        false => std::time::UNIX_EPOCH - magnitude,
+    }
 }
 
 /// A message size as the `loaded_bytes` column holds it.
@@ -284,7 +308,8 @@ pub(super) fn native_column(
     let bare = message.native_provider().is_none()
         && message.content_phase.is_empty()
         && message.native.is_none()
-        && message.usage.is_zero();
+        && message.usage.is_zero()
+        && message.occurred_at.is_none();
     if bare {
         return None;
     }
@@ -301,6 +326,7 @@ pub(super) fn native_column(
             json_tokens.approx,
         ],
         usage: message.usage,
+        occurred_at: message.occurred_at.map(to_micros),
     }))
 }
 

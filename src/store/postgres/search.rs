@@ -133,7 +133,7 @@ pub(super) async fn search_messages(
     if spec.query.is_empty() {
         return nothing_found(&client, t, c, spec).await;
     }
-    let Some(terms) = term_statistics(&client, t, c, spec, &scope, through).await? else {
+    let Some(terms) = term_statistics(&client, t, c, &spec.query, &scope, through).await? else {
         return Err(StoreError::NotFound);
     };
     let lexemes: Vec<String> = spec
@@ -257,6 +257,22 @@ fn page_of<'a>(ranked: &'a [Candidate], spec: &SearchSpec) -> Vec<&'a Candidate>
     page
 }
 
+/// [`crate::store::Store::term_holders`] in PostgreSQL: the term counts of a search.
+pub(super) async fn term_holders(
+    pool: &Pool,
+    tenant: &TenantId,
+    conversation: &ConversationId,
+    query: &search::SearchQuery,
+    through: Option<Sequence>,
+) -> Result<Option<search::TermHolders>, StoreError> {
+    let (t, c) = (tenant.as_str(), conversation.as_str());
+    let client = pool.get().await?;
+    let scope = search::scope(t, c);
+    let through = through.map_or(i64::MAX, Sequence::as_i64);
+    let terms = term_statistics(&client, t, c, query, &scope, through).await?;
+    Ok(terms.map(|terms| terms.holders))
+}
+
 /// The empty page, or NotFound without the conversation.
 async fn nothing_found(
     client: &deadpool_postgres::Object,
@@ -288,6 +304,7 @@ struct TermStatistics {
     /// The log's version and embedding watermark.
     state: super::vector_codes::LogState,
     rewinds: u64,
+    holders: search::TermHolders,
     weights: search::Weights,
     /// The terms of the query that are not common, or all of them when every one is (then
     /// `every_common`), as `tsquery` text.
@@ -300,13 +317,13 @@ async fn term_statistics(
     client: &deadpool_postgres::Object,
     t: &str,
     c: &str,
-    spec: &SearchSpec,
+    query: &search::SearchQuery,
     scope: &str,
     through: i64,
 ) -> Result<Option<TermStatistics>, StoreError> {
     let cap = search::COMMON_TERM_MESSAGES as u64;
     let count_to = cap as i64 + 1;
-    let terms = spec.query.tsquery_terms(scope);
+    let terms = query.tsquery_terms(scope);
     let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
         (&t, Type::TEXT),
         (&c, Type::TEXT),
@@ -327,15 +344,14 @@ async fn term_statistics(
         messages: last.max(0) as u64,
         length: column::<i64>(row, "length")?.max(0) as u64,
     };
-    let common: HashSet<&str> = spec
-        .query
+    let common: HashSet<&str> = query
         .terms()
         .iter()
         .zip(&holders)
         .filter(|&(_, &n)| search::is_common(n, collection.messages))
         .map(|(term, _)| term.as_str())
         .collect();
-    let rare = spec.query.only(|term| !common.contains(term));
+    let rare = query.only(|term| !common.contains(term));
     let every_common = rare.is_empty();
     Ok(Some(TermStatistics {
         last,
@@ -346,9 +362,13 @@ async fn term_statistics(
             last,
         },
         rewinds: column::<i64>(row, "rewinds")?.max(0) as u64,
-        weights: search::Weights::new(&spec.query, &holders, collection),
+        holders: search::TermHolders {
+            holders: holders.clone(),
+            messages: collection.messages,
+        },
+        weights: search::Weights::new(query, &holders, collection),
         candidates: match every_common {
-            true => spec.query.tsquery(scope),
+            true => query.tsquery(scope),
             false => rare.tsquery(scope),
         },
         every_common,

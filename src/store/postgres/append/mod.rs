@@ -198,6 +198,7 @@ impl AppendTx for PostgresAppend<'_> {
         &mut self,
         key: Option<&IdempotencyKey>,
         call_ids: &[String],
+        time_of: Option<Sequence>,
     ) -> Result<StoredState, StoreError> {
         let client = self.client()?;
         let (t, c) = (self.tenant.as_str(), self.conversation);
@@ -209,9 +210,14 @@ impl AppendTx for PostgresAppend<'_> {
             true => HashMap::new(),
             false => call_states(client, t, c, call_ids).await?,
         };
+        let last_time = match time_of {
+            Some(sequence) => message_time(client, t, c, sequence).await?,
+            None => None,
+        };
         Ok(StoredState {
             idempotency,
             known_calls,
+            last_time,
         })
     }
 
@@ -322,6 +328,28 @@ async fn call_states<C: GenericClient + Sync>(
             Ok((column(row, "call_id")?, KnownCall { state, sequence }))
         })
         .collect()
+}
+
+/// The time of the message at `sequence`: the caller's `occurred_at` (kept in the `native`
+/// column, in microseconds), else `created_at`.
+async fn message_time<C: GenericClient + Sync>(
+    tx: &C,
+    tenant: &str,
+    conversation: &str,
+    sequence: Sequence,
+) -> Result<Option<std::time::SystemTime>, StoreError> {
+    let statement = tx
+        .prepare_cached(
+            "SELECT coalesce((native->>'occurred_at')::bigint,
+                             (extract(epoch FROM created_at) * 1000000)::bigint) AS micros
+             FROM messages WHERE tenant_id = $1 AND conversation_id = $2 AND sequence = $3",
+        )
+        .await?;
+    let row = tx
+        .query_opt(&statement, &[&tenant, &conversation, &sequence.as_i64()])
+        .await?;
+    row.map(|row| column::<i64>(&row, "micros").map(crate::store::postgres::rows::from_micros))
+        .transpose()
 }
 
 /// Keeps what the append returned under its idempotency key.
