@@ -134,31 +134,8 @@ impl Service {
             return Err(page_token_violation(&PageTokenError::Rewound));
         }
         let next_page_token = next_page_token(&page, print);
-        let weights = page.term_weights.clone();
-        // Snippets stem the words before the first match: on the CPU pool when the texts are
-        // large.
-        let hits = offload(tenant.as_str(), loaded, move |_| {
-            page.found
-                .into_iter()
-                .map(|f| SearchHit {
-                    sequence: f.message.sequence,
-                    role: f.message.message.role,
-                    snippet: snippet(
-                        &searchable_text(&f.message.message),
-                        Weighted {
-                            query: &query,
-                            weights: &weights,
-                            language,
-                        },
-                        SNIPPET_BYTES,
-                    ),
-                    score: f.score,
-                    relevance: f.relevance,
-                    tool_name: f.tool_name,
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
+        // Snippets stem the words of the hits: on the CPU pool when the texts are large.
+        let hits = offload(tenant.as_str(), loaded, move |_| hits_of(page, &query, language)).await;
         tracing::info!(hits = hits.len(), "searched");
         Ok(SearchOutcome {
             hits,
@@ -220,6 +197,27 @@ impl Service {
         semantic.get().await;
         Some(semantic)
     }
+}
+
+/// The hits of `page`, each with its snippet: the window of its text that holds the most of
+/// `query`'s weight.
+fn hits_of(page: SearchPage, query: &SearchQuery, language: Language) -> Vec<SearchHit> {
+    let weighted = Weighted {
+        query,
+        weights: &page.term_weights,
+        language,
+    };
+    page.found
+        .into_iter()
+        .map(|f| SearchHit {
+            sequence: f.message.sequence,
+            role: f.message.message.role,
+            snippet: snippet(&searchable_text(&f.message.message), weighted, SNIPPET_BYTES),
+            score: f.score,
+            relevance: f.relevance,
+            tool_name: f.tool_name,
+        })
+        .collect()
 }
 
 /// The token of the page after `page`, if more hits follow.

@@ -303,13 +303,23 @@ pub fn semantic_ranking(
     ranked.into_iter().map(|(_, s)| s).collect()
 }
 
+/// How much the fusion trusts the lexical list, from its best hit's relevance
+/// ([`super::Weights::relevance`]): fully once the best hit matches half of the query's weight
+/// or more, down to a quarter when it matches only words the conversation says all the time. A
+/// lexical list whose best hit shares only a name with the question is filler, and must not
+/// pull the semantic list's finds down (docs/design.md, "Recall").
+pub fn lexical_trust(best_relevance: f32) -> f64 {
+    (f64::from(best_relevance) / 0.5).clamp(0.25, 1.0)
+}
+
 /// The lexical ranking (best first, with BM25 scores) and the semantic one fused by reciprocal
-/// rank: each message scores `1 / (60 + rank)` in each list that holds it (ranks from 1), summed.
-/// Best first; ties newer first.
-pub fn fuse(lexical: &[(Sequence, f32)], semantic: &[Sequence]) -> Vec<(Sequence, f32)> {
+/// rank: each message scores `1 / (10 + rank)` in each list that holds it (ranks from 1), the
+/// lexical list's places weighed by `trust` ([`lexical_trust`]), summed. Best first; ties newer
+/// first.
+pub fn fuse(lexical: &[(Sequence, f32)], semantic: &[Sequence], trust: f64) -> Vec<(Sequence, f32)> {
     let mut scores: std::collections::HashMap<Sequence, f64> = Default::default();
     for (rank, (sequence, _)) in lexical.iter().enumerate() {
-        *scores.entry(*sequence).or_default() += 1.0 / (FUSION_K + rank as f64 + 1.0);
+        *scores.entry(*sequence).or_default() += trust / (FUSION_K + rank as f64 + 1.0);
     }
     for (rank, sequence) in semantic.iter().enumerate() {
         *scores.entry(*sequence).or_default() += 1.0 / (FUSION_K + rank as f64 + 1.0);
@@ -425,7 +435,7 @@ mod tests {
             vec![seq(2), seq(1)],
             "a message ranks by its best chunk, ties newer first"
         );
-        let fused = fuse(&[(seq(5), 3.0), (seq(1), 2.0)], &[seq(1), seq(9)]);
+        let fused = fuse(&[(seq(5), 3.0), (seq(1), 2.0)], &[seq(1), seq(9)], 1.0);
         assert_eq!(fused[0].0, seq(1), "in both lists");
         assert_eq!(fused[1].0, seq(5), "a first place before a second");
         assert_eq!(fused[2].0, seq(9));

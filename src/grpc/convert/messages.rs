@@ -214,11 +214,7 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         })
         .collect();
     let error = error.map(llm_error);
-    let occurred_at = occurred_at.and_then(|t| {
-        std::time::SystemTime::try_from(t)
-            .map_err(|_| v.add(format!("{path}.occurred_at"), "is not a valid time"))
-            .ok()
-    });
+    let occurred_at = occurred_at.and_then(|t| time_at(t, &format!("{path}.occurred_at"), &mut v));
     let message = role.map(|role| Message {
         role,
         content,
@@ -243,6 +239,13 @@ fn message(raw: proto::Message, path: &str) -> Result<Message, Violations> {
         Some(m) if v.is_empty() => Ok(m),
         _ => Err(v),
     }
+}
+
+/// `raw` as a time; a violation of `field` when it is none.
+fn time_at(raw: prost_types::Timestamp, field: &str, v: &mut Violations) -> Option<std::time::SystemTime> {
+    std::time::SystemTime::try_from(raw)
+        .map_err(|_| v.add(field, "is not a valid time"))
+        .ok()
 }
 
 /// A message's role, which is required.

@@ -271,23 +271,7 @@ impl Store for InMemoryStore {
         let c = conversations
             .get(&key(tenant, conversation))
             .ok_or(StoreError::NotFound)?;
-        let memory = c.memory.clone().unwrap_or_default();
-        let from = (memory.through_sequence.get() as usize).min(c.messages.len());
-        let CappedPage {
-            messages,
-            cut_by_size: reached,
-        } = match messages_up_to {
-            Some(max_bytes) => capped(c.messages[from..].iter(), max_bytes),
-            None => CappedPage::default(),
-        };
-        Ok(MemoryState {
-            memory,
-            messages,
-            complete: !reached,
-            last_sequence: c.last_sequence(),
-            redactions: c.redactions,
-            rewinds: c.rewinds,
-        })
+        Ok(pages::memory_state(c, messages_up_to))
     }
 
     async fn store_memory(

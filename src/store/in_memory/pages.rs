@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use super::entry::Conversation;
 use crate::{
     domain::{CallState, Sequence, StoredMessage},
-    store::CappedPage,
+    store::{CappedPage, MemoryState},
 };
 
 /// The calls among `ids` that are open in `c`, with the sequence of the message that made
@@ -44,5 +44,26 @@ pub(super) fn capped<'a>(messages: impl Iterator<Item = &'a StoredMessage>, max_
     CappedPage {
         messages: out,
         cut_by_size: bytes >= max_bytes,
+    }
+}
+
+/// The working memory of `c` and, with `messages_up_to` bytes, the messages after it.
+pub(super) fn memory_state(c: &Conversation, messages_up_to: Option<usize>) -> MemoryState {
+    let memory = c.memory.clone().unwrap_or_default();
+    let from = (memory.through_sequence.get() as usize).min(c.messages.len());
+    let CappedPage {
+        messages,
+        cut_by_size: reached,
+    } = match messages_up_to {
+        Some(max_bytes) => capped(c.messages[from..].iter(), max_bytes),
+        None => CappedPage::default(),
+    };
+    MemoryState {
+        memory,
+        messages,
+        complete: !reached,
+        last_sequence: c.last_sequence(),
+        redactions: c.redactions,
+        rewinds: c.rewinds,
     }
 }

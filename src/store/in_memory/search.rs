@@ -32,7 +32,10 @@ pub(super) fn search(
     let ranked: Vec<(Sequence, f32)> = match query_vector {
         Some(query) => {
             let semantic = semantic(conversation, spec, query, through, &skip);
-            vectors::fuse(&lexical, &semantic)
+            let best = lexical
+                .first()
+                .map_or(0.0, |&(_, score)| weights.relevance(score));
+            vectors::fuse(&lexical, &semantic, vectors::lexical_trust(best))
         }
         None => lexical,
     };

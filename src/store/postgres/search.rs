@@ -161,7 +161,8 @@ pub(super) async fn search_messages(
     let (rows, semantic) = tokio::try_join!(lexical, semantic)?;
     let mut ranked = ranked_candidates(&rows, &lexemes, &terms.weights)?;
     if let Some((semantic, sizes)) = semantic {
-        ranked = fused(ranked, &semantic, sizes);
+        let best = ranked.first().map_or(0.0, |c| terms.weights.relevance(c.lexical));
+        ranked = fused(ranked, &semantic, sizes, search::vectors::lexical_trust(best));
     }
     let below = |candidate: &Candidate| {
         spec.after.is_none_or(|(score, sequence)| {
@@ -400,6 +401,7 @@ fn fused(
     lexical: Vec<Candidate>,
     semantic: &[Sequence],
     sizes: std::collections::HashMap<i64, i64>,
+    trust: f64,
 ) -> Vec<Candidate> {
     let mut bytes = sizes;
     bytes.extend(lexical.iter().map(|l| (l.sequence, l.bytes)));
@@ -408,7 +410,7 @@ fn fused(
         .iter()
         .map(|l| (Sequence::from_stored(l.sequence), l.score))
         .collect();
-    search::vectors::fuse(&scored, semantic)
+    search::vectors::fuse(&scored, semantic, trust)
         .into_iter()
         .map(|(sequence, score)| Candidate {
             sequence: sequence.as_i64(),

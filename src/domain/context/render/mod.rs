@@ -12,6 +12,7 @@ mod anthropic;
 mod gemini;
 mod openai_chat;
 mod openai_responses;
+mod responses_pairing;
 mod stored_json;
 mod turns;
 
