@@ -103,18 +103,20 @@ class SearchMessagesRequest(_message.Message):
     def __init__(self, conversation_id: _Optional[str] = ..., query: _Optional[str] = ..., page_size: _Optional[int] = ..., roles: _Optional[_Iterable[_Union[_messages_pb2.Role, str]]] = ..., tool_names: _Optional[_Iterable[str]] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("sequence", "role", "snippet", "score", "tool_name")
+    __slots__ = ("sequence", "role", "snippet", "score", "tool_name", "relevance")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     SNIPPET_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     role: _messages_pb2.Role
     snippet: str
     score: float
     tool_name: str
-    def __init__(self, sequence: _Optional[int] = ..., role: _Optional[_Union[_messages_pb2.Role, str]] = ..., snippet: _Optional[str] = ..., score: _Optional[float] = ..., tool_name: _Optional[str] = ...) -> None: ...
+    relevance: float
+    def __init__(self, sequence: _Optional[int] = ..., role: _Optional[_Union[_messages_pb2.Role, str]] = ..., snippet: _Optional[str] = ..., score: _Optional[float] = ..., tool_name: _Optional[str] = ..., relevance: _Optional[float] = ...) -> None: ...
 
 class SearchMessagesResponse(_message.Message):
     __slots__ = ("hits", "next_page_token")

@@ -149,7 +149,7 @@ class TokenCounts(_message.Message):
     def __init__(self, o200k_base: _Optional[int] = ..., cl100k_base: _Optional[int] = ..., approx: _Optional[int] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("role", "content", "name", "tool_calls", "tool_call_id", "attachments", "metadata", "exclude_from_context", "pinned", "error", "response_id", "sequence", "created_at", "tokens", "reasoning", "content_item_id", "content_signature", "reasoning_tokens", "content_phase", "native", "usage")
+    __slots__ = ("role", "content", "name", "tool_calls", "tool_call_id", "attachments", "metadata", "exclude_from_context", "pinned", "error", "response_id", "sequence", "created_at", "tokens", "reasoning", "content_item_id", "content_signature", "reasoning_tokens", "content_phase", "native", "usage", "occurred_at")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -178,6 +178,7 @@ class Message(_message.Message):
     CONTENT_PHASE_FIELD_NUMBER: _ClassVar[int]
     NATIVE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     role: Role
     content: str
     name: str
@@ -199,4 +200,5 @@ class Message(_message.Message):
     content_phase: str
     native: NativeItems
     usage: Usage
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[Attachment, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., exclude_from_context: _Optional[bool] = ..., pinned: _Optional[bool] = ..., error: _Optional[_Union[LlmError, _Mapping]] = ..., response_id: _Optional[str] = ..., sequence: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tokens: _Optional[_Union[TokenCounts, _Mapping]] = ..., reasoning: _Optional[_Iterable[_Union[Reasoning, _Mapping]]] = ..., content_item_id: _Optional[str] = ..., content_signature: _Optional[str] = ..., reasoning_tokens: _Optional[_Union[TokenCounts, _Mapping]] = ..., content_phase: _Optional[str] = ..., native: _Optional[_Union[NativeItems, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ...) -> None: ...
+    occurred_at: _timestamp_pb2.Timestamp
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., attachments: _Optional[_Iterable[_Union[Attachment, _Mapping]]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., exclude_from_context: _Optional[bool] = ..., pinned: _Optional[bool] = ..., error: _Optional[_Union[LlmError, _Mapping]] = ..., response_id: _Optional[str] = ..., sequence: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tokens: _Optional[_Union[TokenCounts, _Mapping]] = ..., reasoning: _Optional[_Iterable[_Union[Reasoning, _Mapping]]] = ..., content_item_id: _Optional[str] = ..., content_signature: _Optional[str] = ..., reasoning_tokens: _Optional[_Union[TokenCounts, _Mapping]] = ..., content_phase: _Optional[str] = ..., native: _Optional[_Union[NativeItems, _Mapping]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

@@ -326,16 +326,19 @@ export type SearchHit = Message<"ctxd.v1.SearchHit"> & {
      */
     role: Role;
     /**
-     * About 200 bytes of its text around the first matching word, white space collapsed, with
-     * `…` where text was left out. The text searched is the content, then each tool call's name
-     * and arguments, then a failed call's message and partial output, up to the first 64 KiB.
+     * About 200 bytes of its text, white space collapsed, with `…` where text was left out:
+     * the window (whole sentences where they fit) that holds the most of the query's weight,
+     * rare words counting more than common ones. The text searched is the content, then each
+     * tool call's name and arguments, then a failed call's message and partial output, up to
+     * the first 64 KiB.
      *
      * @generated from field: string snippet = 3;
      */
     snippet: string;
     /**
-     * Its BM25 score with the conversation's own term statistics (docs/design.md, "Recall"):
-     * higher is more relevant; comparable within one query only.
+     * Its rank score: BM25 with the conversation's own term statistics, or with embeddings on,
+     * the fused score (docs/design.md, "Recall"). It orders the hits; its scale depends on the
+     * query and the conversation, so compare it within one query only.
      *
      * @generated from field: float score = 4;
      */
@@ -347,6 +350,15 @@ export type SearchHit = Message<"ctxd.v1.SearchHit"> & {
      * @generated from field: string tool_name = 5;
      */
     toolName: string;
+    /**
+     * How much of the query it matches, from 0 to 1, comparable across queries: its BM25 score
+     * as a share of the score of a mean-length message holding every query word once. A
+     * message that only shares a participant's name or a greeting scores a few hundredths; one
+     * holding the query's rarest words, 0.5 and more. 0 for a hit only the semantic half found.
+     *
+     * @generated from field: float relevance = 6;
+     */
+    relevance: number;
 };
 /**
  * Describes the message ctxd.v1.SearchHit.

@@ -483,6 +483,17 @@ export type Message = Message$1<"ctxd.v1.Message"> & {
      * @generated from field: ctxd.v1.Usage usage = 21;
      */
     usage?: Usage | undefined;
+    /**
+     * When the message happened: for history imported with its original times. Optional on
+     * append (unset: the append time); never in the future (a minute of clock skew is allowed)
+     * and never earlier than the message before it (in the request or the log), or the append
+     * is refused with INVALID_ARGUMENT naming `messages[i].occurred_at`. Always set on reads
+     * (`created_at` when the caller gave none). Recall shows it on each recalled message. It
+     * never moves `created_at`, the sequence, ordering or retention.
+     *
+     * @generated from field: google.protobuf.Timestamp occurred_at = 22;
+     */
+    occurredAt?: Timestamp | undefined;
 };
 /**
  * Describes the message ctxd.v1.Message.
