@@ -57,9 +57,16 @@ function header(m: Message, role: string, redacted: boolean, index: LogIndex): H
     m.reasoningTokens ? h("span", { class: "tokens", title: "tokens of reasoning, signatures and item ids" }, `reasoning ${tokens(m.reasoningTokens)}`) : null,
     m.usage ? h("span", { class: "usage" }, usage(m.usage)) : null,
     h("time", { class: "time" }, time(m.createdAt)),
+    occurredApart(m) ? h("time", { class: "time", title: "occurred_at: when it happened" }, `happened ${time(m.occurredAt)}`) : null,
     m.responseId ? h("span", { class: "ids" }, `response ${m.responseId}`) : null,
     m.contentItemId ? h("span", { class: "ids" }, `item ${m.contentItemId}`) : null,
   );
+}
+
+/** Whether the message happened at another time than it was appended (imported history). */
+function occurredApart(m: { createdAt?: { seconds: bigint; nanos: number }; occurredAt?: { seconds: bigint; nanos: number } }): boolean {
+  return m.occurredAt !== undefined
+    && (m.occurredAt.seconds !== m.createdAt?.seconds || m.occurredAt.nanos !== m.createdAt?.nanos);
 }
 
 /** Token counts as `o200k 12 · cl100k 12 · approx 9`. */

@@ -66,7 +66,7 @@ async function page(ctx: ViewContext, request: SearchRequest, token: string, res
   if (!table) {
     table = h("tbody");
     results.append(h("table", { class: "hits", id: "hits" },
-      h("thead", null, h("tr", null, ["", "sequence", "role", "tool", "score", "snippet"].map((t) => h("th", null, t)))), table));
+      h("thead", null, h("tr", null, ["", "sequence", "role", "tool", "score", "relevance", "snippet"].map((t) => h("th", null, t)))), table));
   }
   table.append(...res.hits.map((hit, i) => hitRow(ctx.id, hit, shown + i + 1)));
   // A second click while the next page loads is ignored (the button waits).
@@ -89,5 +89,6 @@ function hitRow(id: string, hit: SearchHit, rank: number): HTMLElement {
     h("td", null, enumLabel(RoleSchema, hit.role)),
     h("td", null, hit.toolName),
     h("td", { class: "n" }, hit.score.toFixed(3)),
+    h("td", { class: "n", title: "the share of the query's weight it matches, 0 to 1" }, hit.relevance.toFixed(2)),
     h("td", { class: "snippet" }, hit.snippet));
 }
