@@ -93,16 +93,57 @@ struct Segment {
     mask: u64,
 }
 
+/// The first characters of each query term (up to 3), lower case: a word can only stem to a
+/// term that its own first characters start (the stemmers take suffixes), so the other words
+/// are not stemmed at all. Snippets and excerpts scan whole texts (64 KiB at most); most of
+/// their words share no start with the query.
+fn term_heads(query: &SearchQuery) -> Vec<Vec<char>> {
+    query.terms().iter().map(|t| t.chars().map(fold).take(3).collect()).collect()
+}
+
+/// A character as the heads compare it: some stemmers drop accents (German umlauts, Spanish
+/// acute accents, Russian `ё`), so an accented letter stands for its plain one. A prefilter:
+/// folding too much only costs a stemming.
+fn fold(c: char) -> char {
+    match c {
+        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' => 'a',
+        'è' | 'é' | 'ê' | 'ë' => 'e',
+        'ì' | 'í' | 'î' | 'ï' => 'i',
+        'ò' | 'ó' | 'ô' | 'õ' | 'ö' => 'o',
+        'ù' | 'ú' | 'û' | 'ü' => 'u',
+        'ç' => 'c',
+        'ñ' => 'n',
+        'ß' => 's',
+        'ё' => 'е',
+        c => c,
+    }
+}
+
+/// Whether `word` (a segment: the word and the separators after it) may hold one of the terms
+/// whose starts are `heads`.
+fn may_hold(word: &str, heads: &[Vec<char>]) -> bool {
+    let mut start = ['\0'; 3];
+    let mut len = 0;
+    let lower = word.chars().take_while(|&c| is_word_char(c)).flat_map(char::to_lowercase);
+    for c in lower.map(fold).take(3) {
+        start[len] = c;
+        len += 1;
+    }
+    heads.iter().any(|head| head.len() <= len && head[..] == start[..head.len()])
+}
+
 fn segments(text: &str, ends: Vec<usize>, query: Weighted<'_>) -> Vec<Segment> {
+    let heads = term_heads(query.query);
     let mut start = 0;
     let mut out = Vec::with_capacity(ends.len());
     for end in ends {
         if end > start {
-            out.push(Segment {
-                start,
-                end,
-                mask: query.mask(&text[start..end]),
-            });
+            let word = &text[start..end];
+            let mask = match may_hold(word, &heads) {
+                true => query.mask(word),
+                false => 0,
+            };
+            out.push(Segment { start, end, mask });
             start = end;
         }
     }
@@ -304,6 +345,19 @@ mod tests {
         let out = excerpt(&text, weighted, 200);
         assert!(out.ends_with("cello last month!"), "{out}");
         assert!(out.starts_with('…'));
+    }
+
+    #[test]
+    fn accented_words_are_matched_as_their_stemmers_fold_them() {
+        // The German stemmer drops umlauts: "Bäume" is "baum".
+        let q = SearchQuery::parse("baum", Language::German);
+        let weighted = Weighted {
+            query: &q,
+            weights: &[],
+            language: Language::German,
+        };
+        let text = format!("{}Die Bäume im Park sind alt.", "Wir sprachen lange über das Wetter. ".repeat(10));
+        assert!(excerpt(&text, weighted, 60).contains("Bäume"), "{}", excerpt(&text, weighted, 60));
     }
 
     #[test]
