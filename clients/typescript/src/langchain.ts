@@ -14,7 +14,6 @@
 // The graph's state is not rewritten: checkpointers, interrupts and human-in-the-loop work as
 // without the middleware. Messages map both ways losslessly (toCtxd / fromCtxd): what ctxd has no
 // field for goes in the message's metadata under `langchain.*` keys, as in Python.
-import { createHash } from "node:crypto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createMiddleware } from "langchain";
@@ -22,10 +21,22 @@ import { AIMessage, HumanMessage, SystemMessage, ToolMessage, type BaseMessage }
 import { z } from "zod";
 import { DEFAULT_BUDGET_TOKENS, type CtxdClient } from "./core.js";
 import type { BuildContextResponse, ContextMessage } from "./gen/ctxd/v1/context_pb.js";
-import { Format, Role, type Message, type MessageSchema, type Tokenizer } from "./gen/ctxd/v1/messages_pb.js";
+import {
+  Format,
+  Role,
+  type AttachmentSchema,
+  type Message,
+  type MessageSchema,
+  type Tokenizer,
+} from "./gen/ctxd/v1/messages_pb.js";
 
 type Json = Record<string, any>;
 type MessageInit = MessageInitShape<typeof MessageSchema>;
+type AttachmentInit = MessageInitShape<typeof AttachmentSchema>;
+
+/** Base64 to bytes and back, without Node's Buffer (the module runs wherever fetch does). */
+const fromBase64 = (text: string): Uint8Array => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+const toBase64 = (bytes: Uint8Array): string => btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join(""));
 
 const META = "langchain.";
 
@@ -46,9 +57,9 @@ function textOf(content: unknown): string {
 }
 
 /** Images of a content list as ctxd attachments (URLs as `uri`, base64 and data URIs as `data`). */
-function attachmentsOf(content: unknown): MessageInit["attachments"] {
+function attachmentsOf(content: unknown): AttachmentInit[] {
   if (!Array.isArray(content)) return [];
-  const out: NonNullable<MessageInit["attachments"]> = [];
+  const out: AttachmentInit[] = [];
   for (const b of content) {
     if (!b || typeof b !== "object") continue;
     const block = b as Json;
@@ -57,14 +68,14 @@ function attachmentsOf(content: unknown): MessageInit["attachments"] {
     if (block.type === "image_url") url = typeof block.image_url === "string" ? block.image_url : block.image_url?.url;
     else if (block.type === "image") {
       if (typeof block.data === "string" || typeof block.base64 === "string") {
-        out.push({ mimeType: mime, source: { case: "data", value: Buffer.from(String(block.data ?? block.base64), "base64") } });
+        out.push({ mimeType: mime, source: { case: "data", value: fromBase64(String(block.data ?? block.base64)) } });
         continue;
       }
       url = block.url;
     }
     if (typeof url !== "string" || !url) continue;
     const m = /^data:([^;,]*);base64,(.*)$/s.exec(url);
-    if (m) out.push({ mimeType: m[1] || mime, source: { case: "data", value: Buffer.from(m[2] ?? "", "base64") } });
+    if (m) out.push({ mimeType: m[1] || mime, source: { case: "data", value: fromBase64(m[2] ?? "") } });
     else out.push({ mimeType: mime, source: { case: "uri", value: url } });
   }
   return out;
@@ -144,7 +155,7 @@ export function fromCtxd(m: Message | ContextMessage): BaseMessage {
     content = m.content ? [{ type: "text", text: m.content }] : [];
     for (const a of m.attachments) {
       if (a.source.case === "uri") content.push({ type: "image", url: a.source.value });
-      else if (a.source.case === "data") content.push({ type: "image", data: Buffer.from(a.source.value).toString("base64"), mimeType: a.mimeType });
+      else if (a.source.case === "data") content.push({ type: "image", data: toBase64(a.source.value), mimeType: a.mimeType });
     }
   }
   const fields: Json = { content };
@@ -228,9 +239,11 @@ function unsynced(state: { messages: BaseMessage[]; ctxdSyncedId?: string; ctxdS
   return messages.slice(state.ctxdSynced ?? 0);
 }
 
-function batchKey(conversation: string, batch: BaseMessage[]): string {
+async function batchKey(conversation: string, batch: BaseMessage[]): Promise<string> {
   const ids = batch.map((m) => String(m.id ?? "")).join("\0");
-  return "langchain-" + createHash("sha256").update(`${conversation}\0${ids}`).digest("hex").slice(0, 32);
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${conversation}\0${ids}`));
+  const hex = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+  return "langchain-" + hex.slice(0, 32);
 }
 
 /** The agent middleware (module comment). */
@@ -249,7 +262,7 @@ export function ctxdContextMiddleware(client: CtxdClient, options: CtxdContextMi
     const conversationId = conversationOf(runtime);
     for (let start = 0; start < batch.length; start += 100) {
       const chunk = batch.slice(start, start + 100);
-      await client.appendMessage({ conversationId, messages: chunk.map(toCtxd), idempotencyKey: batchKey(conversationId, chunk) });
+      await client.appendMessage({ conversationId, messages: chunk.map(toCtxd), idempotencyKey: await batchKey(conversationId, chunk) });
     }
     return { ctxdSyncedId: String(batch[batch.length - 1]?.id ?? ""), ctxdSynced: state.messages.length };
   };
