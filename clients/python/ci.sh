@@ -35,3 +35,16 @@ echo "== pytest against $target"
 cd "$here"
 # Import the installed package, not ./src: this checks what `pip install ./clients/python` ships.
 PYTHONDONTWRITEBYTECODE=1 CTXD_TARGET="$target" "$venv/bin/python" -m pytest -p no:cacheprovider -q --import-mode=importlib tests
+
+echo "== the Google ADK tier (google-adk needs google-genai 2.x: a venv of its own, requirements-adk.txt)"
+adk_pins=$(sha256sum "$here/requirements-adk.txt" | cut -c1-12)
+adk_venv="${CTXD_PY_ADK_VENV:-${TMPDIR:-/tmp}/ctxd-pyclient-adk-$adk_pins}"
+if [ ! -f "$adk_venv/.ready" ]; then
+  rm -rf "$adk_venv"
+  python3 -m venv "$adk_venv"
+  "$adk_venv/bin/pip" --disable-pip-version-check --quiet install -r "$here/requirements-adk.txt"
+  touch "$adk_venv/.ready"
+fi
+"$adk_venv/bin/pip" --disable-pip-version-check --quiet install --force-reinstall --no-deps "$fresh/pkg"
+PYTHONDONTWRITEBYTECODE=1 OTEL_SDK_DISABLED=true CTXD_TARGET="$target" "$adk_venv/bin/python" -m pytest -p no:cacheprovider -q \
+  --import-mode=importlib tests/test_adk.py
