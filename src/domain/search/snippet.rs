@@ -98,7 +98,11 @@ struct Segment {
 /// are not stemmed at all. Snippets and excerpts scan whole texts (64 KiB at most); most of
 /// their words share no start with the query.
 fn term_heads(query: &SearchQuery) -> Vec<Vec<char>> {
-    query.terms().iter().map(|t| t.chars().map(fold).take(3).collect()).collect()
+    query
+        .terms()
+        .iter()
+        .map(|t| t.chars().map(fold).take(3).collect())
+        .collect()
 }
 
 /// A character as the heads compare it: some stemmers drop accents (German umlauts, Spanish
@@ -124,12 +128,17 @@ fn fold(c: char) -> char {
 fn may_hold(word: &str, heads: &[Vec<char>]) -> bool {
     let mut start = ['\0'; 3];
     let mut len = 0;
-    let lower = word.chars().take_while(|&c| is_word_char(c)).flat_map(char::to_lowercase);
+    let lower = word
+        .chars()
+        .take_while(|&c| is_word_char(c))
+        .flat_map(char::to_lowercase);
     for c in lower.map(fold).take(3) {
         start[len] = c;
         len += 1;
     }
-    heads.iter().any(|head| head.len() <= len && head[..] == start[..head.len()])
+    heads
+        .iter()
+        .any(|head| head.len() <= len && head[..] == start[..head.len()])
 }
 
 fn segments(text: &str, ends: Vec<usize>, query: Weighted<'_>) -> Vec<Segment> {
@@ -356,8 +365,15 @@ mod tests {
             weights: &[],
             language: Language::German,
         };
-        let text = format!("{}Die Bäume im Park sind alt.", "Wir sprachen lange über das Wetter. ".repeat(10));
-        assert!(excerpt(&text, weighted, 60).contains("Bäume"), "{}", excerpt(&text, weighted, 60));
+        let text = format!(
+            "{}Die Bäume im Park sind alt.",
+            "Wir sprachen lange über das Wetter. ".repeat(10)
+        );
+        assert!(
+            excerpt(&text, weighted, 60).contains("Bäume"),
+            "{}",
+            excerpt(&text, weighted, 60)
+        );
     }
 
     #[test]
