@@ -2,7 +2,9 @@
 passes the address of an in-memory or a PostgreSQL-backed server). No provider network."""
 
 import os
+import re
 import uuid
+from pathlib import Path
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
@@ -34,3 +36,20 @@ def client(target):
 async def aclient(target):
     async with ctxd.AsyncClient(target, tenant="pytest", timeout=20.0) as c:
         yield c
+
+
+def readme_function(name: str):
+    """The function `name` as README.md defines it (its code block run as it is shown)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        if f"def {name}(" in block:
+            namespace: dict = {}
+            exec(compile(block, "README.md", "exec"), namespace)
+            return namespace[name]
+    raise AssertionError(f"README.md defines no {name}")
+
+
+@pytest.fixture
+def readme():
+    """`readme("support_turn")`: a function of README.md, so the README's code is what runs."""
+    return readme_function

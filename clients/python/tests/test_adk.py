@@ -4,9 +4,7 @@ Runs in the ADK tier's venv (requirements-adk.txt; ci.sh); skipped where google-
 
 import json
 import os
-import re
 import statistics
-from pathlib import Path
 
 import pytest
 
@@ -139,19 +137,10 @@ async def test_a_100_turn_tool_loop_through_the_adk_runner_gets_packs_and_keeps_
     assert await service.get_session(app_name="ledger-app", user_id=user, session_id=session_id) is None
 
 
-def readme_function(name: str):
-    """The function `name` as README.md defines it (the code block is run as it is shown)."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for block in re.findall(r"```python\n(.*?)```", text, re.S):
-        if f"def {name}(" in block:
-            namespace: dict = {}
-            exec(compile(block, "README.md", "exec"), namespace)
-            return namespace[name]
-    raise AssertionError(f"README.md defines no {name}")
 
 
-async def test_the_readme_turn_runs_as_shown(aclient, conv_id):
-    make, turn = readme_function("adk_runner"), readme_function("adk_turn")
+async def test_the_readme_turn_runs_as_shown(aclient, conv_id, readme):
+    make, turn = readme("adk_runner"), readme("adk_turn")
     model = ScriptedLlm()
     model.seen = []
     runner = make(aclient, model, [lookup])

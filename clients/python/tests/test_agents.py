@@ -1,8 +1,6 @@
 """ctxd.agents.CtxdSession with the OpenAI Agents SDK's own scripted model (agents.testing)."""
 
 import json
-import re
-from pathlib import Path
 
 import pytest
 from agents import Agent, RunConfig, RunContextWrapper, Runner, function_tool
@@ -41,15 +39,6 @@ def rendered(page) -> list:
     return json.loads(page.rendered)
 
 
-def readme_function(name: str):
-    """The function `name` as README.md defines it (the code block is run as it is shown)."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for block in re.findall(r"```python\n(.*?)```", text, re.S):
-        if f"def {name}(" in block:
-            namespace: dict = {}
-            exec(compile(block, "README.md", "exec"), namespace)
-            return namespace[name]
-    raise AssertionError(f"README.md defines no {name}")
 
 
 async def test_two_turn_run_keeps_every_item(aclient, conv_id):
@@ -433,8 +422,8 @@ async def test_clear_session_and_blocking_client(client, conv_id):
         client.get_conversation(conv_id)
 
 
-async def test_readme_support_turn(aclient, conv_id):
-    support_turn = readme_function("support_turn")
+async def test_readme_support_turn(aclient, conv_id, readme):
+    support_turn = readme("support_turn")
     model = scripted()
     agent = Agent(name="weather", instructions="Answer briefly.", model=model, tools=[get_weather])
     assert await support_turn(aclient, agent, conv_id, "Weather in Paris?") == "It is 18C and sunny in Paris."

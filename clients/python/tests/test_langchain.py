@@ -3,9 +3,7 @@
 provider network)."""
 
 import json
-import re
 import statistics
-from pathlib import Path
 
 import pytest
 from langchain.agents import create_agent
@@ -199,19 +197,10 @@ async def test_the_async_agent_uses_the_same_hooks(client, aclient, conv_id, tur
     assert len(logged) == 4 * turns
 
 
-def readme_function(name: str):
-    """The function `name` as README.md defines it (the code block is run as it is shown)."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for block in re.findall(r"```python\n(.*?)```", text, re.S):
-        if f"def {name}(" in block:
-            namespace: dict = {}
-            exec(compile(block, "README.md", "exec"), namespace)
-            return namespace[name]
-    raise AssertionError(f"README.md defines no {name}")
 
 
-def test_the_readme_turn_runs_as_shown(client, conv_id):
-    make, turn = readme_function("langchain_agent"), readme_function("langchain_turn")
+def test_the_readme_turn_runs_as_shown(client, conv_id, readme):
+    make, turn = readme("langchain_agent"), readme("langchain_turn")
     model = ScriptedModel(messages=_script(0, 2))
     model.inputs = []
     agent = make(client, model, [lookup])

@@ -1,9 +1,7 @@
 """ctxd.pydantic_ai.CtxdConversationStore with Pydantic AI's own test models."""
 
 import json
-import re
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
@@ -45,15 +43,6 @@ class Scripted:
         ])
 
 
-def readme_function(name: str):
-    """The function `name` as README.md defines it (the code block is run as it is shown)."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for block in re.findall(r"```python\n(.*?)```", text, re.S):
-        if f"def {name}(" in block:
-            namespace: dict = {}
-            exec(compile(block, "README.md", "exec"), namespace)
-            return namespace[name]
-    raise AssertionError(f"README.md defines no {name}")
 
 
 async def run_turn(store, agent, conv_id, prompt, scope=None):
@@ -236,8 +225,8 @@ async def test_budgeted_load_packs_and_save_appends(aclient, conv_id):
     assert len(script.calls[-1]) < 40
 
 
-async def test_readme_chat_turn(aclient, conv_id):
-    chat_turn = readme_function("chat_turn")
+async def test_readme_chat_turn(aclient, conv_id, readme):
+    chat_turn = readme("chat_turn")
     script = Scripted()
     agent = weather_agent(FunctionModel(script))
     assert await chat_turn(aclient, agent, conv_id, "Weather in Paris?") == "Answer 2: 18C."
