@@ -48,12 +48,13 @@ echo "== install into a fresh project: @ctxd/client, then the frameworks in a se
 #  - folder: `npm install <path>` with `install-links=true` in the project's .npmrc (a copy).
 # (A plain folder install is a symlink back here: its dependencies would come from this folder's
 # node_modules, and without them the app fails with ERR_MODULE_NOT_FOUND.) The app
-# (test/install/app.mjs) runs both adapters with the frameworks at the versions pinned here and
-# in the README, @ai-sdk/openai-compatible included.
+# (test/install/app.mjs) runs the adapters with the frameworks at the versions pinned here and
+# in the README, @ai-sdk/openai-compatible and LangChain.js included.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 pin() { node -p "require('./package.json').devDependencies['$1']"; }
-frameworks="ai@$(pin ai) @openai/agents@$(pin @openai/agents) zod@$(pin zod) @ai-sdk/openai-compatible@3.0.92"
+frameworks="ai@$(pin ai) @openai/agents@$(pin @openai/agents) zod@$(pin zod) @ai-sdk/openai-compatible@3.0.92
+  langchain@$(pin langchain) @langchain/core@$(pin @langchain/core) @langchain/langgraph@$(pin @langchain/langgraph)"
 tarball=$(npm pack --silent --pack-destination "$scratch" | tail -n 1)
 for mode in tarball folder; do
   dir="$scratch/$mode" && mkdir -p "$dir" && cp test/install/app.mjs "$dir/"

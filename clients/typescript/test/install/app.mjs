@@ -13,6 +13,12 @@ import { Agent, run, setTracingDisabled, Usage } from "@openai/agents";
 import { ScriptedModel, assistantMessage } from "@openai/agents/testing";
 import { generateText } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { createAgent, tool } from "langchain";
+import { fakeModel } from "@langchain/core/testing";
+import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import { MemorySaver } from "@langchain/langgraph";
+import { z } from "zod";
+import { ctxdContextMiddleware } from "@ctxd/client/langchain";
 
 const [url] = process.argv.slice(2);
 const check = (ok, what) => {
@@ -77,4 +83,17 @@ check(requests.length === 2 && JSON.stringify(requests[1].messages).includes("Na
 const chat = await loadChat(grpc, chatId);
 check(chat.length === 4 && chat[3].parts.some((p) => p.text === "You asked for a colour; I said blue."), "AI SDK chat stored");
 
-console.log("ok installed package: gRPC append, Connect read, CtxdSession with @openai/agents, buildPrompt + persistOnFinish with ai and @ai-sdk/openai-compatible");
+// LangChain.js: the README's createAgent with the middleware, one tool-using turn with
+// LangChain's fakeModel; the thread's messages are in ctxd.
+const lcModel = fakeModel();
+lcModel.respond(new AIMessage({ content: "", tool_calls: [{ name: "lookup", args: { turn: 1 }, id: "call_lc_1", type: "tool_call" }] }));
+lcModel.respond(new AIMessage("Turn 1: the ledger says 7 crates."));
+const lookup = tool(async ({ turn }) => `ledger row ${turn}`, { name: "lookup", description: "Looks up a ledger row.", schema: z.object({ turn: z.number() }) });
+const lcAgent = createAgent({ model: lcModel, tools: [lookup], checkpointer: new MemorySaver(), middleware: [ctxdContextMiddleware(grpc, { budgetTokens: 32_000 })] });
+const threadId = id("langchain");
+const lcState = await lcAgent.invoke({ messages: [new HumanMessage("How many crates?")] }, { configurable: { thread_id: threadId } });
+check(lcState.messages.at(-1).content === "Turn 1: the ledger says 7 crates.", "LangChain.js answer");
+const lcLog = await grpc.listMessages({ conversationId: threadId });
+check(lcLog.messages.length === 4, `LangChain.js log of ${lcLog.messages.length} messages`);
+
+console.log("ok installed package: gRPC append, Connect read, CtxdSession with @openai/agents, buildPrompt + persistOnFinish with ai and @ai-sdk/openai-compatible, ctxdContextMiddleware with langchain");
