@@ -209,3 +209,21 @@ def test_the_readme_turn_runs_as_shown(client, conv_id, readme):
     logged = list(client.iter_messages(conv_id))
     assert [m.role for m in logged].count(messages_pb2.ROLE_USER) == 2  # both user turns, once each
     assert len(logged) == 8
+
+
+def test_an_interrupt_before_the_tools_resumes_with_the_log_intact(client, conv_id):
+    """Human in the loop: the run stops before the tools (LangGraph's `interrupt_before`), a
+    person approves, the same thread resumes; the log holds every message once, in order."""
+    model = ScriptedModel(messages=_script(0, 1))
+    model.inputs = []
+    middleware = CtxdContextMiddleware(client, budget_tokens=BUDGET, thread_id_prefix="hitl/")
+    agent = create_agent(model, [lookup], middleware=[middleware], checkpointer=InMemorySaver(),
+                         interrupt_before=["tools"])
+    config = {"configurable": {"thread_id": conv_id}}
+    paused = agent.invoke({"messages": [{"role": "user", "content": "Turn 0: how many crates?"}]}, config)
+    assert paused["messages"][-1].tool_calls, "stopped before running the call"
+    assert agent.get_state(config).next == ("tools",)
+    state = agent.invoke(None, config)  # approved: the run goes on from the checkpoint
+    assert state["messages"][-1].content == "Turn 0: the ledger says 0 crates."
+    logged = [from_ctxd(m) for m in client.iter_messages(f"hitl/{conv_id}")]
+    assert logged == list(state["messages"])
