@@ -7,6 +7,7 @@ so a method that forgets to pass one is a type error. The clients only send what
 from __future__ import annotations
 
 import datetime as _dt
+import urllib.parse
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -25,6 +26,12 @@ _ROLES = {
 }
 
 MessageLike = messages_pb2.Message | Mapping[str, Any]
+
+
+def id_part(text: str) -> str:
+    """`text` as one part of a conversation id built from a framework's keys: percent-encoded
+    (ids are printable ASCII, and `/` separates the parts)."""
+    return urllib.parse.quote(text, safe="._-:")
 
 
 def new_idempotency_key() -> str:

@@ -51,6 +51,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig, ListSessi
 from google.genai import types
 
 from . import errors
+from ._requests import id_part
 from .client import AsyncClient
 from .v1 import messages_pb2
 
@@ -61,10 +62,6 @@ _EVENT_ID = "adk.event_id"
 _STATE = "adk.state"
 _APP_LABEL = "adk-app"
 _USER_LABEL = "adk-user"
-
-
-def _quote(text: str) -> str:
-    return urllib.parse.quote(text, safe="._-:")
 
 
 def _is_user(event: Event) -> bool:
@@ -125,13 +122,13 @@ class CtxdSessionService(BaseSessionService):
     # -- where things are
 
     def conversation_id(self, app_name: str, user_id: str, session_id: str) -> str:
-        return f"{self.prefix}{_quote(app_name)}/{_quote(user_id)}/{_quote(session_id)}"
+        return f"{self.prefix}{id_part(app_name)}/{id_part(user_id)}/{id_part(session_id)}"
 
     def _app_state_id(self, app_name: str) -> str:
-        return f"{self.prefix}{_quote(app_name)}/-app"
+        return f"{self.prefix}{id_part(app_name)}/-app"
 
     def _user_state_id(self, app_name: str, user_id: str) -> str:
-        return f"{self.prefix}{_quote(app_name)}/{_quote(user_id)}/-user"
+        return f"{self.prefix}{id_part(app_name)}/{id_part(user_id)}/-user"
 
     # -- reading
 
@@ -221,18 +218,12 @@ class CtxdSessionService(BaseSessionService):
         if user_id is not None:
             labels[_USER_LABEL] = user_id[:256]
         sessions: list[Session] = []
-        page_token = ""
-        while True:
-            page = await self.client.list_conversations(labels=labels, page_token=page_token)
-            for c in page.conversations:
-                user = c.labels.get(_USER_LABEL, "")
-                session_id = urllib.parse.unquote(c.conversation_id.rsplit("/", 1)[-1])
-                state = await self._merged_state(app_name, user, {})
-                sessions.append(Session(id=session_id, app_name=app_name, user_id=user, state=state, events=[],
-                                        last_update_time=c.updated_at.ToSeconds()))
-            page_token = page.next_page_token
-            if not page_token:
-                break
+        async for c in self.client.iter_conversations(labels=labels):
+            user = c.labels.get(_USER_LABEL, "")
+            session_id = urllib.parse.unquote(c.conversation_id.rsplit("/", 1)[-1])
+            state = await self._merged_state(app_name, user, {})
+            sessions.append(Session(id=session_id, app_name=app_name, user_id=user, state=state, events=[],
+                                    last_update_time=c.updated_at.ToSeconds()))
         sessions.sort(key=lambda s: s.last_update_time)
         return ListSessionsResponse(sessions=sessions)
 

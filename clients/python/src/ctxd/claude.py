@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import urllib.parse
 from typing import Any
 
 from . import errors
+from ._requests import id_part
 from .client import AsyncClient
 
 __all__ = ["CtxdSessionStore"]
@@ -37,10 +37,6 @@ _PROJECT = "claude-project"
 _SESSION = "claude-session"
 _KIND = "claude-kind"
 _SUBPATH = "claude-subpath"
-
-
-def _quote(text: str) -> str:
-    return urllib.parse.quote(text, safe="._-:")
 
 
 def _project_label(project_key: str) -> str:
@@ -56,9 +52,9 @@ class CtxdSessionStore:
         self.prefix = prefix
 
     def conversation_id(self, key: dict[str, Any]) -> str:
-        base = f"{self.prefix}{_quote(key['project_key'])}/{_quote(key['session_id'])}"
+        base = f"{self.prefix}{id_part(key['project_key'])}/{id_part(key['session_id'])}"
         subpath = key.get("subpath")
-        return f"{base}/~{_quote(subpath)}" if subpath else base
+        return f"{base}/~{id_part(subpath)}" if subpath else base
 
     def _labels(self, key: dict[str, Any]) -> dict[str, str]:
         labels = {
@@ -103,13 +99,7 @@ class CtxdSessionStore:
 
     async def _conversations(self, labels: dict[str, str]) -> list[Any]:
         labels = {**labels, "claude-prefix": _project_label(self.prefix)}
-        found, token = [], ""
-        while True:
-            page = await self.client.list_conversations(labels=labels, page_token=token)
-            found.extend(page.conversations)
-            token = page.next_page_token
-            if not token:
-                return found
+        return [c async for c in self.client.iter_conversations(labels=labels)]
 
     async def list_sessions(self, project_key: str) -> list[dict[str, Any]]:
         listed = await self._conversations({_PROJECT: _project_label(project_key), _KIND: "main"})

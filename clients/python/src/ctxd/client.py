@@ -460,6 +460,20 @@ class _Api(Transport, Generic[Ch]):
         req = rq.list_conversations(page_size=page_size, page_token=page_token, labels=labels, status=status)
         return await self._call("ListConversations", req, timeout, metadata)
 
+    @_shared_iterator
+    async def iter_conversations(
+        self, *, labels: Mapping[str, str] | None = None, status: Any = None, **kwargs: Any
+    ) -> AsyncIterator[conversations_pb2.Conversation]:
+        """Every conversation with `labels` (and `status`), following the page tokens."""
+        page_token = ""
+        while True:
+            page = await _Api.list_conversations.impl(self, page_token=page_token, labels=labels, status=status, **kwargs)
+            for conversation in page.conversations:
+                yield conversation
+            page_token = page.next_page_token
+            if not page_token:
+                return
+
     @_shared
     async def delete_conversation(
         self, conversation_id: str, *, timeout: float | None = None, metadata: Metadata | None = None
