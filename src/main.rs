@@ -24,11 +24,15 @@ async fn main() -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    init_telemetry(&settings.telemetry)?;
+    let traces = init_telemetry(&settings.telemetry)?;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let app = App::build(settings).await?;
-            app.run_until_stopped(ctxd::shutdown_signal()).await?;
+            let served = app.run_until_stopped(ctxd::shutdown_signal()).await;
+            if let Some(traces) = traces {
+                traces.shutdown().await;
+            }
+            served?;
         }
         Command::Health { addr, service } => return Ok(health_check(addr, service).await),
         Command::HashKey { key } => {

@@ -29,7 +29,10 @@ pub use problem::{ConfigError, ConfigProblem, KeyEntryError, KeyOrigin};
 pub use retention::{RetentionArgs, RetentionOptions};
 pub use server::{ServerArgs, ServerOptions, TlsFiles};
 pub use summarizer::{AutoSummarizeOptions, Engine, SummarizerArgs, SummarizerOptions};
-pub use telemetry::{LogFormatName, TelemetryArgs, TelemetryOptions};
+pub use telemetry::{
+    LogFormatName, ParentlessSampler, TelemetryArgs, TelemetryOptions, TraceExport, TraceProtocol,
+    TraceSampler,
+};
 
 use problem::Problems;
 

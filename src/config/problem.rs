@@ -116,6 +116,14 @@ pub enum ConfigProblem {
         #[source]
         source: tracing_subscriber::filter::ParseError,
     },
+    /// An OpenTelemetry setting ctxd cannot follow.
+    #[error("{setting}: {reason}")]
+    Traces {
+        /// The environment variable.
+        setting: &'static str,
+        /// What it may be.
+        reason: &'static str,
+    },
 }
 
 /// Where an API key entry was configured, so an operator finds the bad one.

@@ -15,11 +15,14 @@ use std::{
 };
 
 use hyper::body::{Body, Bytes, Frame, SizeHint};
+use opentelemetry::trace::TraceContextExt as _;
 use tonic::codegen::http::{HeaderMap, Request, Response};
 use tower::{Layer, Service};
+use tracing::Instrument as _;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::{METHODS, code_name, connect::Protocol, unread::ReadInTime};
-use crate::service::metrics::ServerMetrics;
+use crate::{runtime::traces, service::metrics::ServerMetrics};
 
 /// The gRPC service whose calls are counted.
 const SERVICE_PREFIX: &str = "/ctxd.v1.ContextService/";
@@ -86,17 +89,24 @@ where
             .path()
             .strip_prefix(SERVICE_PREFIX)
             .and_then(known_method);
-        let future = self.inner.call(request);
         let Some(method) = method else {
-            return Box::pin(future);
+            return Box::pin(self.inner.call(request));
         };
+        let span = server_span(&request, method);
+        let future = {
+            let _entered = span.enter();
+            self.inner.call(request)
+        }
+        .instrument(span.clone());
         let read_timeout = self.read_timeout;
         let call = Call {
             method,
             protocol,
             started: Instant::now(),
             metrics: self.metrics.clone(),
+            span,
         };
+        call.span.record("ctxd.protocol", protocol.label());
         Box::pin(async move {
             let mut response = future.await?;
             if let Some(code) = status_code(response.headers()) {
@@ -131,10 +141,16 @@ struct Call {
     protocol: Protocol,
     started: Instant,
     metrics: ServerMetrics,
+    /// The call's span, kept open until its status is known.
+    span: tracing::Span,
 }
 
 impl Call {
     fn finish(self, code: tonic::Code) {
+        self.span.record("rpc.grpc.status_code", code as i32);
+        if server_error(code) {
+            self.span.record("otel.status_code", "ERROR");
+        }
         self.metrics.observe_rpc(
             self.method,
             code_name(code),
@@ -142,6 +158,41 @@ impl Call {
             self.started.elapsed(),
         );
     }
+}
+
+/// The exported span of one call, whatever its protocol: a server span after the RPC
+/// conventions, continuing the caller's trace (W3C `traceparent`, from gRPC metadata or HTTP
+/// headers alike). It lasts until the call's status is known (the body's trailers); the
+/// interceptor records its tenant.
+fn server_span<B>(request: &Request<B>, method: &'static str) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: traces::SPAN_TARGET,
+        "rpc",
+        otel.name = %format_args!("ctxd.v1.ContextService/{method}"),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        rpc.system = "grpc",
+        rpc.service = "ctxd.v1.ContextService",
+        rpc.method = method,
+        rpc.grpc.status_code = tracing::field::Empty,
+        ctxd.tenant = tracing::field::Empty,
+        ctxd.protocol = tracing::field::Empty,
+    );
+    let parent = traces::remote_parent(request.headers());
+    if parent.has_active_span() {
+        let _ = span.set_parent(parent);
+    }
+    span
+}
+
+/// Whether `code` is the server's failure (the RPC conventions' error codes for a server span),
+/// not the caller's.
+fn server_error(code: tonic::Code) -> bool {
+    use tonic::Code::*;
+    matches!(
+        code,
+        Unknown | DeadlineExceeded | Unimplemented | Internal | Unavailable | DataLoss
+    )
 }
 
 /// The `grpc-status` in `headers`, if any.

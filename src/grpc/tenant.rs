@@ -107,6 +107,7 @@ impl TenantInterceptor {
 impl Interceptor for TenantInterceptor {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         let tenant = self.resolve(request.metadata())?;
+        tracing::Span::current().record("ctxd.tenant", tenant.as_str());
         request.extensions_mut().insert(tenant);
         Ok(request)
     }

@@ -1,10 +1,12 @@
 //! GetWorkingMemory and UpdateWorkingMemory.
 
+use opentelemetry::KeyValue;
+
 use super::{ContextApi, Reply, convert};
 use crate::{
-    domain::{TenantId, Violations},
+    domain::{ConversationId, TenantId, Violations},
     proto,
-    runtime::deadline::Deadline,
+    runtime::{deadline::Deadline, traces},
     service::{MemoryMode, ServiceError},
 };
 
@@ -33,8 +35,10 @@ impl ContextApi {
             .service
             .get_working_memory(&tenant, &conversation, mode, deadline.as_ref())
             .await?;
+        let memory = convert::memory_to_proto(&outcome.memory);
+        watermarks(&conversation, &memory);
         let response = proto::GetWorkingMemoryResponse {
-            memory: Some(convert::memory_to_proto(&outcome.memory)),
+            memory: Some(memory),
             prepared: outcome.prepared.map(convert::prepared_request),
         };
         Ok(Reply::holding(response, outcome.reservation))
@@ -79,8 +83,21 @@ impl ContextApi {
                 deadline.as_ref(),
             )
             .await?;
-        Ok(proto::UpdateWorkingMemoryResponse {
-            memory: Some(convert::memory_to_proto(&stored)),
-        })
+        let memory = convert::memory_to_proto(&stored);
+        watermarks(&conversation, &memory);
+        Ok(proto::UpdateWorkingMemoryResponse { memory: Some(memory) })
     }
+}
+
+/// The memory's watermark and version on the call's span.
+fn watermarks(conversation: &ConversationId, memory: &proto::WorkingMemory) {
+    let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    traces::attributes(
+        &tracing::Span::current(),
+        [
+            KeyValue::new("gen_ai.conversation.id", conversation.as_str().to_owned()),
+            KeyValue::new("ctxd.memory.through_sequence", as_i64(memory.through_sequence)),
+            KeyValue::new("ctxd.memory.version", as_i64(memory.version)),
+        ],
+    );
 }

@@ -164,7 +164,22 @@ impl Embedder {
     /// The vectors of `texts` (each prefixed for its kind), in order: finite, not zero, each
     /// of the model's dimensions. The answer is read in memory reserved from `budget` for
     /// `owner` (a tenant, or the replica's own work) and parsed on the CPU pool when large.
-    #[tracing::instrument(skip_all, fields(model = %self.options.model, texts = texts.len()))]
+    #[tracing::instrument(
+        target = "ctxd::otel",
+        name = "embeddings",
+        skip_all,
+        fields(
+            model = %self.options.model,
+            texts = texts.len(),
+            otel.name = %format_args!("embeddings {}", self.options.model),
+            otel.kind = "client",
+            gen_ai.operation.name = "embeddings",
+            gen_ai.request.model = %self.options.model,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            server.address = tracing::field::Empty,
+            server.port = tracing::field::Empty,
+        )
+    )]
     pub async fn embed(
         &self,
         kind: Kind,
@@ -189,7 +204,11 @@ impl Embedder {
             body["dimensions"] = json!(dimensions);
         }
         let url = format!("{}/embeddings", self.options.base_url.trim_end_matches('/'));
-        let mut request = self.http.post(url).json(&body);
+        let span = tracing::Span::current();
+        crate::runtime::traces::record_server(&span, &self.options.base_url);
+        let mut headers = reqwest::header::HeaderMap::new();
+        crate::runtime::traces::inject_current(&mut headers);
+        let mut request = self.http.post(url).headers(headers).json(&body);
         if let Some(key) = &self.options.api_key {
             request = request.bearer_auth(key);
         }
@@ -210,10 +229,16 @@ impl Embedder {
         let bytes = read_limited(response, limit, &mut reservation).await?;
         let (count, expected) = (texts.len(), self.dimensions());
         let parse = move |_: &crate::runtime::cpu::Cancel| parse_answer(&bytes, count, expected, reservation);
-        let vectors = match limit > PARSE_OFF_WORKERS {
+        let (vectors, input_tokens) = match limit > PARSE_OFF_WORKERS {
             true => crate::runtime::cpu::run(owner, parse).await?,
             false => parse(&crate::runtime::cpu::Cancel::default())?,
         };
+        if let Some(tokens) = input_tokens {
+            span.record(
+                "gen_ai.usage.input_tokens",
+                i64::try_from(tokens).unwrap_or(i64::MAX),
+            );
+        }
         let first = vectors.first().map_or(0, Vec::len);
         let learned = *self.dimensions.get_or_init(|| first);
         if learned != first {
@@ -258,13 +283,14 @@ async fn read_limited(
 }
 
 /// The vectors of an answer's `bytes` for `count` inputs, parsed in memory reserved first;
-/// each of `expected` dimensions when the model's are known.
+/// each of `expected` dimensions when the model's are known. With them, the input tokens the
+/// answer's `usage` reports.
 fn parse_answer(
     bytes: &[u8],
     count: usize,
     expected: Option<usize>,
     mut reservation: Reservation,
-) -> Result<Vec<Vec<f32>>, EmbedError> {
+) -> Result<(Vec<Vec<f32>>, Option<u64>), EmbedError> {
     let text = std::str::from_utf8(bytes).map_err(|_| EmbedError::BadAnswer("not UTF-8".into()))?;
     reservation
         .grow(parse_memory(text))
@@ -273,7 +299,7 @@ fn parse_answer(
         serde_json::from_str(text).map_err(|e| EmbedError::BadAnswer(format!("not JSON: {e}")))?;
     let vectors = vectors(&answer, count, expected)?;
     drop(reservation);
-    Ok(vectors)
+    Ok((vectors, answer["usage"]["prompt_tokens"].as_u64()))
 }
 
 /// The vectors of an `/embeddings` answer for `count` inputs, by `index`; each a float array or

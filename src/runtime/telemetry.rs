@@ -2,7 +2,11 @@
 
 use std::io::IsTerminal as _;
 
-use tracing_subscriber::{EnvFilter, fmt};
+use tracing_subscriber::{
+    EnvFilter, Layer as _, filter::filter_fn, fmt, layer::SubscriberExt as _, util::SubscriberInitExt as _,
+};
+
+use super::traces::{self, Exporter};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +30,9 @@ pub enum TelemetryError {
         #[from]
         source: tracing_subscriber::filter::ParseError,
     },
+    /// The trace exporter cannot be built.
+    #[error(transparent)]
+    Traces(#[from] super::traces::ExporterError),
     /// Another subscriber was installed first (logging is process-wide).
     #[error("cannot install the log subscriber")]
     Install {
@@ -35,23 +42,40 @@ pub enum TelemetryError {
     },
 }
 
-/// Installs the global subscriber. Fails if one is already installed.
-pub fn init(format: LogFormat, filter: &str) -> Result<(), TelemetryError> {
+/// Installs the global subscriber: log lines, and spans for `exporter` when traces are on.
+/// Fails if a subscriber is already installed.
+pub fn init(format: LogFormat, filter: &str, exporter: Option<&Exporter>) -> Result<(), TelemetryError> {
     // tokio-postgres logs every query's parameters (message content) at debug: that target is
     // always off, whatever the configured filter says.
     let filter = EnvFilter::try_new(filter)?.add_directive(QUIET_QUERY_LOG.parse()?);
     // Colour codes only on a terminal: in files and container logs they are noise.
     let ansi = std::io::stdout().is_terminal();
-    let builder = fmt().with_env_filter(filter).with_target(true).with_ansi(ansi);
-    let installed = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .try_init(),
+    let lines = fmt::layer().with_target(true).with_ansi(ansi);
+    let lines = match format {
+        LogFormat::Text => lines.boxed(),
+        LogFormat::Json => lines.json().flatten_event(true).with_current_span(true).boxed(),
     };
-    installed.map_err(|source| TelemetryError::Install { source })
+    // Only ctxd's own trace spans are exported, never an event (a log line's text stays local),
+    // whatever the log filter says.
+    let spans = exporter.map(|exporter| {
+        tracing_opentelemetry::layer()
+            .with_tracer(exporter.tracer())
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_level(false)
+            .with_tracked_inactivity(false)
+            .with_filter(filter_fn(|meta| {
+                meta.is_span() && meta.target() == traces::SPAN_TARGET
+            }))
+    });
+    tracing_subscriber::registry()
+        .with(lines.with_filter(filter))
+        .with(spans)
+        .try_init()
+        .map_err(|source| TelemetryError::Install {
+            source: Box::new(source),
+        })
 }
 
 /// Displays an error with all its sources (`outer: cause: root cause`), for logs: errors are

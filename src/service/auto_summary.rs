@@ -7,6 +7,7 @@ use crate::{
     models::summarize::Caller,
     store::StoreError,
 };
+use tracing::Instrument as _;
 
 /// Background summarization is considered each time a conversation passes a multiple of this
 /// many messages, so the check's read stays rare.
@@ -31,12 +32,21 @@ impl Service {
         // One check per conversation at a time on this replica; the lease makes it one across
         // replicas. The key is unambiguous: a tenant id never holds a NUL.
         let key = format!("{tenant}\u{0}{conversation}");
-        let started = self.tasks.try_spawn(key, auto.concurrency, async move {
+        let span = tracing::info_span!(
+            target: crate::runtime::traces::SPAN_TARGET,
+            parent: None,
+            "auto_summarize",
+            ctxd.tenant = %tenant,
+            gen_ai.conversation.id = %conversation,
+        );
+        let span = crate::runtime::traces::linked(span, crate::runtime::traces::current_link());
+        let work = async move {
             if let Err(error) = service.auto_summarize(&tenant, &conversation, auto).await {
                 let error = crate::runtime::telemetry::ErrorChain(&error);
                 tracing::warn!(%tenant, %conversation, %error, "background summarization failed");
             }
-        });
+        };
+        let started = self.tasks.try_spawn(key, auto.concurrency, work.instrument(span));
         if let Err(reason) = started {
             self.metrics
                 .background_skipped

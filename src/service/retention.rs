@@ -4,6 +4,8 @@
 
 use std::{sync::Arc, time::SystemTime};
 
+use tracing::Instrument as _;
+
 use crate::{
     config::RetentionOptions,
     service::metrics::UseCaseMetrics,
@@ -17,7 +19,23 @@ pub async fn run(store: Arc<dyn Store>, retention: RetentionOptions, metrics: Ar
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        match sweep(&*store, &retention, &metrics).await {
+        // Each sweep is a trace of its own.
+        let span = tracing::info_span!(
+            target: crate::runtime::traces::SPAN_TARGET,
+            parent: None,
+            "retention_sweep",
+            ctxd.retention.conversations = tracing::field::Empty,
+            ctxd.retention.messages = tracing::field::Empty,
+        );
+        let swept = sweep(&*store, &retention, &metrics)
+            .instrument(span.clone())
+            .await;
+        if let Ok(swept) = &swept {
+            span.record("ctxd.retention.conversations", swept.conversations as i64);
+            span.record("ctxd.retention.messages", swept.messages as i64);
+        }
+        drop(span);
+        match swept {
             Ok(swept) if swept.conversations > 0 => tracing::info!(
                 conversations = swept.conversations,
                 messages = swept.messages,

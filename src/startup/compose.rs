@@ -6,7 +6,8 @@ use std::{sync::Arc, time::Duration};
 use crate::{
     config::{
         AuthOptions, DatabaseOptions, EmbeddingEndpoint, Engine, LimitOptions, LogFormatName,
-        SummarizerOptions, TelemetryOptions, TokenizerName,
+        ParentlessSampler, SummarizerOptions, TelemetryOptions, TokenizerName, TraceExport, TraceProtocol,
+        TraceSampler,
     },
     domain::AppendLimits,
     domain::tokenize::Tokenizer,
@@ -14,17 +15,51 @@ use crate::{
     models::embeddings::{EmbedError, Embedder},
     models::summarize::{Extractor, OpenAiClient, OpenAiError, Summarizer},
     runtime::telemetry::{self, LogFormat, TelemetryError},
+    runtime::traces::{ExportOptions, Exporter, Sampler},
     service::{AiSettings, AutoSummarize, Limits},
     store::PostgresOptions,
 };
 
-/// Installs logging as configured.
-pub fn init_telemetry(options: &TelemetryOptions) -> Result<(), TelemetryError> {
+/// Installs logging, and traces when an OTLP endpoint is configured; the exporter returned
+/// must be shut down last, so the final spans leave.
+pub fn init_telemetry(options: &TelemetryOptions) -> Result<Option<Exporter>, TelemetryError> {
     let format = match options.log_format {
         LogFormatName::Text => LogFormat::Text,
         LogFormatName::Json => LogFormat::Json,
     };
-    telemetry::init(format, &options.log_filter)
+    let exporter = match &options.traces {
+        Some(export) => Some(Exporter::start(export_options(export))?),
+        None => None,
+    };
+    telemetry::init(format, &options.log_filter, exporter.as_ref())?;
+    if let Some(export) = &options.traces {
+        tracing::info!(endpoint = %export.endpoint, grpc = export.protocol == TraceProtocol::Grpc, "exporting traces (OTLP)");
+    }
+    Ok(exporter)
+}
+
+/// The exporter's options for the configured export.
+fn export_options(export: &TraceExport) -> ExportOptions {
+    ExportOptions {
+        endpoint: export.endpoint.clone(),
+        grpc: export.protocol == TraceProtocol::Grpc,
+        sampler: sampler(export.sampler),
+        service_name: export.service_name.clone(),
+    }
+}
+
+/// The SDK sampler for the configured one.
+fn sampler(sampler: TraceSampler) -> Sampler {
+    match sampler {
+        TraceSampler::AlwaysOn => Sampler::AlwaysOn,
+        TraceSampler::AlwaysOff => Sampler::AlwaysOff,
+        TraceSampler::Ratio(r) => Sampler::TraceIdRatioBased(r),
+        TraceSampler::ParentBased(root) => Sampler::ParentBased(Box::new(match root {
+            ParentlessSampler::AlwaysOn => Sampler::AlwaysOn,
+            ParentlessSampler::AlwaysOff => Sampler::AlwaysOff,
+            ParentlessSampler::Ratio(r) => Sampler::TraceIdRatioBased(r),
+        })),
+    }
 }
 
 /// The Postgres store's settings (`None`: the in-memory store). A statement may run as long as

@@ -98,7 +98,7 @@ fn init_logs() {
             } else {
                 filter
             };
-            let _ = ctxd::runtime::telemetry::init(ctxd::runtime::telemetry::LogFormat::Text, &filter);
+            let _ = ctxd::runtime::telemetry::init(ctxd::runtime::telemetry::LogFormat::Text, &filter, None);
         }
     });
 }

@@ -38,5 +38,6 @@ mod summary;
 mod tenancy;
 mod tls;
 mod tokenize;
+mod traces;
 mod validation;
 mod working_memory;

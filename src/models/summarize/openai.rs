@@ -127,7 +127,23 @@ impl OpenAiClient {
     /// (`finish_reason: stop`) and is not empty. All attempts together end before `deadline`'s
     /// work does (the call's margin kept for the answer to travel back); an attempt that runs
     /// out of time is abandoned (its connection closed).
-    #[tracing::instrument(skip_all, fields(model = %self.options.model, messages = messages.len()))]
+    #[tracing::instrument(
+        target = "ctxd::otel",
+        name = "chat",
+        skip_all,
+        fields(
+            model = %self.options.model,
+            messages = messages.len(),
+            otel.name = %format_args!("chat {}", self.options.model),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.request.model = %self.options.model,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            server.address = tracing::field::Empty,
+            server.port = tracing::field::Empty,
+        )
+    )]
     pub async fn chat(
         &self,
         messages: &[Message],
@@ -135,6 +151,7 @@ impl OpenAiClient {
         max_tokens: usize,
         deadline: Option<&Deadline>,
     ) -> Result<String, OpenAiError> {
+        crate::runtime::traces::record_server(&tracing::Span::current(), &self.options.base_url);
         let messages: Vec<Value> = messages
             .iter()
             .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
@@ -219,7 +236,9 @@ impl OpenAiClient {
     }
 
     async fn attempt(&self, url: &str, body: &Value, max_body: usize) -> Result<String, Failure> {
-        let mut request = self.http.post(url).json(body);
+        let mut headers = reqwest::header::HeaderMap::new();
+        crate::runtime::traces::inject_current(&mut headers);
+        let mut request = self.http.post(url).headers(headers).json(body);
         if let Some(key) = &self.options.api_key {
             request = request.bearer_auth(key);
         }
@@ -263,16 +282,43 @@ impl OpenAiClient {
         }
         // A large answer is parsed on the CPU pool, off the async workers.
         let parsed = match bytes.len() > PARSE_OFF_WORKERS {
-            true => crate::runtime::cpu::run("ctxd:summarizer", move |_| answer_text(&bytes)).await,
-            false => answer_text(&bytes),
+            true => crate::runtime::cpu::run("ctxd:summarizer", move |_| answer_and_usage(&bytes)).await,
+            false => answer_and_usage(&bytes),
         };
-        parsed.map_err(|e| Failure::Error(OpenAiError::BadAnswer(e)))
+        let (text, usage) = parsed.map_err(|e| Failure::Error(OpenAiError::BadAnswer(e)))?;
+        let span = tracing::Span::current();
+        if let Some(tokens) = usage["prompt_tokens"].as_u64() {
+            span.record(
+                "gen_ai.usage.input_tokens",
+                i64::try_from(tokens).unwrap_or(i64::MAX),
+            );
+        }
+        if let Some(tokens) = usage["completion_tokens"].as_u64() {
+            span.record(
+                "gen_ai.usage.output_tokens",
+                i64::try_from(tokens).unwrap_or(i64::MAX),
+            );
+        }
+        Ok(text)
     }
 }
 
+/// The text of a successful answer and its `usage` object (Null when it has none).
+fn answer_and_usage(bytes: &[u8]) -> Result<(String, Value), String> {
+    let mut answer: Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("the answer is not JSON: {e}"))?;
+    let text = text_of(&answer)?;
+    Ok((text, answer["usage"].take()))
+}
+
 /// The text of a successful answer: `choices[0]`, ended by `stop`, not empty.
+#[cfg(test)]
 fn answer_text(bytes: &[u8]) -> Result<String, String> {
-    let answer: Value = serde_json::from_slice(bytes).map_err(|e| format!("the answer is not JSON: {e}"))?;
+    answer_and_usage(bytes).map(|(text, _)| text)
+}
+
+/// The text of a parsed answer: `choices[0]`, ended by `stop`, not empty.
+fn text_of(answer: &Value) -> Result<String, String> {
     let choice = &answer["choices"][0];
     if !choice.is_object() {
         return Err("the answer has no choices[0]".into());

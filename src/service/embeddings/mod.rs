@@ -4,6 +4,7 @@
 //! and answered lexically when that fails. An append never waits on the embeddings endpoint
 //! and never fails because of it.
 
+use opentelemetry::trace::SpanContext;
 use std::{
     collections::{HashSet, VecDeque},
     sync::{Arc, Mutex},
@@ -12,6 +13,8 @@ use std::{
 
 mod query;
 mod refused;
+
+use tracing::Instrument as _;
 
 use super::Service;
 use crate::{
@@ -78,8 +81,9 @@ pub(super) struct EmbeddingQueue {
 
 #[derive(Debug, Default)]
 struct QueueState {
-    /// Conversations in the order they were queued, with when.
-    waiting: VecDeque<(TenantId, ConversationId, Instant)>,
+    /// Conversations in the order they were queued, with when, and the traced call that
+    /// queued them (their backlog's trace links to it).
+    waiting: VecDeque<(TenantId, ConversationId, Instant, Option<SpanContext>)>,
     queued: HashSet<(TenantId, ConversationId)>,
     workers: usize,
 }
@@ -115,7 +119,8 @@ impl Service {
                 return;
             }
             state.queued.insert(key.clone());
-            state.waiting.push_back((key.0, key.1, Instant::now()));
+            let queued_by = crate::runtime::traces::current_link();
+            state.waiting.push_back((key.0, key.1, Instant::now(), queued_by));
             self.metrics.embedding_queue.set(state.waiting.len() as i64);
             let start = state.workers < WORKERS;
             if start {
@@ -135,7 +140,7 @@ impl Service {
         loop {
             let due = {
                 let state = self.embeddings.state.lock().unwrap_or_else(|p| p.into_inner());
-                state.waiting.front().map(|(_, _, queued)| *queued + SETTLE)
+                state.waiting.front().map(|(_, _, queued, _)| *queued + SETTLE)
             };
             if let Some(due) = due {
                 tokio::time::sleep_until(due.into()).await;
@@ -146,13 +151,13 @@ impl Service {
                 if state
                     .waiting
                     .front()
-                    .is_some_and(|(_, _, queued)| *queued + SETTLE > Instant::now())
+                    .is_some_and(|(_, _, queued, _)| *queued + SETTLE > Instant::now())
                 {
                     continue;
                 }
                 let next = state.waiting.pop_front();
                 match &next {
-                    Some((tenant, conversation, _)) => {
+                    Some((tenant, conversation, _, _)) => {
                         state.queued.remove(&(tenant.clone(), conversation.clone()));
                     }
                     None => state.workers -= 1,
@@ -160,12 +165,20 @@ impl Service {
                 self.metrics.embedding_queue.set(state.waiting.len() as i64);
                 next
             };
-            let Some((tenant, conversation, _)) = next else {
+            let Some((tenant, conversation, _, queued_by)) = next else {
                 return;
             };
             self.metrics.embedding_workers.inc();
             let key = (tenant.clone(), conversation.clone());
-            match self.embed_backlog(&tenant, &conversation).await {
+            let span = tracing::info_span!(
+                target: crate::runtime::traces::SPAN_TARGET,
+                parent: None,
+                "embed_backlog",
+                ctxd.tenant = %tenant,
+                gen_ai.conversation.id = %conversation,
+            );
+            let span = crate::runtime::traces::linked(span, queued_by);
+            match self.embed_backlog(&tenant, &conversation).instrument(span).await {
                 Ok(()) => {
                     self.embeddings
                         .retries

@@ -5,6 +5,7 @@
 //! longer than its budget, and never holds its tenant's search slot while it waits.
 
 use std::{num::NonZeroUsize, sync::Arc, sync::atomic::Ordering, time::Duration};
+use tracing::Instrument as _;
 
 use super::{CALIBRATION_OWNER, with_retries};
 use crate::{
@@ -82,7 +83,8 @@ impl Service {
             budget = budget.min(deadline.work_left() / DEADLINE_SHARE);
         }
         let (service, query, owner) = (self.clone(), query.to_string(), tenant.clone());
-        Some(QueryEmbedding::spawn(async move {
+        // The call's span goes along: the embeddings call is part of its trace.
+        let work = async move {
             match tokio::time::timeout(budget, service.query_vector(&owner, &query)).await {
                 Ok(vector) => vector,
                 Err(_) => {
@@ -90,7 +92,8 @@ impl Service {
                     None
                 }
             }
-        }))
+        };
+        Some(QueryEmbedding::spawn(crate::runtime::traces::carried(work)))
     }
 
     /// The vector of a search's `query`, if semantic search is on, the model's mean is known
@@ -151,12 +154,18 @@ impl Service {
             return;
         }
         let service = self.clone();
-        tokio::spawn(async move {
+        let span = tracing::info_span!(
+            target: crate::runtime::traces::SPAN_TARGET,
+            parent: None,
+            "learn_model_mean"
+        );
+        let work = async move {
             while service.model_mean(&embedder).await.is_err() {
                 tokio::time::sleep(MEAN_RETRY).await;
             }
             service.embeddings.learning.store(false, Ordering::Release);
-        });
+        };
+        tokio::spawn(work.instrument(span));
     }
 
     /// The model's mean vector ([`mean_of`] the [`CALIBRATION`] texts), asked for once per

@@ -12,6 +12,7 @@ use std::{collections::HashMap, time::Duration};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
+use tracing::Instrument as _;
 
 use super::{
     CacheStats, CappedPage, EmbeddingBacklog, EmbeddingBatch, Lease, LogVersion, MemoryBase, MemoryState,
@@ -27,6 +28,7 @@ use crate::{
         working_memory::WorkingMemory,
     },
     runtime::deadline::Deadline,
+    runtime::traces,
 };
 
 mod append;
@@ -150,7 +152,9 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
         let _slot = self.write_slot(tenant, &batch.conversation_id, deadline).await?;
-        append::append_messages(&self.pool, tenant, batch, deadline).await
+        append::append_messages(&self.pool, tenant, batch, deadline)
+            .instrument(traces::db("INSERT", "messages"))
+            .await
     }
 
     async fn list_messages(
@@ -161,7 +165,9 @@ impl Store for PostgresStore {
         limit: usize,
         max_bytes: usize,
     ) -> Result<MessagePage, StoreError> {
-        messages::list_messages(&self.pool, tenant, conversation, after, limit, max_bytes).await
+        messages::list_messages(&self.pool, tenant, conversation, after, limit, max_bytes)
+            .instrument(traces::db("SELECT", "messages"))
+            .await
     }
 
     async fn delete_conversation(
@@ -171,7 +177,9 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<u64, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        messages::delete_conversation(&self.pool, tenant, conversation, deadline).await
+        messages::delete_conversation(&self.pool, tenant, conversation, deadline)
+            .instrument(traces::db("DELETE", "conversations"))
+            .await
     }
 
     async fn open_context(
@@ -189,6 +197,7 @@ impl Store for PostgresStore {
             first_page,
             max_bytes,
         )
+        .instrument(traces::db("SELECT", "messages"))
         .await
     }
 
@@ -208,7 +217,9 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         ids: &[String],
     ) -> Result<HashMap<String, Sequence>, StoreError> {
-        tail::open_calls(&self.pool, tenant, conversation, ids).await
+        tail::open_calls(&self.pool, tenant, conversation, ids)
+            .instrument(traces::db("SELECT", "tool_calls"))
+            .await
     }
 
     async fn summary_state(
@@ -217,7 +228,9 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         max_bytes: usize,
     ) -> Result<SummaryState, StoreError> {
-        summary::summary_state(&self.pool, tenant, conversation, max_bytes).await
+        summary::summary_state(&self.pool, tenant, conversation, max_bytes)
+            .instrument(traces::db("SELECT", "summaries"))
+            .await
     }
 
     async fn store_summary(
@@ -229,7 +242,9 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<Summary, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        summary::store_summary(&self.pool, tenant, conversation, base, summary, deadline).await
+        summary::store_summary(&self.pool, tenant, conversation, base, summary, deadline)
+            .instrument(traces::db("INSERT", "summaries"))
+            .await
     }
 
     async fn memory_state(
@@ -238,7 +253,9 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         messages_up_to: Option<usize>,
     ) -> Result<MemoryState, StoreError> {
-        working_memory::memory_state(&self.pool, tenant, conversation, messages_up_to).await
+        working_memory::memory_state(&self.pool, tenant, conversation, messages_up_to)
+            .instrument(traces::db("SELECT", "working_memory"))
+            .await
     }
 
     async fn store_memory(
@@ -250,7 +267,9 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        working_memory::store_memory(&self.pool, tenant, conversation, base, memory, deadline).await
+        working_memory::store_memory(&self.pool, tenant, conversation, base, memory, deadline)
+            .instrument(traces::db("UPDATE", "working_memory"))
+            .await
     }
 
     async fn try_summarizer_lease(
@@ -258,7 +277,9 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
     ) -> Result<Option<Lease>, StoreError> {
-        leases::try_summarizer_lease(&self.pool, tenant, conversation).await
+        leases::try_summarizer_lease(&self.pool, tenant, conversation)
+            .instrument(traces::db("UPDATE", "ctxd_leases"))
+            .await
     }
 
     async fn get_conversation(
@@ -266,7 +287,9 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         conversation: &ConversationId,
     ) -> Result<Conversation, StoreError> {
-        conversations::get(&self.pool, tenant, conversation).await
+        conversations::get(&self.pool, tenant, conversation)
+            .instrument(traces::db("SELECT", "conversations"))
+            .await
     }
 
     async fn update_conversation(
@@ -278,7 +301,9 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<Conversation, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        conversations::update(&self.pool, tenant, conversation, patch, if_missing, deadline).await
+        conversations::update(&self.pool, tenant, conversation, patch, if_missing, deadline)
+            .instrument(traces::db("UPDATE", "conversations"))
+            .await
     }
 
     async fn list_conversations(
@@ -286,7 +311,9 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         query: &ListQuery,
     ) -> Result<ConversationPage, StoreError> {
-        conversations::list(&self.pool, tenant, query).await
+        conversations::list(&self.pool, tenant, query)
+            .instrument(traces::db("SELECT", "conversations"))
+            .await
     }
 
     async fn fork_conversation(
@@ -309,7 +336,9 @@ impl Store for PostgresStore {
             true => None,
             false => Some(self.write_slot(tenant, second, deadline).await?),
         };
-        fork::fork(&self.pool, tenant, source, through, target, deadline).await
+        fork::fork(&self.pool, tenant, source, through, target, deadline)
+            .instrument(traces::db("INSERT", "messages"))
+            .await
     }
 
     async fn redact_message(
@@ -320,7 +349,9 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<Redaction, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        redaction::redact(&self.pool, tenant, conversation, sequence, deadline).await
+        redaction::redact(&self.pool, tenant, conversation, sequence, deadline)
+            .instrument(traces::db("UPDATE", "messages"))
+            .await
     }
 
     async fn rewind_conversation(
@@ -332,7 +363,9 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<Rewind, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        rewind::rewind(&self.pool, tenant, conversation, after, expected_last, deadline).await
+        rewind::rewind(&self.pool, tenant, conversation, after, expected_last, deadline)
+            .instrument(traces::db("DELETE", "messages"))
+            .await
     }
 
     async fn search_messages(
@@ -341,7 +374,9 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         spec: &SearchSpec,
     ) -> Result<SearchPage, StoreError> {
-        search::search_messages(&self.pool, &self.codes, tenant, conversation, spec).await
+        search::search_messages(&self.pool, &self.codes, tenant, conversation, spec)
+            .instrument(traces::db("SELECT", "messages"))
+            .await
     }
 
     async fn term_holders(
@@ -351,7 +386,9 @@ impl Store for PostgresStore {
         query: &crate::domain::search::SearchQuery,
         through: Option<Sequence>,
     ) -> Result<Option<crate::domain::search::TermHolders>, StoreError> {
-        search::term_holders(&self.pool, tenant, conversation, query, through).await
+        search::term_holders(&self.pool, tenant, conversation, query, through)
+            .instrument(traces::db("SELECT", "messages"))
+            .await
     }
 
     async fn embedding_backlog(
@@ -361,7 +398,9 @@ impl Store for PostgresStore {
         limit: usize,
         max_bytes: usize,
     ) -> Result<Option<EmbeddingBacklog>, StoreError> {
-        vectors::embedding_backlog(&self.pool, tenant, conversation, limit, max_bytes).await
+        vectors::embedding_backlog(&self.pool, tenant, conversation, limit, max_bytes)
+            .instrument(traces::db("SELECT", "messages"))
+            .await
     }
 
     async fn store_embeddings(
@@ -370,15 +409,21 @@ impl Store for PostgresStore {
         conversation: &ConversationId,
         batch: &EmbeddingBatch,
     ) -> Result<bool, StoreError> {
-        vectors::store_embeddings(&self.pool, tenant, conversation, batch).await
+        vectors::store_embeddings(&self.pool, tenant, conversation, batch)
+            .instrument(traces::db("INSERT", "message_vectors"))
+            .await
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {
-        conversations::sweep(&self.pool, rule).await
+        conversations::sweep(&self.pool, rule)
+            .instrument(traces::db("DELETE", "conversations"))
+            .await
     }
 
     async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError> {
-        leases::try_retention_lease(&self.pool).await
+        leases::try_retention_lease(&self.pool)
+            .instrument(traces::db("UPDATE", "ctxd_leases"))
+            .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

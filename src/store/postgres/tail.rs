@@ -4,6 +4,7 @@
 //! read saw; the database is read for what is newer or missing.
 
 use std::collections::HashMap;
+use tracing::Instrument as _;
 
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
@@ -19,6 +20,7 @@ use crate::{
         ConversationId, Sequence, StoredMessage, TenantId,
         context::{ContextSnapshot, PageRequest, SummarySection},
     },
+    runtime::traces,
     store::{CappedPage, LogVersion, OpenedContext, StoreError},
 };
 
@@ -240,7 +242,10 @@ pub(super) async fn tail(
         cache.count_page(PageSource::Cache);
         return Ok(page);
     }
-    reread(pool, cache, tenant, conversation, version, page).await
+    // Only a page read from the database is a statement; cached pages make no span.
+    reread(pool, cache, tenant, conversation, version, page)
+        .instrument(traces::db("SELECT", "messages"))
+        .await
 }
 
 pub(super) async fn open_calls(
