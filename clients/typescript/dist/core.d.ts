@@ -35,6 +35,12 @@ export interface CtxdClientOptions {
 }
 /** The interceptor that sets the auth, tenant and extra headers on every call. */
 export declare function headersInterceptor(options: Pick<CtxdClientOptions, "apiKey" | "tenant" | "headers">): Interceptor;
+/**
+ * The interceptor that sends the caller's OpenTelemetry context (W3C `traceparent`,
+ * `tracestate`, through the application's configured propagator) when `@opentelemetry/api` is
+ * installed, so ctxd's spans join the caller's trace. Without it, nothing is sent.
+ */
+export declare function traceContextInterceptor(): Interceptor;
 export declare function interceptorsOf(options: CtxdClientOptions): Interceptor[];
 export declare function checkBaseUrl(baseUrl: string): string;
 /** Wraps a transport built by the caller (any Connect-ES transport) into the typed client. */

@@ -49,8 +49,40 @@ export function headersInterceptor(options: Pick<CtxdClientOptions, "apiKey" | "
   };
 }
 
+type OtelApi = typeof import("@opentelemetry/api");
+let otelApi: Promise<OtelApi | null> | undefined;
+
+/** The optional peer, named in a variable so that bundlers leave the import to run time. */
+const OTEL_API = "@opentelemetry/api";
+
+/** `@opentelemetry/api` when the application has it installed (an optional peer), else null. */
+function loadOtel(): Promise<OtelApi | null> {
+  otelApi ??= (import(OTEL_API) as Promise<OtelApi>).then(
+    (api) => api,
+    () => null,
+  );
+  return otelApi;
+}
+
+/**
+ * The interceptor that sends the caller's OpenTelemetry context (W3C `traceparent`,
+ * `tracestate`, through the application's configured propagator) when `@opentelemetry/api` is
+ * installed, so ctxd's spans join the caller's trace. Without it, nothing is sent.
+ */
+export function traceContextInterceptor(): Interceptor {
+  return (next) => async (req) => {
+    const api = await loadOtel();
+    if (api) {
+      api.propagation.inject(api.context.active(), req.header, {
+        set: (carrier, key, value) => carrier.set(key, value),
+      });
+    }
+    return next(req);
+  };
+}
+
 export function interceptorsOf(options: CtxdClientOptions): Interceptor[] {
-  return [headersInterceptor(options), ...(options.interceptors ?? [])];
+  return [headersInterceptor(options), traceContextInterceptor(), ...(options.interceptors ?? [])];
 }
 
 export function checkBaseUrl(baseUrl: string): string {

@@ -17,6 +17,12 @@ import grpc
 
 from . import __version__
 
+try:  # Optional: the `otel` extra.
+    from opentelemetry import propagate as _propagate
+except ImportError:  # pragma: no cover - exercised where opentelemetry is absent
+    _propagate = None  # type: ignore[assignment]
+
+
 MiB = 1024 * 1024
 
 #: Channel options every client channel gets (override or extend with `options=`). The receive
@@ -96,6 +102,17 @@ def call_metadata(
         md.append(("x-tenant-id", tenant))
     md.extend(extra or ())
     return tuple(md)
+
+
+def trace_context() -> tuple[tuple[str, str], ...]:
+    """The caller's OpenTelemetry trace context as W3C metadata (`traceparent`, `tracestate`),
+    when `opentelemetry-api` is installed (the `otel` extra) and a span is current: ctxd's spans
+    for the call then join the caller's trace. Without it, nothing."""
+    if _propagate is None:
+        return ()
+    carrier: dict[str, str] = {}
+    _propagate.inject(carrier)
+    return tuple(carrier.items())
 
 
 def channel_options(options: Sequence[tuple[str, Any]] | None) -> list[tuple[str, Any]]:

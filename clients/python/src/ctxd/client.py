@@ -31,6 +31,7 @@ from ._transport import (
     channel_options,
     credentials,
     retry_policy,
+    trace_context,
 )
 from .errors import from_rpc_error
 from .v1 import (
@@ -71,7 +72,7 @@ class _Config:
 
     def plan(self, method: str, request: Any, timeout: float | None, metadata: Metadata | None):
         deadline = Deadline(self.timeout if timeout is None else timeout)
-        md = self.metadata + tuple(metadata or ())
+        md = self.metadata + tuple(metadata or ()) + trace_context()
         safe = method in RETRY_SAFE and not (
             method == "RewindConversation" and request.HasField("expected_last_sequence")
         )
