@@ -5,7 +5,7 @@
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and
 //! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run); `BENCH_ONLY=`
-//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations`, `dbcost`, `protocols`, `scale`, `search` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
+//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations`, `dbcost`, `protocols`, `scale`, `search`, `traces` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
 //! sets the BuildContext samples per size (for profiling).
 
 mod append;
@@ -22,6 +22,7 @@ mod replica;
 mod scale;
 mod search;
 mod tokens;
+mod traces;
 
 use std::path::{Path, PathBuf};
 
@@ -117,6 +118,9 @@ async fn main() -> anyhow::Result<()> {
     if wanted("embeddings") {
         let quick = std::env::var_os("BENCH_QUICK").is_some();
         embeddings::run(&server, &url, &out, quick).await?;
+    }
+    if wanted("traces") {
+        traces::run(&url, &out, std::env::var_os("BENCH_QUICK").is_some()).await?;
     }
     if wanted("scale") {
         let secs = if std::env::var_os("BENCH_QUICK").is_some() {

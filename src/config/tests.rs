@@ -130,3 +130,40 @@ fn auto_summarize_keeps_half_its_threshold_by_default() {
     let auto = settings.summarizer.auto_summarize.unwrap();
     assert_eq!((auto.threshold, auto.keep_recent_tokens), (8000, 4000));
 }
+
+#[test]
+fn traces_follow_the_standard_variables_and_refuse_what_ctxd_cannot_do() {
+    let traces = |args: &[&str]| parse(args).validate().unwrap().telemetry.traces;
+    assert_eq!(traces(&[]), None, "off without an endpoint");
+    let http = traces(&["--otel-endpoint", "http://collector:4318/"]).unwrap();
+    assert_eq!(http.endpoint, "http://collector:4318/v1/traces");
+    assert_eq!(http.protocol, TraceProtocol::HttpProtobuf);
+    assert_eq!(http.sampler, TraceSampler::ParentBased(ParentlessSampler::AlwaysOn));
+    let grpc = traces(&[
+        "--otel-endpoint",
+        "http://collector:4317",
+        "--otel-protocol",
+        "grpc",
+        "--otel-sampler",
+        "parentbased_traceidratio",
+        "--otel-sampler-arg",
+        "0.25",
+    ])
+    .unwrap();
+    assert_eq!(grpc.endpoint, "http://collector:4317");
+    assert_eq!(grpc.sampler, TraceSampler::ParentBased(ParentlessSampler::Ratio(0.25)));
+    let given = traces(&["--otel-traces-endpoint", "https://x.example/otlp/traces"]).unwrap();
+    assert_eq!(given.endpoint, "https://x.example/otlp/traces", "used as given");
+    for bad in [
+        &["--otel-endpoint", "http://c:4318", "--otel-protocol", "http/json"][..],
+        &["--otel-endpoint", "http://c:4318", "--otel-sampler", "sometimes"],
+        &["--otel-endpoint", "http://c:4318", "--otel-sampler-arg", "2"],
+        &["--otel-endpoint", "collector:4318"],
+    ] {
+        let found = problems(bad);
+        assert!(
+            matches!(found.as_slice(), [ConfigProblem::Traces { .. }]),
+            "{bad:?}: {found:?}"
+        );
+    }
+}

@@ -269,6 +269,26 @@ fn descends(spans: &[Span], span: &Span, ancestor: &Span) -> bool {
     false
 }
 
+/// Prints `span` and its descendants, with their attributes (docs/operations.md shows one).
+fn print_tree(spans: &[Span], span: &Span, depth: usize) {
+    let took = span.end_time_unix_nano.saturating_sub(span.start_time_unix_nano) as f64 / 1e6;
+    println!("{:indent$}{} ({took:.2} ms)", "", span.name, indent = depth * 2);
+    for kv in &span.attributes {
+        let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(any_value::Value::StringValue(s)) => s.clone(),
+            Some(any_value::Value::IntValue(n)) => n.to_string(),
+            Some(any_value::Value::BoolValue(b)) => b.to_string(),
+            other => format!("{other:?}"),
+        };
+        println!("{:indent$}  {} = {value}", "", kv.key, indent = depth * 2);
+    }
+    let mut children: Vec<&Span> = spans.iter().filter(|s| s.parent_span_id == span.span_id).collect();
+    children.sort_by_key(|s| s.start_time_unix_nano);
+    for child in children {
+        print_tree(spans, child, depth + 1);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_continues_its_callers_trace_with_the_store_and_the_model_as_children() {
     let (otlp, received) = grpc_receiver().await;
@@ -352,6 +372,9 @@ async fn a_call_continues_its_callers_trace_with_the_store_and_the_model_as_chil
     );
 
     let spans = received.spans();
+    if std::env::var_os("CTXD_PRINT_TRACE").is_some() {
+        print_tree(&spans, &server, 0);
+    }
     let store = spans
         .iter()
         .find(|s| hex(&s.trace_id) == call_trace && text(s, "db.system.name").is_some())
