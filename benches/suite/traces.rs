@@ -106,7 +106,10 @@ pub(crate) async fn run(url: &str, out: &Path, quick: bool) -> anyhow::Result<()
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let exported = receiver.spans.load(std::sync::atomic::Ordering::Relaxed);
     let (p50_off, p50_on) = (percentile(&mut off_took, 0.5), percentile(&mut on_took, 0.5));
-    println!("# traces: BuildContext, 1,000-message history, {} calls each, alternating", rounds * per_round);
+    println!(
+        "# traces: BuildContext, 1,000-message history, {} calls each, alternating",
+        rounds * per_round
+    );
     println!(
         "traces off       p50 {:>7.3} ms  p99 {:>7.3} ms",
         ms(p50_off),

@@ -138,7 +138,10 @@ fn traces_follow_the_standard_variables_and_refuse_what_ctxd_cannot_do() {
     let http = traces(&["--otel-endpoint", "http://collector:4318/"]).unwrap();
     assert_eq!(http.endpoint, "http://collector:4318/v1/traces");
     assert_eq!(http.protocol, TraceProtocol::HttpProtobuf);
-    assert_eq!(http.sampler, TraceSampler::ParentBased(ParentlessSampler::AlwaysOn));
+    assert_eq!(
+        http.sampler,
+        TraceSampler::ParentBased(ParentlessSampler::AlwaysOn)
+    );
     let grpc = traces(&[
         "--otel-endpoint",
         "http://collector:4317",
@@ -151,7 +154,10 @@ fn traces_follow_the_standard_variables_and_refuse_what_ctxd_cannot_do() {
     ])
     .unwrap();
     assert_eq!(grpc.endpoint, "http://collector:4317");
-    assert_eq!(grpc.sampler, TraceSampler::ParentBased(ParentlessSampler::Ratio(0.25)));
+    assert_eq!(
+        grpc.sampler,
+        TraceSampler::ParentBased(ParentlessSampler::Ratio(0.25))
+    );
     let given = traces(&["--otel-traces-endpoint", "https://x.example/otlp/traces"]).unwrap();
     assert_eq!(given.endpoint, "https://x.example/otlp/traces", "used as given");
     for bad in [

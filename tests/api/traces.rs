@@ -282,7 +282,10 @@ fn print_tree(spans: &[Span], span: &Span, depth: usize) {
         };
         println!("{:indent$}  {} = {value}", "", kv.key, indent = depth * 2);
     }
-    let mut children: Vec<&Span> = spans.iter().filter(|s| s.parent_span_id == span.span_id).collect();
+    let mut children: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id == span.span_id)
+        .collect();
     children.sort_by_key(|s| s.start_time_unix_nano);
     for child in children {
         print_tree(spans, child, depth + 1);
