@@ -1031,7 +1031,7 @@ proptest! {
                 let outline = |ms: &[ContextMessage]| -> Vec<(Source, Option<Sequence>, u32)> {
                     ms.iter().map(|m| (m.source, m.sequence, m.tokens)).collect()
                 };
-                prop_assert_eq!(outline(&left_messages), outline(&expected));
+                prop_assert_eq!(outline(&left_messages), outline(&expected), "{:?}: kept {:?}", format, outline(&kept.messages));
                 prop_assert_eq!(&left_messages, &expected);
                 let removed_tokens: u32 = ending.iter().chain(&blank).map(|m| m.tokens).sum();
                 let placeholder = |p: &ContextPack| -> u32 {

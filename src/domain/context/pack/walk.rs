@@ -113,6 +113,10 @@ impl ContextPacker {
     /// Adds one message (older than every message taken so far) to the unit being built.
     pub(super) fn take(&mut self, message: StoredMessage) {
         if self.left_out.trailing_replies && self.omit_trailing_reply(&message) {
+            // Left out, it may have been the last of the mandatory part: the floor then moves
+            // up to the summary's watermark before the next message is taken, as it would
+            // have had the message closed a unit.
+            self.advance_phase();
             return;
         }
         self.shaping.note_walked(&message);
