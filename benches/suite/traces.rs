@@ -103,7 +103,8 @@ pub(crate) async fn run(url: &str, out: &Path, quick: bool) -> anyhow::Result<()
         off_took.extend(build(&off, per_round).await?);
         on_took.extend(build(&on, per_round).await?);
     }
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // The batch goes every 5 s (OTEL_BSP_SCHEDULE_DELAY's default): wait for the last one.
+    tokio::time::sleep(Duration::from_secs(6)).await;
     let exported = receiver.spans.load(std::sync::atomic::Ordering::Relaxed);
     let (p50_off, p50_on) = (percentile(&mut off_took, 0.5), percentile(&mut on_took, 0.5));
     println!(

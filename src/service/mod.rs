@@ -20,6 +20,7 @@ mod conversations;
 mod embeddings;
 mod messages;
 pub mod metrics;
+mod neighbours;
 mod packing;
 pub mod retention;
 mod search;
