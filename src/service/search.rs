@@ -352,8 +352,8 @@ pub(super) async fn recall_into(
         .await?;
     let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
     reservation.end_read(read, loaded)?;
-    let place = (call.tenant, call.conversation);
-    add_neighbours(call.service, place, &mut page, &spec.skip, call.tokenizer, reservation).await?;
+    let place = (call.tenant, call.conversation, call.tokenizer);
+    add_neighbours(call.service, place, (&mut page, &spec), reservation).await?;
     let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
     let (recall, language, tokenizer) = (call.recall.clone(), call.language, call.tokenizer);
     let turn = offload(call.tenant.as_str(), loaded, move |_| {
