@@ -85,6 +85,7 @@ pub(super) async fn add_neighbours(
                 score,
                 relevance: 0.0,
                 tool_name: None,
+                chunk: None,
             })
             .collect();
         taken.extend(neighbours.iter().map(|n| n.message.sequence));

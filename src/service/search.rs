@@ -364,6 +364,8 @@ pub(super) async fn recall_into(
                 message: &f.message,
                 tool_name: f.tool_name.as_deref(),
                 score: f.score,
+                relevance: f.relevance,
+                chunk: f.chunk,
             })
             .collect();
         let shape = RecallShape {

@@ -296,6 +296,9 @@ pub struct FoundMessage {
     pub relevance: f32,
     /// For a tool call, the first tool it calls; for a tool result, the tool that returned it.
     pub tool_name: Option<String>,
+    /// The chunk of its text nearest the query, when the semantic half found it
+    /// ([`crate::domain::search::vectors::chunks`]).
+    pub chunk: Option<u16>,
 }
 
 /// A page of hits, best first (equal scores: newest first).

@@ -33,6 +33,7 @@ contract_tests!(
     removed_messages_are_never_found_by_either_path,
     an_embedding_outage_leaves_search_lexical_with_a_metric_and_no_error,
     tenants_never_see_each_others_vectors,
+    a_long_message_found_by_meaning_is_quoted_at_its_nearest_chunk,
 );
 
 /// The fake model's dimensions.
@@ -286,6 +287,61 @@ async fn a_paraphrase_without_a_shared_word_is_found_semantically(kind: StoreKin
         pack.rendered.contains("birthday party at the zoo"),
         "{}",
         pack.rendered
+    );
+}
+
+/// Operations notes of exactly `bytes` bytes, words apart.
+fn notes_of(bytes: usize) -> String {
+    let mut text = String::new();
+    for line in fillers(400).iter().map(|m| m.content.clone()) {
+        for word in line.split_whitespace() {
+            if text.len() + 1 + word.len() > bytes {
+                return text.clone() + &"x".repeat(bytes - text.len());
+            }
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(word);
+        }
+    }
+    text
+}
+
+/// A long message, found only by its meaning: its excerpt is its chunk nearest the question
+/// (the second of three), not its opening.
+async fn a_long_message_found_by_meaning_is_quoted_at_its_nearest_chunk(kind: StoreKind) {
+    let (app, _model) = semantic_app(kind, &[]).await;
+    let mut client = app.client.clone();
+    // The first chunk is 1,199 bytes of operations notes: the second starts at the party.
+    let long = format!("{} {PARTY} {}", notes_of(1_199), notes_of(2_000));
+    let mut messages = fillers(40);
+    messages.insert(20, user(&long));
+    append_as(&mut client, "t", "long", messages).await;
+    until_found(&mut client, "t", "long", QUESTION, 21).await;
+    let request = proto::BuildContextRequest {
+        conversation_id: "long".into(),
+        budget: Some(proto::Budget {
+            max_tokens: 400,
+            ..Default::default()
+        }),
+        pending_messages: vec![user(QUESTION)],
+        recall: Some(proto::Recall {
+            max_tokens: 200,
+            max_items: 1,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pack = client
+        .build_context(as_tenant("t", request))
+        .await
+        .unwrap()
+        .into_inner();
+    let recalled = &pack.messages.last().unwrap().content;
+    assert!(recalled.contains("[message 21, user"), "{recalled}");
+    assert!(
+        recalled.contains("]\n…My daughter Emma turns seven"),
+        "the excerpt starts at the party, not at the message's opening: {recalled}"
     );
 }
 

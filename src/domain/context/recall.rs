@@ -78,6 +78,10 @@ pub struct Found<'a> {
     pub tool_name: Option<&'a str>,
     /// Its rank score (BM25, or the fused score of a hybrid search).
     pub score: f32,
+    /// How much of the query's weight it holds (0: no query word; the semantic half found it).
+    pub relevance: f32,
+    /// Its chunk nearest the query's meaning, when the semantic half found it.
+    pub chunk: Option<u16>,
 }
 
 /// How recall is shaped for one pack.
@@ -250,13 +254,26 @@ fn quote(item: &Found<'_>, shape: &RecallShape<'_>, bytes: usize) -> Quoted {
         weights: shape.weights,
         language: shape.language,
     };
-    let excerpt = search::excerpt(&text, weighted, bytes);
+    let excerpt = match semantic_window(&text, item) {
+        Some((chunk, 0)) => search::excerpt(chunk, weighted, bytes),
+        Some((chunk, _)) => format!("…{}", search::excerpt(chunk, weighted, bytes)),
+        None => search::excerpt(&text, weighted, bytes),
+    };
     Quoted {
         sequence: item.message.sequence,
         who,
         at: message.occurred_at.unwrap_or(item.message.created_at),
         excerpt,
     }
+}
+
+/// Where an excerpt of a message no query word is in goes: the chunk the semantic half found
+/// nearest the query's meaning (and its index), when there is one. A message holding query
+/// words is cut around them.
+fn semantic_window<'t>(text: &'t str, item: &Found<'_>) -> Option<(&'t str, u16)> {
+    let chunk = item.chunk.filter(|_| item.relevance == 0.0)?;
+    let chunks = search::vectors::chunks(text);
+    Some((chunks.get(usize::from(chunk))?, chunk))
 }
 
 /// The turn: the header, then each quote, with its time of day when another quote is of the

@@ -285,22 +285,25 @@ pub fn shortlist<'a>(
     nearest.into_iter().map(|(_, Reverse(s), c)| (s, c)).collect()
 }
 
-/// The messages of the rescored chunks, best first by their best chunk's cosine (ties: newer
-/// first), at most [`SEMANTIC_HITS`].
+/// The messages of the rescored chunks (sequence, chunk, vector), best first by their best
+/// chunk's cosine (ties: newer first), at most [`SEMANTIC_HITS`], each with that chunk: where
+/// an excerpt of the message should be when no query word is in it.
 pub fn semantic_ranking(
     query: &QueryVector,
-    chunks: impl Iterator<Item = (Sequence, PassageVector)>,
-) -> Vec<Sequence> {
-    let mut best: std::collections::HashMap<Sequence, f32> = Default::default();
-    for (sequence, vector) in chunks {
+    chunks: impl Iterator<Item = (Sequence, u16, PassageVector)>,
+) -> Vec<(Sequence, u16)> {
+    let mut best: std::collections::HashMap<Sequence, (f32, u16)> = Default::default();
+    for (sequence, chunk, vector) in chunks {
         let similarity = query.similarity(&vector);
-        let entry = best.entry(sequence).or_insert(f32::MIN);
-        *entry = entry.max(similarity);
+        let entry = best.entry(sequence).or_insert((f32::MIN, chunk));
+        if similarity > entry.0 {
+            *entry = (similarity, chunk);
+        }
     }
-    let mut ranked: Vec<(f32, Sequence)> = best.into_iter().map(|(s, v)| (v, s)).collect();
+    let mut ranked: Vec<(f32, Sequence, u16)> = best.into_iter().map(|(s, (v, c))| (v, s, c)).collect();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
     ranked.truncate(SEMANTIC_HITS);
-    ranked.into_iter().map(|(_, s)| s).collect()
+    ranked.into_iter().map(|(_, s, c)| (s, c)).collect()
 }
 
 /// How much the fusion trusts the lexical list, from its best hit's relevance
@@ -316,12 +319,12 @@ pub fn lexical_trust(best_relevance: f32) -> f64 {
 /// rank: each message scores `1 / (10 + rank)` in each list that holds it (ranks from 1), the
 /// lexical list's places weighed by `trust` ([`lexical_trust`]), summed. Best first; ties newer
 /// first.
-pub fn fuse(lexical: &[(Sequence, f32)], semantic: &[Sequence], trust: f64) -> Vec<(Sequence, f32)> {
+pub fn fuse(lexical: &[(Sequence, f32)], semantic: &[(Sequence, u16)], trust: f64) -> Vec<(Sequence, f32)> {
     let mut scores: std::collections::HashMap<Sequence, f64> = Default::default();
     for (rank, (sequence, _)) in lexical.iter().enumerate() {
         *scores.entry(*sequence).or_default() += trust / (FUSION_K + rank as f64 + 1.0);
     }
-    for (rank, sequence) in semantic.iter().enumerate() {
+    for (rank, (sequence, _)) in semantic.iter().enumerate() {
         *scores.entry(*sequence).or_default() += 1.0 / (FUSION_K + rank as f64 + 1.0);
     }
     let mut fused: Vec<(Sequence, f32)> = scores.into_iter().map(|(s, v)| (s, v as f32)).collect();
@@ -428,14 +431,19 @@ mod tests {
         );
         let ranked = semantic_ranking(
             &query,
-            [(seq(1), far.clone()), (seq(2), near.clone()), (seq(1), near)].into_iter(),
+            [
+                (seq(1), 0, far.clone()),
+                (seq(2), 0, near.clone()),
+                (seq(1), 3, near),
+            ]
+            .into_iter(),
         );
         assert_eq!(
             ranked,
-            vec![seq(2), seq(1)],
+            vec![(seq(2), 0), (seq(1), 3)],
             "a message ranks by its best chunk, ties newer first"
         );
-        let fused = fuse(&[(seq(5), 3.0), (seq(1), 2.0)], &[seq(1), seq(9)], 1.0);
+        let fused = fuse(&[(seq(5), 3.0), (seq(1), 2.0)], &[(seq(1), 0), (seq(9), 0)], 1.0);
         assert_eq!(fused[0].0, seq(1), "in both lists");
         assert_eq!(fused[1].0, seq(5), "a first place before a second");
         assert_eq!(fused[2].0, seq(9));

@@ -29,12 +29,14 @@ pub(super) fn search(
         .iter()
         .map(|&(s, score)| (s, weights.relevance(score)))
         .collect();
+    let mut chunks = std::collections::HashMap::new();
     let ranked: Vec<(Sequence, f32)> = match query_vector {
         Some(query) => {
             let semantic = semantic(conversation, spec, query, through, &skip);
             let best = lexical
                 .first()
                 .map_or(0.0, |&(_, score)| weights.relevance(score));
+            chunks.extend(semantic.iter().copied());
             vectors::fuse(&lexical, &semantic, vectors::lexical_trust(best))
         }
         None => lexical,
@@ -53,6 +55,7 @@ pub(super) fn search(
             score,
             relevance: relevance.get(&message.sequence).copied().unwrap_or(0.0),
             tool_name: tool_name(conversation, message),
+            chunk: chunks.get(&message.sequence).copied(),
         });
         bytes += message.message.loaded_bytes();
         if bytes >= spec.max_bytes {
@@ -165,7 +168,7 @@ fn semantic(
     query: &vectors::QueryVector,
     through: Sequence,
     skip: &HashSet<Sequence>,
-) -> Vec<Sequence> {
+) -> Vec<(Sequence, u16)> {
     let index = &conversation.search;
     let last = (through.get() as usize).min(index.embedded());
     let codes = (0..last).flat_map(|i| {
@@ -184,11 +187,11 @@ fn semantic(
     let rescored = shortlist.into_iter().filter_map(|(sequence, chunk)| {
         let i = sequence.get() as usize - 1;
         let (_, _, vector) = index.vectors(i).iter().find(|(c, _, _)| *c == chunk)?;
-        Some((sequence, vector.clone()))
+        Some((sequence, chunk, vector.clone()))
     });
     let mut ranked = vectors::semantic_ranking(query, rescored);
     if !spec.tool_names.is_empty() {
-        ranked.retain(|s| {
+        ranked.retain(|(s, _)| {
             let message = &conversation.messages[s.get() as usize - 1];
             calls_tool(conversation, message, &spec.tool_names)
         });

@@ -116,6 +116,8 @@ struct Candidate {
     /// Its BM25 score (0 when only the semantic half found it).
     lexical: f32,
     bytes: i64,
+    /// Its chunk nearest the query, when the semantic half found it.
+    chunk: Option<u16>,
 }
 
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation))]
@@ -237,6 +239,7 @@ fn ranked_candidates(
             score,
             lexical: score,
             bytes: column(row, "own")?,
+            chunk: None,
         });
     }
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.sequence.cmp(&a.sequence)));
@@ -386,7 +389,7 @@ async fn semantic_half(
     query: &search::vectors::QueryVector,
     spec: &SearchSpec,
     (tools, tool_filter): (&[String], &str),
-) -> Result<(Vec<Sequence>, std::collections::HashMap<i64, i64>), StoreError> {
+) -> Result<(Vec<(Sequence, u16)>, std::collections::HashMap<i64, i64>), StoreError> {
     let filters = vectors::Filters {
         skip: &spec.skip,
         roles: &spec.roles,
@@ -399,13 +402,14 @@ async fn semantic_half(
 /// The lexical ranking fused with the semantic one ([`search::vectors::fuse`]).
 fn fused(
     lexical: Vec<Candidate>,
-    semantic: &[Sequence],
+    semantic: &[(Sequence, u16)],
     sizes: std::collections::HashMap<i64, i64>,
     trust: f64,
 ) -> Vec<Candidate> {
     let mut bytes = sizes;
     bytes.extend(lexical.iter().map(|l| (l.sequence, l.bytes)));
     let bm25: std::collections::HashMap<i64, f32> = lexical.iter().map(|l| (l.sequence, l.lexical)).collect();
+    let chunks: std::collections::HashMap<Sequence, u16> = semantic.iter().copied().collect();
     let scored: Vec<(Sequence, f32)> = lexical
         .iter()
         .map(|l| (Sequence::from_stored(l.sequence), l.score))
@@ -417,6 +421,7 @@ fn fused(
             score,
             lexical: bm25.get(&sequence.as_i64()).copied().unwrap_or(0.0),
             bytes: bytes.get(&sequence.as_i64()).copied().unwrap_or(0),
+            chunk: chunks.get(&sequence).copied(),
         })
         .collect()
 }
@@ -452,6 +457,7 @@ async fn found_messages(
                 score: 0.0,
                 relevance: 0.0,
                 tool_name,
+                chunk: None,
             };
             (found.message.sequence.as_i64(), found)
         })
@@ -462,6 +468,7 @@ async fn found_messages(
             let mut found = by_sequence.remove(&p.sequence)?;
             found.score = p.score;
             found.relevance = weights.relevance(p.lexical);
+            found.chunk = p.chunk;
             Some(found)
         })
         .collect())

@@ -195,7 +195,7 @@ pub(super) async fn semantic(
     state: &LogState,
     query: &QueryVector,
     filters: Filters<'_>,
-) -> Result<(Vec<Sequence>, HashMap<i64, i64>), StoreError> {
+) -> Result<(Vec<(Sequence, u16)>, HashMap<i64, i64>), StoreError> {
     let codes = current_codes(client, codes_cache, (t, c), state).await?;
     let mut skip = filters.skip.to_vec();
     skip.sort_unstable();
@@ -216,13 +216,13 @@ pub(super) async fn semantic(
         true => {
             let held = shortlist
                 .iter()
-                .filter_map(|&(s, chunk)| Some((s, codes.vector(s, chunk)?)));
+                .filter_map(|&(s, chunk)| Some((s, chunk, codes.vector(s, chunk)?)));
             vectors::semantic_ranking(query, held)
         }
         false => rescore_from_rows(client, (t, c), query, &shortlist).await?,
     };
     if !filters.tools.is_empty() {
-        let sequences: Vec<i64> = ranked.iter().map(|s| s.as_i64()).collect();
+        let sequences: Vec<i64> = ranked.iter().map(|(s, _)| s.as_i64()).collect();
         let rows = client
             .query_typed(
                 &format!(
@@ -243,11 +243,11 @@ pub(super) async fn semantic(
             .iter()
             .map(|row| column(row, "sequence"))
             .collect::<Result<_, _>>()?;
-        ranked.retain(|s| passing.contains(&s.as_i64()));
+        ranked.retain(|(s, _)| passing.contains(&s.as_i64()));
     }
     let sizes = ranked
         .iter()
-        .filter_map(|&s| Some((s.as_i64(), codes.size(s)?)))
+        .filter_map(|&(s, _)| Some((s.as_i64(), codes.size(s)?)))
         .collect();
     Ok((ranked, sizes))
 }
@@ -259,7 +259,7 @@ async fn rescore_from_rows(
     (t, c): (&str, &str),
     query: &QueryVector,
     shortlist: &[(Sequence, u16)],
-) -> Result<Vec<Sequence>, StoreError> {
+) -> Result<Vec<(Sequence, u16)>, StoreError> {
     let sequences: Vec<i64> = shortlist.iter().map(|(s, _)| s.as_i64()).collect();
     let chunks: Vec<i16> = shortlist.iter().map(|&(_, c)| c as i16).collect();
     // Each key looked up by the primary key (the fence keeps a young conversation's stale
@@ -289,7 +289,7 @@ async fn rescore_from_rows(
     // In shortlist order, as the in-memory store rescores.
     let ordered = shortlist.iter().filter_map(|&(s, chunk)| {
         let vector = rescored.remove(&(s.as_i64(), chunk as i16))?;
-        Some((s, vector))
+        Some((s, chunk, vector))
     });
     Ok(vectors::semantic_ranking(query, ordered))
 }
