@@ -20,6 +20,10 @@ pub enum LogFormat {
 /// Directive silencing tokio-postgres' query log, which prints statement parameters.
 const QUIET_QUERY_LOG: &str = "tokio_postgres::query=off";
 
+/// The trace spans ([`super::traces::SPAN_TARGET`]) are for the exporter: log lines keep their
+/// own spans (the call's method and request id, the handler's ids), not the exported ones.
+const SPANS_NOT_LOGGED: &str = "ctxd::otel=off";
+
 /// Why logging could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
@@ -47,7 +51,9 @@ pub enum TelemetryError {
 pub fn init(format: LogFormat, filter: &str, exporter: Option<&Exporter>) -> Result<(), TelemetryError> {
     // tokio-postgres logs every query's parameters (message content) at debug: that target is
     // always off, whatever the configured filter says.
-    let filter = EnvFilter::try_new(filter)?.add_directive(QUIET_QUERY_LOG.parse()?);
+    let filter = EnvFilter::try_new(filter)?
+        .add_directive(QUIET_QUERY_LOG.parse()?)
+        .add_directive(SPANS_NOT_LOGGED.parse()?);
     // Colour codes only on a terminal: in files and container logs they are noise.
     let ansi = std::io::stdout().is_terminal();
     let lines = fmt::layer().with_target(true).with_ansi(ansi);

@@ -20,7 +20,6 @@ mod conversations;
 mod embeddings;
 mod messages;
 pub mod metrics;
-mod neighbours;
 mod packing;
 pub mod retention;
 mod search;

@@ -1,8 +1,6 @@
 //! SearchMessages, and the recalled turn BuildContext adds (docs/design.md, "Recall").
 
-use super::{
-    SEARCH_QUEUE_WAIT, Service, ServiceError, neighbours::add_neighbours, offload, tenant_slots::Slot,
-};
+use super::{SEARCH_QUEUE_WAIT, Service, ServiceError, offload, tenant_slots::Slot};
 use crate::{
     domain::tokenize::Tokenizer,
     domain::{
@@ -345,16 +343,13 @@ pub(super) async fn recall_into(
         max_bytes: read.limit,
         semantic,
     };
-    let mut page = call
+    let page = call
         .service
         .store
         .search_messages(call.tenant, call.conversation, &spec)
         .await?;
     let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
     reservation.end_read(read, loaded)?;
-    let place = (call.tenant, call.conversation, call.tokenizer);
-    add_neighbours(call.service, place, (&mut page, &spec), reservation).await?;
-    let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
     let (recall, language, tokenizer) = (call.recall.clone(), call.language, call.tokenizer);
     let turn = offload(call.tenant.as_str(), loaded, move |_| {
         let found: Vec<Found<'_>> = page

@@ -1,7 +1,6 @@
 //! Recall III (docs/design.md, "Recall"): what the recalled turn carries. The excerpt holds the
 //! query's rarest words, wherever in the message they are; hits far below the best take no
-//! room; a short reply comes with the strong hit it answers; SearchMessages says how relevant
-//! each hit is. Both stores.
+//! room; SearchMessages says how relevant each hit is. Both stores.
 
 use ctxd::proto;
 
@@ -14,7 +13,6 @@ contract_tests!(
     an_excerpt_holds_the_rarest_words_not_the_first_common_match,
     a_long_message_whose_answer_is_at_its_end_is_quoted_there,
     weak_hits_take_no_room,
-    the_short_reply_to_a_strong_hit_comes_with_it,
     relevance_tells_a_strong_hit_from_filler,
     occurred_at_is_validated_listed_recalled_and_forked,
 );
@@ -108,25 +106,6 @@ async fn a_long_message_whose_answer_is_at_its_end_is_quoted_there(kind: StoreKi
         turn.content
             .contains("Mara finally started learning the cello last month!"),
         "{}",
-        turn.content
-    );
-}
-
-async fn the_short_reply_to_a_strong_hit_comes_with_it(kind: StoreKind) {
-    let app = spawn_app(kind).await;
-    // The question names the honeymoon; only the reply, which shares no word with what is
-    // asked later, holds where it was.
-    let mut log = chatter(20);
-    log.push(user("So where did you two end up going for the honeymoon?"));
-    log.push(assistant("Lisbon first, then a quiet week on the Azores."));
-    log.extend(chatter(40));
-    app.append_ok("honeymoon", log).await;
-    let turn = recalled(&app, "honeymoon", "Where was their honeymoon?", 200).await;
-    assert!(turn.content.contains("honeymoon"), "{}", turn.content);
-    assert!(
-        turn.content
-            .contains("Lisbon first, then a quiet week on the Azores."),
-        "the reply comes with the question it answers: {}",
         turn.content
     );
 }
