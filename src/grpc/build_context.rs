@@ -75,8 +75,7 @@ impl ContextApi {
         let with_messages = !request.omit_messages;
         let request = convert::context_request(request, self.service.limits())?;
         let span = tracing::Span::current();
-        traces::attributes(
-            &span,
+        traces::attributes(&span, || {
             [
                 KeyValue::new(
                     "gen_ai.conversation.id",
@@ -84,15 +83,15 @@ impl ContextApi {
                 ),
                 KeyValue::new("ctxd.pack.format", format_name(request.format)),
                 KeyValue::new("ctxd.pack.tokenizer", request.tokenizer.name()),
-            ],
-        );
+            ]
+        });
         let outcome = self
             .service
             .build_context(&tenant, request, deadline.as_ref())
             .await?;
         let response = convert::context_response(outcome.pack, outcome.rendered, with_messages);
         if let Some(stats) = &response.stats {
-            traces::attributes(&span, pack_attributes(stats));
+            traces::attributes(&span, || pack_attributes(stats));
         }
         Ok(Reply::holding(response, outcome.reservation))
     }

@@ -178,6 +178,10 @@ fn server_span<B>(request: &Request<B>, method: &'static str) -> tracing::Span {
         ctxd.tenant = tracing::field::Empty,
         ctxd.protocol = tracing::field::Empty,
     );
+    if span.is_disabled() {
+        // Traces off: no caller context to read.
+        return span;
+    }
     let parent = traces::remote_parent(request.headers());
     if parent.has_active_span() {
         let _ = span.set_parent(parent);

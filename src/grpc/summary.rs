@@ -21,16 +21,17 @@ impl ContextApi {
         let request = convert::summarize_request(request, limits, self.service.default_summary_tokens())?;
         let tokenizer = request.tokenizer;
         let span = tracing::Span::current();
-        let conversation = request.conversation.as_str().to_owned();
-        traces::attribute(&span, "gen_ai.conversation.id", conversation);
+        if !span.is_disabled() {
+            let conversation = request.conversation.as_str().to_owned();
+            traces::attribute(&span, "gen_ai.conversation.id", conversation);
+        }
         let outcome = self
             .service
             .summarize(&tenant, request, deadline.as_ref())
             .await?;
         if let Some(summary) = &outcome.summary {
             let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-            traces::attributes(
-                &span,
+            traces::attributes(&span, || {
                 [
                     KeyValue::new(
                         "ctxd.summary.through_sequence",
@@ -38,8 +39,8 @@ impl ContextApi {
                     ),
                     KeyValue::new("ctxd.summary.version", as_i64(summary.version)),
                     KeyValue::new("ctxd.summary.changed", outcome.changed),
-                ],
-            );
+                ]
+            });
         }
         let response = proto::SummarizeResponse {
             summary: outcome.summary.map(|s| convert::summary(&s, tokenizer)),

@@ -92,12 +92,11 @@ impl ContextApi {
 /// The memory's watermark and version on the call's span.
 fn watermarks(conversation: &ConversationId, memory: &proto::WorkingMemory) {
     let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    traces::attributes(
-        &tracing::Span::current(),
+    traces::attributes(&tracing::Span::current(), || {
         [
             KeyValue::new("gen_ai.conversation.id", conversation.as_str().to_owned()),
             KeyValue::new("ctxd.memory.through_sequence", as_i64(memory.through_sequence)),
             KeyValue::new("ctxd.memory.version", as_i64(memory.version)),
-        ],
-    );
+        ]
+    });
 }

@@ -171,12 +171,17 @@ pub fn record_server(span: &Span, base_url: &str) {
 
 /// Records an attribute on `span` without declaring it as a field (counts and names only).
 pub fn attribute(span: &Span, key: &'static str, value: impl Into<opentelemetry::Value>) {
-    span.set_attribute(key, value);
+    if !span.is_disabled() {
+        span.set_attribute(key, value);
+    }
 }
 
-/// Records several attributes on `span`.
-pub fn attributes(span: &Span, values: impl IntoIterator<Item = KeyValue>) {
-    for KeyValue { key, value, .. } in values {
+/// Records several attributes on `span`; `values` is not built when the span is not exported.
+pub fn attributes<I: IntoIterator<Item = KeyValue>>(span: &Span, values: impl FnOnce() -> I) {
+    if span.is_disabled() {
+        return;
+    }
+    for KeyValue { key, value, .. } in values() {
         span.set_attribute(key, value);
     }
 }

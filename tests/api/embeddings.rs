@@ -265,21 +265,8 @@ async fn a_paraphrase_without_a_shared_word_is_found_semantically(kind: StoreKin
     append_as(&mut plain, "t", "c", messages).await;
     assert!(search_as(&mut plain, "t", "c", QUESTION).await.is_empty());
     // And recall carries it into a pack that left it out.
-    let request = proto::BuildContextRequest {
-        conversation_id: "c".into(),
-        budget: Some(proto::Budget {
-            max_tokens: 400,
-            ..Default::default()
-        }),
-        pending_messages: vec![user(QUESTION)],
-        recall: Some(proto::Recall {
-            max_tokens: 200,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
     let pack = client
-        .build_context(as_tenant("t", request))
+        .build_context(as_tenant("t", asking(QUESTION, "c", 0)))
         .await
         .unwrap()
         .into_inner();
@@ -288,6 +275,25 @@ async fn a_paraphrase_without_a_shared_word_is_found_semantically(kind: StoreKin
         "{}",
         pack.rendered
     );
+}
+
+/// A 400-token pack of `conversation` for `question`, pending, with 200 tokens of recall
+/// (`max_items` 0: the default).
+fn asking(question: &str, conversation: &str, max_items: u32) -> proto::BuildContextRequest {
+    proto::BuildContextRequest {
+        conversation_id: conversation.into(),
+        budget: Some(proto::Budget {
+            max_tokens: 400,
+            ..Default::default()
+        }),
+        pending_messages: vec![user(question)],
+        recall: Some(proto::Recall {
+            max_tokens: 200,
+            max_items,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 /// Operations notes of exactly `bytes` bytes, words apart.
@@ -318,22 +324,8 @@ async fn a_long_message_found_by_meaning_is_quoted_at_its_nearest_chunk(kind: St
     messages.insert(20, user(&long));
     append_as(&mut client, "t", "long", messages).await;
     until_found(&mut client, "t", "long", QUESTION, 21).await;
-    let request = proto::BuildContextRequest {
-        conversation_id: "long".into(),
-        budget: Some(proto::Budget {
-            max_tokens: 400,
-            ..Default::default()
-        }),
-        pending_messages: vec![user(QUESTION)],
-        recall: Some(proto::Recall {
-            max_tokens: 200,
-            max_items: 1,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
     let pack = client
-        .build_context(as_tenant("t", request))
+        .build_context(as_tenant("t", asking(QUESTION, "long", 1)))
         .await
         .unwrap()
         .into_inner();
