@@ -102,12 +102,7 @@ impl Service {
             self.after_append(tenant, &batch.conversation_id, outcome);
             self.embed_after_append(tenant, &batch.conversation_id);
         }
-        tracing::info!(
-            first_sequence = outcome.first_sequence.get(),
-            last_sequence = outcome.last_sequence.get(),
-            replayed = outcome.replayed,
-            "appended"
-        );
+        // The call's one log line ("rpc finished") carries the sequences.
         Ok(outcome)
     }
 

@@ -136,46 +136,12 @@ async fn two_servers_in_one_process_count_their_own_calls_packs_and_pages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_content_never_reaches_the_logs_even_at_trace_level() {
     let url = fresh_database().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"))
-        .env("DATABASE_URL", &url)
-        .env("CTXD_LISTEN", format!("127.0.0.1:{port}"))
-        .env(
-            "CTXD_LOG",
-            "trace,tokio_postgres=trace,tokio_postgres::query=trace",
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    // Trace logging is voluminous: drain both pipes while the server runs, or it blocks on them.
-    let drain = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| {
-        tokio::spawn(async move {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text).await;
-            text
-        })
-    };
-    let stdout = drain(Box::new(server.stdout.take().unwrap()));
-    let stderr = drain(Box::new(server.stderr.take().unwrap()));
+    let (server, mut c) = LoggedServer::start(
+        Some(&url),
+        "trace,tokio_postgres=trace,tokio_postgres::query=trace",
+    )
+    .await;
     let canary = "CANARY-7f3a9c-do-not-log";
-    let mut client = None;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if let Ok(c) =
-            proto::context_service_client::ContextServiceClient::connect(format!("http://127.0.0.1:{port}"))
-                .await
-        {
-            client = Some(c);
-            break;
-        }
-    }
-    let mut c = client.expect("server started");
     let message = proto::Message {
         name: format!("{canary}-name"),
         metadata: [("note".to_string(), format!("{canary}-meta"))].into(),
@@ -264,17 +230,7 @@ async fn message_content_never_reaches_the_logs_even_at_trace_level() {
     .await
     .unwrap();
     drop(c);
-    let pid = server.id().unwrap();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(30), server.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "SIGTERM exits 0");
-    let logs = stdout.await.unwrap() + &stderr.await.unwrap();
+    let logs = server.stop().await;
     assert!(logs.lines().count() > 50, "trace logging was on");
     let leaked: Vec<&str> = logs.lines().filter(|l| l.contains("CANARY")).collect();
     assert!(
@@ -282,4 +238,114 @@ async fn message_content_never_reaches_the_logs_even_at_trace_level() {
         "message content in logs:\n{}",
         leaked.join("\n")
     );
+}
+
+/// An append logs one line at the default level (issue 62: the second line cost every append
+/// CPU), and that line says what the append did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_logs_one_line_that_says_what_it_wrote() {
+    let (server, mut c) = LoggedServer::start(None, "info").await;
+    c.append_message(append("one-line", vec![user("hello"), assistant("hi")]))
+        .await
+        .unwrap();
+    c.append_message(append("one-line", vec![user("again")]))
+        .await
+        .unwrap();
+    drop(c);
+    let logs = server.stop().await;
+    let calls: Vec<&str> = logs
+        .lines()
+        .skip_while(|l| !l.contains("ctxd listening"))
+        .skip(1)
+        .take_while(|l| !l.contains("SIGTERM received"))
+        .collect();
+    assert_eq!(calls.len(), 2, "one line per append:\n{}", calls.join("\n"));
+    for (line, (first, last)) in calls.iter().zip([(1, 2), (3, 3)]) {
+        for field in [
+            "method=\"AppendMessage\"".to_owned(),
+            "code=\"OK\"".to_owned(),
+            "conversation_id=\"one-line\"".to_owned(),
+            format!("first_sequence={first}"),
+            format!("last_sequence={last}"),
+            "replayed=false".to_owned(),
+        ] {
+            assert!(line.contains(&field), "{field} in {line}");
+        }
+    }
+}
+
+/// The release binary, its output read while it runs, and a client.
+struct LoggedServer {
+    process: tokio::process::Child,
+    output: Vec<tokio::task::JoinHandle<String>>,
+}
+
+impl LoggedServer {
+    /// Starts the binary on `database` (in memory without one) logging at `filter`.
+    async fn start(
+        database: Option<&str>,
+        filter: &str,
+    ) -> (
+        Self,
+        proto::context_service_client::ContextServiceClient<tonic::transport::Channel>,
+    ) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxd"));
+        command.env_remove("DATABASE_URL");
+        if let Some(url) = database {
+            command.env("DATABASE_URL", url);
+        }
+        let mut process = command
+            .env("CTXD_LISTEN", format!("127.0.0.1:{port}"))
+            .env("CTXD_LOG", filter)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        // Trace logging is voluminous: drain both pipes while the server runs, or it blocks on
+        // them.
+        let drain = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| {
+            tokio::spawn(async move {
+                let mut text = String::new();
+                let _ = pipe.read_to_string(&mut text).await;
+                text
+            })
+        };
+        let output = vec![
+            drain(Box::new(process.stdout.take().unwrap())),
+            drain(Box::new(process.stderr.take().unwrap())),
+        ];
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let address = format!("http://127.0.0.1:{port}");
+            if let Ok(client) = proto::context_service_client::ContextServiceClient::connect(address).await {
+                return (Self { process, output }, client);
+            }
+        }
+        panic!("the server did not start");
+    }
+
+    /// Stops the server with SIGTERM (it must exit 0) and returns everything it printed.
+    async fn stop(mut self) -> String {
+        let pid = self.process.id().unwrap();
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(30), self.process.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "SIGTERM exits 0");
+        let mut logs = String::new();
+        for pipe in self.output {
+            logs += &pipe.await.unwrap();
+        }
+        logs
+    }
 }

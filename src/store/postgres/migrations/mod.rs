@@ -106,6 +106,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "late vectors",
         sql: include_str!("0017_late_vectors.sql"),
     },
+    Migration {
+        version: 18,
+        name: "search pending list",
+        sql: include_str!("0018_search_pending_list.sql"),
+    },
 ];
 
 /// Every migration, for the SQL rules' test (`super::sql_rules`).
