@@ -43,6 +43,18 @@ pub struct DatabaseArgs {
     #[arg(long, env = "CTXD_MESSAGE_CACHE_MIB", default_value_t = 64, display_order = 5)]
     pub message_cache_mib: usize,
 
+    /// Let concurrent appends to different conversations share one transaction (group commit):
+    /// a batch takes only appends without an idempotency key, expected sequence, time or tool
+    /// call, locks their conversations with SKIP LOCKED, and is off by itself on Citus.
+    #[arg(
+        long,
+        env = "CTXD_GROUP_COMMIT",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        display_order = 6
+    )]
+    pub group_commit: bool,
+
     /// Apply pending migrations at start-up (under an advisory lock; safe with many replicas).
     #[arg(
         long,
@@ -69,6 +81,8 @@ pub struct DatabaseOptions {
     pub migrate_on_start: bool,
     /// Bytes of the replica's message cache (0: none).
     pub message_cache_bytes: usize,
+    /// Whether concurrent appends may share a transaction.
+    pub group_commit: bool,
 }
 
 impl DatabaseArgs {
@@ -89,6 +103,7 @@ impl DatabaseArgs {
             startup_wait: Duration::from_secs(self.db_startup_wait_secs),
             migrate_on_start: self.migrate_on_start,
             message_cache_bytes: self.message_cache_mib.saturating_mul(1024 * 1024),
+            group_commit: self.group_commit,
         })
     }
 }

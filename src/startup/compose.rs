@@ -71,6 +71,7 @@ pub fn postgres_options(database: &DatabaseOptions, request_timeout: Duration) -
         connect_timeout: database.connect_timeout,
         statement_timeout: request_timeout,
         message_cache_bytes: database.message_cache_bytes,
+        group_commit: database.group_commit,
     })
 }
 

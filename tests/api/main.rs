@@ -15,6 +15,7 @@ mod context;
 mod conversations;
 mod embeddings;
 mod fact_retention;
+mod group_commit;
 mod hardening;
 mod hostile_embeddings;
 #[path = "../support/hostile_endpoint.rs"]

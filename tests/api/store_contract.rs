@@ -65,6 +65,7 @@ async fn postgres_store(url: String) -> Arc<dyn Store> {
         connect_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(30),
         message_cache_bytes: 64 << 20,
+        group_commit: true,
     };
     let store = store::open(Some(&options)).expect("store opens");
     store.migrate().await.expect("store migrates");

@@ -71,6 +71,9 @@ pub struct PostgresOptions {
     pub statement_timeout: Duration,
     /// Bytes of decoded messages this replica keeps for BuildContext (0: none); see [`cache`].
     pub message_cache_bytes: usize,
+    /// Whether concurrent plain appends to different conversations share a transaction
+    /// (`CTXD_GROUP_COMMIT`; off by itself on Citus); see `append::group`.
+    pub group_commit: bool,
 }
 
 /// Conversations in PostgreSQL.
@@ -85,6 +88,8 @@ pub struct PostgresStore {
     cache: std::sync::Arc<cache::MessageCache>,
     /// The sign-bit codes of the conversations this replica searched semantically.
     codes: std::sync::Arc<vector_codes::VectorCodes>,
+    /// Batches concurrent appends (see `append::group`).
+    group: std::sync::Arc<append::GroupCommit>,
 }
 
 impl PostgresStore {
@@ -120,6 +125,7 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
         Ok(Self {
+            group: std::sync::Arc::new(append::GroupCommit::new(pool.clone(), options.group_commit)),
             pool,
             gate: Default::default(),
             gate_patience: options.statement_timeout,
@@ -152,7 +158,8 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
         let _slot = self.write_slot(tenant, &batch.conversation_id, deadline).await?;
-        append::append_messages(&self.pool, tenant, batch, deadline)
+        self.group
+            .append(tenant, batch, deadline)
             .instrument(traces::db("INSERT", "messages"))
             .await
     }

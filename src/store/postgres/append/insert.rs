@@ -118,6 +118,16 @@ impl MessageRows<'_> {
         client: &C,
         prepared: &[Statement],
     ) -> Result<(), StoreError> {
+        Ok(self.send(client, prepared).await?)
+    }
+
+    /// [`Self::execute`], with the driver's error (a group commit tells refusals from lost
+    /// connections by it).
+    pub(super) async fn send<C: GenericClient + Sync>(
+        &self,
+        client: &C,
+        prepared: &[Statement],
+    ) -> Result<(), tokio_postgres::Error> {
         let statements = self.statements();
         let inserts = statements
             .iter()

@@ -11,8 +11,11 @@ use super::{
     errors::corrupt,
     rows::{Columns, column},
 };
+mod group;
 mod insert;
 mod placement;
+
+pub(super) use group::GroupCommit;
 
 use insert::MessageRows;
 use placement::Placement;

@@ -5,6 +5,7 @@ use crate::domain::{CountedBatch, context::anchor::LogEnd};
 
 /// Where a batch's messages go in the log's token stream, relative to its start: what
 /// `ALLOCATE` adds to the conversation's totals and the rows' positions are computed from.
+#[derive(Debug, Clone)]
 pub(super) struct Placement {
     /// The batch's approximate tokens.
     pub(super) total: i64,
