@@ -197,6 +197,8 @@ pub struct ServerMetrics {
     rpc_duration: HistogramVec,
     /// Database pool connections by state (size, available, waiting), read at scrape time.
     pool_connections: IntGaugeVec,
+    /// Group commit's batches and the appends they wrote, read at scrape time.
+    group_commit: IntCounterVec,
     /// Bytes of messages in the replica's message cache (PostgreSQL store), read at scrape time.
     message_cache_bytes: IntGauge,
     /// BuildContext pages of the log's tail by where they came from (cache, database), read at
@@ -234,6 +236,11 @@ impl ServerMetrics {
             &["state"],
         )
         .expect("valid metric");
+        let group_commit = counter_vec(
+            "ctxd_append_group_commit_total",
+            "Group commit (CTXD_GROUP_COMMIT): batches sent, and appends they wrote",
+            &["count"],
+        );
         let message_cache_bytes = IntGauge::new(
             "ctxd_message_cache_bytes",
             "Bytes of decoded messages in this replica's cache (CTXD_MESSAGE_CACHE_MIB)",
@@ -246,9 +253,10 @@ impl ServerMetrics {
             &["source"],
         );
         let registry = Registry::new();
-        let own: [Box<dyn Collector>; 4] = [
+        let own: [Box<dyn Collector>; 5] = [
             Box::new(rpc_duration.clone()),
             Box::new(pool_connections.clone()),
+            Box::new(group_commit.clone()),
             Box::new(message_cache_bytes.clone()),
             Box::new(tail_pages.clone()),
         ];
@@ -259,6 +267,7 @@ impl ServerMetrics {
             registry,
             rpc_duration,
             pool_connections,
+            group_commit,
             message_cache_bytes,
             tail_pages,
             store,
@@ -297,6 +306,14 @@ impl ServerMetrics {
             ] {
                 let value = i64::try_from(value).unwrap_or(i64::MAX);
                 self.pool_connections.with_label_values(&[state]).set(value);
+            }
+            // The store counts from its start; the counters catch up to it.
+            for (count, total) in [
+                ("batches", stats.append_batches),
+                ("appends", stats.batched_appends),
+            ] {
+                let counter = self.group_commit.with_label_values(&[count]);
+                counter.inc_by(total.saturating_sub(counter.get()));
             }
         }
         if let Some(stats) = self.store.cache.as_ref().and_then(|status| status()) {
@@ -376,6 +393,8 @@ mod tests {
                     size,
                     available: 1,
                     waiting: 0,
+                    append_batches: 0,
+                    batched_appends: 0,
                 })
             })),
             cache: None,

@@ -438,6 +438,10 @@ pub struct PoolStats {
     pub available: usize,
     /// Requests waiting for a connection.
     pub waiting: usize,
+    /// Group-commit batches sent since the store opened.
+    pub append_batches: u64,
+    /// Appends those batches wrote.
+    pub batched_appends: u64,
 }
 
 /// A replica's message cache figures: what it holds, and where BuildContext's tail pages came

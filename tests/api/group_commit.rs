@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::helpers::fresh_database;
 
-/// More than a replica's `MIN_COMPANY` (16): appends join batches only past it.
+/// Far more than half the test store's pool (8): appends join batches only past half.
 const CONVERSATIONS: usize = 32;
 const ROUNDS: usize = 20;
 

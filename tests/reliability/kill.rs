@@ -15,7 +15,7 @@ use crate::{
     replica::Replica,
 };
 
-/// Enough that appends join batches (a replica batches only past 16 in flight).
+/// Enough that appends join batches (a replica batches past half its pool in flight: 8).
 const WRITERS: usize = 24;
 
 /// The messages writer `writer` sends per call.

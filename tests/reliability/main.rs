@@ -202,7 +202,9 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("short_deadlines") {
         let appends = if full { 8_000 } else { 2_000 };
-        reports.push(short_deadlines::short_deadlines(&replicas[0], &cluster, appends).await?);
+        for shape in [short_deadlines::CONTENDED, short_deadlines::IN_BATCHES] {
+            reports.push(short_deadlines::short_deadlines(&replicas[0], &cluster, appends, shape).await?);
+        }
     }
     if wanted("connections") {
         reports.push(connections::silent_connections(binary, &cluster, &work).await?);

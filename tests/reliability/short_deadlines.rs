@@ -26,8 +26,37 @@ use crate::{
     replica::{Cluster, Replica},
 };
 
-const CONVERSATIONS: usize = 4;
-const WORKERS: usize = 8;
+/// How a run sends its appends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    name: &'static str,
+    conversations: usize,
+    workers: usize,
+    /// The shortest deadline, and how far above it the longest is, in ms.
+    deadline_ms: (usize, usize),
+    /// The shortest time a row is held, and how far above it the longest is, in ms.
+    lock_ms: (usize, usize),
+}
+
+/// 1-50 ms deadlines from 8 workers to 4 conversations: most calls end inside a lock wait.
+pub(crate) const CONTENDED: Shape = Shape {
+    name: "appends with 1-50 ms deadlines under row-lock contention",
+    conversations: 4,
+    workers: 8,
+    deadline_ms: (1, 50),
+    lock_ms: (5, 36),
+};
+
+/// 56-86 ms deadlines from 32 workers to 32 conversations: more than 16 appends in flight,
+/// so they join group-commit batches (issue 62), and deadlines pass while a batch forms and
+/// runs.
+pub(crate) const IN_BATCHES: Shape = Shape {
+    name: "appends with 56-86 ms deadlines in group-commit batches, under row-lock contention",
+    conversations: 32,
+    workers: 32,
+    deadline_ms: (56, 30),
+    lock_ms: (30, 60),
+};
 
 /// What the server answered one append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,20 +72,22 @@ pub(crate) async fn short_deadlines(
     replica: &Replica,
     cluster: &Cluster,
     appends: usize,
+    shape: Shape,
 ) -> anyhow::Result<Report> {
-    let mut report = Report::new("appends with 1-50 ms deadlines under row-lock contention");
+    let mut report = Report::new(shape.name);
     let stop = Arc::new(AtomicBool::new(false));
-    let locker = tokio::spawn(lock_rows(cluster.url.clone(), stop.clone()));
+    let locker = tokio::spawn(lock_rows(cluster.url.clone(), shape, stop.clone()));
     let mut workers = JoinSet::new();
-    for w in 0..WORKERS {
+    for w in 0..shape.workers {
         let addr = replica.addr;
         workers.spawn(async move {
             let send = raw::connect(addr).await?;
             let mut answers = Vec::new();
-            for n in 0..appends / WORKERS {
-                let marker = format!("short-{w}-{n}");
-                let conversation = format!("short-deadline-{}", (w + n) % CONVERSATIONS);
-                let deadline_ms = 1 + (w * 7 + n * 13) % 50;
+            for n in 0..appends / shape.workers {
+                let marker = format!("short-{}-{w}-{n}", shape.conversations);
+                let conversation = conversation_of(shape, (w + n) % shape.conversations);
+                let (shortest, spread) = shape.deadline_ms;
+                let deadline_ms = shortest + (w * 7 + n * 13) % spread;
                 let answer = append(&send, &addr.to_string(), &conversation, &marker, deadline_ms).await?;
                 answers.push((marker, answer));
             }
@@ -74,8 +105,8 @@ pub(crate) async fn short_deadlines(
 
     let mut client = replica.client().await?;
     let mut stored = HashSet::new();
-    for k in 0..CONVERSATIONS {
-        let messages = all_messages(&mut client, &format!("short-deadline-{k}")).await?;
+    for k in 0..shape.conversations {
+        let messages = all_messages(&mut client, &conversation_of(shape, k)).await?;
         stored.extend(messages.into_iter().map(|m| m.content));
     }
     let count = |wanted: fn(&Answer) -> bool| answers.iter().filter(|(_, a)| wanted(a)).count();
@@ -125,18 +156,24 @@ pub(crate) async fn short_deadlines(
     Ok(report)
 }
 
-/// Locks one conversation's row at a time, for 5-40 ms, until told to stop.
-async fn lock_rows(url: String, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+/// Conversation `k` of a run of `shape`.
+fn conversation_of(shape: Shape, k: usize) -> String {
+    format!("short-deadline-{}-{k}", shape.conversations)
+}
+
+/// Locks one conversation's row at a time, for the shape's time, until told to stop.
+async fn lock_rows(url: String, shape: Shape, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
     let connection = tokio::spawn(connection);
     let mut n = 0usize;
     while !stop.load(Ordering::Relaxed) {
-        let conversation = format!("short-deadline-{}", n % CONVERSATIONS);
+        let conversation = conversation_of(shape, n % shape.conversations);
         db.batch_execute(&format!(
             "BEGIN; SELECT 1 FROM conversations WHERE conversation_id = '{conversation}' FOR UPDATE"
         ))
         .await?;
-        tokio::time::sleep(Duration::from_millis(5 + (n * 11 % 36) as u64)).await;
+        let (shortest, spread) = shape.lock_ms;
+        tokio::time::sleep(Duration::from_millis((shortest + n * 11 % spread) as u64)).await;
         db.batch_execute("COMMIT").await?;
         tokio::time::sleep(Duration::from_millis((n * 7 % 20) as u64)).await;
         n += 1;

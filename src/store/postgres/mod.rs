@@ -451,10 +451,13 @@ impl Store for PostgresStore {
 
     fn pool_stats(&self) -> Option<PoolStats> {
         let status = self.pool.status();
+        let (append_batches, batched_appends) = self.group.counts();
         Some(PoolStats {
             size: status.size,
             available: status.available,
             waiting: status.waiting,
+            append_batches,
+            batched_appends,
         })
     }
 

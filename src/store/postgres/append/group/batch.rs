@@ -63,12 +63,12 @@ struct Planned {
     placement: Placement,
 }
 
-/// Sends one batch. Whatever fails before `COMMIT` could take effect sends its members to the
-/// single path; a failure after is their answer.
-pub(super) async fn commit(pool: &Pool, members: Vec<Member>) {
+/// Sends one batch, and says how many appends it wrote. Whatever fails before `COMMIT` could
+/// take effect sends its members to the single path; a failure after is their answer.
+pub(super) async fn commit(pool: &Pool, members: Vec<Member>) -> Option<usize> {
     let Ok(client) = pool.get().await else {
         members.into_iter().for_each(|m| m.answer(Verdict::Single));
-        return;
+        return None;
     };
     let mut open = OpenBatch {
         client: Some(client),
@@ -78,14 +78,14 @@ pub(super) async fn commit(pool: &Pool, members: Vec<Member>) {
         Ok(planned) => planned,
         Err(members) => {
             members.into_iter().for_each(|m| m.answer(Verdict::Single));
-            return;
+            return None;
         }
     };
     if planned.is_empty() {
         open.roll_back().await;
-        return;
+        return None;
     }
-    open.write(planned).await;
+    open.write(planned).await
 }
 
 /// The batch's transaction on its connection; dropped before it ended, it closes the
@@ -153,8 +153,9 @@ impl OpenBatch {
         Ok(planned)
     }
 
-    /// The members' claims, then [`UPDATE`], every member's rows and `COMMIT`, pipelined.
-    async fn write(mut self, planned: Vec<Planned>) {
+    /// The members' claims, then [`UPDATE`], every member's rows and `COMMIT`, pipelined; the
+    /// appends written, if the batch committed.
+    async fn write(mut self, planned: Vec<Planned>) -> Option<usize> {
         let mut claimed = Vec::with_capacity(planned.len());
         for planned in planned {
             if planned.member.reply.is_closed() {
@@ -168,16 +169,18 @@ impl OpenBatch {
         }
         if claimed.is_empty() {
             self.roll_back().await;
-            return;
+            return None;
         }
         let written = self.send(&claimed).await;
         match written {
             Ok(()) => {
                 self.ended = true;
+                let written = claimed.len();
                 for planned in claimed {
                     let outcome = planned.write.outcome;
                     planned.member.answer(Verdict::Done(Ok(outcome)));
                 }
+                return Some(written);
             }
             // The database refused a statement: the transaction rolled back, nothing of it
             // committed, and each member may try again alone.
@@ -196,6 +199,7 @@ impl OpenBatch {
                 }
             }
         }
+        None
     }
 
     async fn send(&self, claimed: &[Planned]) -> Result<(), Unsent> {
