@@ -4,7 +4,7 @@
 
 use std::sync::{
     Arc,
-    atomic::{AtomicBool, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
 use ctxd::proto::{self, SummarizeMode};
@@ -25,21 +25,36 @@ fn storm(
     conversation: &'static str,
     sequence: u64,
     stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<usize> {
+) -> (tokio::task::JoinHandle<usize>, Arc<AtomicUsize>) {
     let mut client = app.client.clone();
-    tokio::spawn(async move {
-        let mut redactions = 0;
+    let done = Arc::new(AtomicUsize::new(0));
+    let counted = done.clone();
+    let task = tokio::spawn(async move {
         while !stop.load(Ordering::Relaxed) {
             let request = proto::RedactMessageRequest {
                 conversation_id: conversation.into(),
                 sequence,
             };
             if client.redact_message(request).await.is_ok() {
-                redactions += 1;
+                counted.fetch_add(1, Ordering::Relaxed);
             }
         }
-        redactions
-    })
+        counted.load(Ordering::Relaxed)
+    });
+    (task, done)
+}
+
+/// Waits (at most 5 s) until the storm has redacted past `seen`, so that the call that follows
+/// meets a storm that runs, however the scheduler shares the machine; returns the count.
+async fn storm_moved(done: &AtomicUsize, seen: usize) -> usize {
+    for _ in 0..500 {
+        let now = done.load(Ordering::Relaxed);
+        if now > seen {
+            return now;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    done.load(Ordering::Relaxed)
 }
 
 fn turn(round: usize) -> Vec<proto::Message> {
@@ -69,7 +84,7 @@ async fn summaries_and_refreshes_converge_under_a_redaction_storm(kind: StoreKin
         app.append_ok("s", turn(round)).await;
         let newest = app.all_messages("s").await.unwrap().len() as u64;
         let stop_round = Arc::new(AtomicBool::new(false));
-        let redacting = storm(&app, "s", newest, stop_round.clone());
+        let (redacting, _) = storm(&app, "s", newest, stop_round.clone());
         tokio::task::yield_now().await;
         let result = client
             .summarize(proto::SummarizeRequest {
@@ -99,7 +114,8 @@ async fn summaries_and_refreshes_converge_under_a_redaction_storm(kind: StoreKin
     app.append_ok("m", vec![user("hello there"), assistant("hi")])
         .await;
     app.refreshed_memory("m").await;
-    let redacting = storm(&app, "m", 1, stop.clone());
+    let (redacting, done) = storm(&app, "m", 1, stop.clone());
+    let mut seen = 0;
     for round in 1..=ROUNDS {
         app.append_ok(
             "m",
@@ -111,6 +127,7 @@ async fn summaries_and_refreshes_converge_under_a_redaction_storm(kind: StoreKin
             ],
         )
         .await;
+        seen = storm_moved(&done, seen).await;
         let result = client
             .get_working_memory(proto::GetWorkingMemoryRequest {
                 conversation_id: "m".into(),
