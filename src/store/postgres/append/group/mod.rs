@@ -60,9 +60,9 @@ const MAX_MEMBERS: usize = 64;
 const CONCURRENT_BATCHES: usize = 1;
 /// Appends waiting for the next batch; beyond them an append takes the single path.
 const QUEUE: usize = 256;
-/// A batch joins appends of at most this much text: a large one gains nothing from company and
-/// would be copied to join.
-const MAX_MEMBER_TEXT: usize = 64 * 1024;
+/// A batch joins appends of at most this many bytes as loaded (text, attachments, native
+/// data): a large one gains nothing from company and would be copied to join.
+const MAX_MEMBER_BYTES: usize = 64 * 1024;
 /// A member with less time left than this takes the single path: the batch's statements run
 /// under its earliest deadline, which must leave the others time.
 const MIN_WORK_LEFT: Duration = Duration::from_millis(50);
@@ -169,9 +169,9 @@ impl GroupCommit {
             && batch
                 .messages
                 .iter()
-                .map(|m| m.message.content.len())
+                .map(|m| m.message.loaded_bytes())
                 .sum::<usize>()
-                <= MAX_MEMBER_TEXT
+                <= MAX_MEMBER_BYTES
             && deadline.is_none_or(|d| d.work_left() >= MIN_WORK_LEFT)
     }
 
@@ -205,14 +205,19 @@ async fn run(pool: Pool, mut queue: mpsc::Receiver<Member>, off: Arc<AtomicBool>
             members.push(member);
         }
         if !checked {
-            checked = true;
-            if on_citus(&pool).await {
-                tracing::info!("group commit off: Citus spreads conversations over shards");
-                off.store(true, Ordering::Relaxed);
+            // Asked once the database answers: until then every batch takes the single path.
+            match on_citus(&pool).await {
+                Some(true) => {
+                    tracing::info!("group commit off: Citus spreads conversations over shards");
+                    off.store(true, Ordering::Relaxed);
+                    checked = true;
+                }
+                Some(false) => checked = true,
+                None => {}
             }
         }
         let members = distinct(members);
-        if members.is_empty() || off.load(Ordering::Relaxed) {
+        if members.is_empty() || !checked || off.load(Ordering::Relaxed) {
             members.into_iter().for_each(|m| m.answer(Verdict::Single));
             continue;
         }
@@ -226,13 +231,14 @@ async fn run(pool: Pool, mut queue: mpsc::Receiver<Member>, off: Arc<AtomicBool>
     }
 }
 
-/// Whether the database is a Citus coordinator (if it cannot say, it is taken to be one).
-async fn on_citus(pool: &Pool) -> bool {
-    let Ok(client) = pool.get().await else { return true };
+/// Whether the database is a Citus coordinator (`None`: it cannot say now).
+async fn on_citus(pool: &Pool) -> Option<bool> {
+    let client = pool.get().await.ok()?;
     let found = client
         .query_opt("SELECT 1 FROM pg_extension WHERE extname = 'citus'", &[])
-        .await;
-    !matches!(found, Ok(None))
+        .await
+        .ok()?;
+    Some(found.is_some())
 }
 
 /// The members still waiting, one per conversation: a second append to a conversation (and one
