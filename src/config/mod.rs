@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use clap::{Parser, Subcommand};
 
 mod auth;
+mod changes;
 mod database;
 mod embeddings;
 mod limits;
@@ -21,6 +22,7 @@ mod summarizer;
 mod telemetry;
 
 pub use auth::{ApiKey, AuthArgs, AuthOptions, KeyError};
+pub use changes::{ChangeArgs, ChangeOptions};
 pub use database::{DatabaseArgs, DatabaseOptions};
 pub use embeddings::{EmbeddingArgs, EmbeddingEndpoint};
 pub use limits::{LimitArgs, LimitOptions, TokenizerName};
@@ -90,6 +92,9 @@ pub struct Config {
     /// Deleting expired conversations.
     #[command(flatten)]
     pub retention: RetentionArgs,
+    /// The change feed.
+    #[command(flatten)]
+    pub changes: ChangeArgs,
     /// Summarizer, extractor and their endpoint.
     #[command(flatten)]
     pub summarizer: SummarizerArgs,
@@ -115,6 +120,8 @@ pub struct Settings {
     pub limits: LimitOptions,
     /// Deleting expired conversations.
     pub retention: RetentionOptions,
+    /// The change feed.
+    pub changes: ChangeOptions,
     /// Summarizer, extractor and their endpoint.
     pub summarizer: SummarizerOptions,
     /// Semantic search's embeddings endpoint, when configured.
@@ -133,6 +140,7 @@ impl Config {
         let database = problems.take(self.database.validate());
         let limits = problems.take(self.limits.validate());
         let retention = problems.take(self.retention.validate());
+        let changes = problems.take(self.changes.validate());
         let summarizer = problems.take(self.summarizer.validate());
         let embeddings = problems.take(self.embeddings.validate());
         let auth = problems.take(self.auth.validate());
@@ -142,12 +150,13 @@ impl Config {
             Some(database),
             Some(limits),
             Some(retention),
+            Some(changes),
             Some(summarizer),
             Some(embeddings),
             Some(auth),
             Some(telemetry),
         ) = (
-            server, database, limits, retention, summarizer, embeddings, auth, telemetry,
+            server, database, limits, retention, changes, summarizer, embeddings, auth, telemetry,
         )
         else {
             return Err(problems.into_error());
@@ -157,6 +166,7 @@ impl Config {
             database,
             limits,
             retention,
+            changes,
             summarizer,
             embeddings,
             auth,

@@ -3,12 +3,13 @@
 //!
 //! Three floors (docs/design.md, "Architecture"): the vocabulary (`ids`, `violation`, `usage`,
 //! `reasoning`, `format`, `token_counts`, `native_content`, `message`) imports nothing above
-//! it; the rules over it (`attachments`, `native` parsing, `tool_protocol`, `search`,
+//! it; the rules over it (`attachments`, `changes`, `native` parsing, `tool_protocol`, `search`,
 //! `summary`, `working_memory`) import the vocabulary; and what uses the rules (`context`
 //! packing and rendering, `append`, `conversation`) stands on both.
 
 pub mod append;
 pub mod attachments;
+pub mod changes;
 pub mod context;
 pub mod conversation;
 pub mod format;

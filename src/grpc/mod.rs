@@ -14,6 +14,7 @@ use crate::{
 };
 
 mod build_context;
+mod changes;
 pub mod codec;
 pub mod connect;
 mod conversations;
@@ -203,6 +204,7 @@ pub(crate) const METHODS: &[&str] = &[
     "RedactMessage",
     "RewindConversation",
     "SearchMessages",
+    "WatchChanges",
 ];
 
 /// Each RPC resolves the caller's tenant (every RPC but CountTokens has one), runs its handler
@@ -210,6 +212,18 @@ pub(crate) const METHODS: &[&str] = &[
 /// calls a model, and answers through [`respond`].
 #[tonic::async_trait]
 impl ContextService for ContextApi {
+    type WatchChangesStream = changes::WatchStream;
+
+    async fn watch_changes(
+        &self,
+        request: Request<proto::WatchChangesRequest>,
+    ) -> RpcResult<Self::WatchChangesStream> {
+        let started = Instant::now();
+        let tenant = tenant::tenant_of(&request)?;
+        let result = self.watch_changes(tenant, request.into_inner()).await;
+        respond("WatchChanges", started, result)
+    }
+
     async fn append_message(
         &self,
         request: Request<proto::AppendMessageRequest>,

@@ -33,12 +33,30 @@ impl From<ServiceError> for Status {
                 "the pack and its rendering would be {bytes} bytes; the limit is {limit} \
                  (CTXD_MAX_RESPONSE_BYTES): ask for a smaller budget"
             )),
+            ServiceError::CursorExpired { retention, oldest } => cursor_expired(retention, oldest),
             ServiceError::TenantBusy { what, limit } => Status::resource_exhausted(format!(
                 "this tenant already runs {limit} {what} at once on this replica: retry when they \
                  have finished"
             )),
         }
     }
+}
+
+/// A change feed cursor past retention: OUT_OF_RANGE, with the oldest cursor still held in an
+/// `ErrorInfo` (`oldest_cursor`) for a consumer that resyncs and goes on from there.
+fn cursor_expired(retention: std::time::Duration, oldest: Option<String>) -> Status {
+    let hours = retention.as_secs() / 3600;
+    let message = format!(
+        "after_cursor is older than the changes kept ({hours} h, CTXD_CHANGES_RETENTION): resync \
+         the consumer from the current state (ListConversations, ListMessages), then watch from \
+         now or from the oldest cursor held"
+    );
+    let mut metadata = std::collections::HashMap::new();
+    if let Some(oldest) = oldest {
+        metadata.insert("oldest_cursor".to_owned(), oldest);
+    }
+    let details = ErrorDetails::with_error_info("CURSOR_EXPIRED", "ctxd.v1", metadata);
+    Status::with_error_details(tonic::Code::OutOfRange, message, details)
 }
 
 /// A call the response budget refused: what the caller can do about it.

@@ -56,6 +56,8 @@ pub struct UseCaseMetrics {
     /// vector not in time), `failed` (the endpoint failed), `model_mean_unknown` (the replica
     /// has not learned the model's mean yet).
     pub search_lexical_fallback: IntCounterVec,
+    /// The change feed's.
+    pub changes: super::change_metrics::ChangeMetrics,
 }
 
 impl Default for UseCaseMetrics {
@@ -82,6 +84,7 @@ impl UseCaseMetrics {
         .expect("valid metric");
         Self {
             context_tokens,
+            changes: super::change_metrics::ChangeMetrics::new(),
             embedded_messages: counter(
                 "ctxd_embedded_messages_total",
                 "Messages whose vectors were stored for semantic search",
@@ -146,7 +149,7 @@ impl UseCaseMetrics {
 
     /// Handles to every counter, for a server's registry (a collector may sit in several).
     fn collectors(&self) -> Vec<Box<dyn Collector>> {
-        vec![
+        let mut collectors: Vec<Box<dyn Collector>> = vec![
             Box::new(self.context_tokens.clone()),
             Box::new(self.messages_dropped.clone()),
             Box::new(self.summarizer_calls.clone()),
@@ -160,7 +163,9 @@ impl UseCaseMetrics {
             Box::new(self.embedding_workers.clone()),
             Box::new(self.embedding_refused.clone()),
             Box::new(self.search_lexical_fallback.clone()),
-        ]
+        ];
+        collectors.extend(self.changes.collectors());
+        collectors
     }
 }
 

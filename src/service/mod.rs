@@ -16,6 +16,8 @@ use crate::{
 mod auto_summary;
 mod background;
 mod bind_results;
+mod change_metrics;
+mod changes;
 mod conversations;
 mod embeddings;
 mod messages;
@@ -29,6 +31,7 @@ mod tenant_slots;
 mod working_memory;
 
 pub use background::BackgroundTasks;
+pub use changes::{Watch, WatchEvent, WatchRequest};
 pub use messages::{DEFAULT_PAGE_SIZE, JsonMemory, MAX_PAGE_SIZE, MessagesOutcome};
 pub use packing::ContextOutcome;
 pub use search::{DEFAULT_SEARCH_PAGE, MAX_SEARCH_PAGE, SearchHit, SearchOutcome, SearchRequest};
@@ -91,6 +94,14 @@ pub enum ServiceError {
         /// How many one tenant may run at once.
         limit: usize,
     },
+    /// A change feed cursor older than the changes kept: the consumer must resync.
+    #[error("the cursor is older than the changes kept")]
+    CursorExpired {
+        /// How long changes are kept (`CTXD_CHANGES_RETENTION`).
+        retention: std::time::Duration,
+        /// The cursor before the oldest change kept, if any.
+        oldest: Option<String>,
+    },
     /// The summarizer or extractor failed; the stored state is unchanged.
     #[error(transparent)]
     Model(#[from] ModelError),
@@ -118,6 +129,8 @@ pub struct Service {
     metrics: Arc<UseCaseMetrics>,
     /// Conversations waiting to be embedded, and the query vectors this replica made.
     embeddings: Arc<embeddings::EmbeddingQueue>,
+    /// The replica's WatchChanges streams.
+    watchers: Arc<changes::Watchers>,
 }
 
 impl Service {
@@ -133,7 +146,14 @@ impl Service {
             searches: TenantSlots::new(SEARCHES_PER_TENANT),
             metrics: Arc::new(UseCaseMetrics::new()),
             embeddings: Arc::default(),
+            watchers: Arc::new(changes::Watchers::new(Default::default())),
         }
+    }
+
+    /// The service with the change feed's settings.
+    pub fn with_changes(mut self, options: crate::config::ChangeOptions) -> Self {
+        self.watchers = Arc::new(changes::Watchers::new(options));
+        self
     }
 
     /// What the use cases count, for the server's metrics and the retention sweeper.

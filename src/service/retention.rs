@@ -1,6 +1,8 @@
 //! The retention sweeper: deletes expired conversations (their `expire_time` passed, or, when
 //! configured, no activity for the inactivity period) in bounded batches, on one replica at a
-//! time (the store's retention lease).
+//! time (the store's retention lease); and the change feed's changes older than
+//! `CTXD_CHANGES_RETENTION`, with an hour's margin: a change made in a transaction that began
+//! before a cursor can commit after it, and a cursor within retention must find it.
 
 use std::{sync::Arc, time::SystemTime};
 
@@ -14,7 +16,12 @@ use crate::{
 
 /// Sweeps every `retention.interval` until the task is aborted, counting what it deletes in
 /// `metrics`.
-pub async fn run(store: Arc<dyn Store>, retention: RetentionOptions, metrics: Arc<UseCaseMetrics>) {
+pub async fn run(
+    store: Arc<dyn Store>,
+    retention: RetentionOptions,
+    changes: std::time::Duration,
+    metrics: Arc<UseCaseMetrics>,
+) {
     let mut ticks = tokio::time::interval(retention.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -27,7 +34,7 @@ pub async fn run(store: Arc<dyn Store>, retention: RetentionOptions, metrics: Ar
             ctxd.retention.conversations = tracing::field::Empty,
             ctxd.retention.messages = tracing::field::Empty,
         );
-        let swept = sweep(&*store, &retention, &metrics)
+        let swept = sweep(&*store, &retention, changes, &metrics)
             .instrument(span.clone())
             .await;
         if let Ok(swept) = &swept {
@@ -54,6 +61,7 @@ pub async fn run(store: Arc<dyn Store>, retention: RetentionOptions, metrics: Ar
 pub async fn sweep(
     store: &dyn Store,
     retention: &RetentionOptions,
+    changes: std::time::Duration,
     metrics: &UseCaseMetrics,
 ) -> Result<Swept, StoreError> {
     let Some(lease) = store.try_retention_lease().await? else {
@@ -79,6 +87,34 @@ pub async fn sweep(
             Err(error) => break Err(error),
         }
     };
+    let result = match result {
+        Ok(swept) => sweep_changes(store, retention.batch, changes, metrics)
+            .await
+            .map(|changes| Swept { changes, ..swept }),
+        failed => failed,
+    };
     lease.release().await;
     result
+}
+
+/// Deletes the changes older than `retention` and its margin, in batches.
+async fn sweep_changes(
+    store: &dyn Store,
+    batch: usize,
+    retention: std::time::Duration,
+    metrics: &UseCaseMetrics,
+) -> Result<u64, StoreError> {
+    const MARGIN: std::time::Duration = std::time::Duration::from_secs(3600);
+    let Some(before) = SystemTime::now().checked_sub(retention + MARGIN) else {
+        return Ok(0);
+    };
+    let mut total = 0;
+    loop {
+        let swept = store.sweep_changes(before, batch).await?;
+        metrics.changes.deleted.inc_by(swept);
+        total += swept;
+        if (swept as usize) < batch {
+            return Ok(total);
+        }
+    }
 }

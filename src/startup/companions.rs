@@ -86,6 +86,8 @@ pub(super) fn served(served: Served) -> Result<(), StartupError> {
 /// server is aborted, with whatever calls were still running.
 pub(super) async fn drain(mut server: ServerTask, service: &Service, grace: Duration) -> Served {
     let deadline = tokio::time::Instant::now() + grace;
+    // Watch streams never end by themselves: they are told to, so the server can drain.
+    service.close_watchers();
     let served = match tokio::time::timeout_at(deadline, &mut server).await {
         Ok(served) => served,
         Err(_) => {

@@ -58,7 +58,8 @@ impl App {
             .map_err(|source| StartupError::Summarizer { source })?;
         ai.embedder = compose::embedder(settings.embeddings.as_ref())
             .map_err(|source| StartupError::Embeddings { source })?;
-        let service = Service::new(store.clone(), compose::limits(&settings.limits), ai);
+        let service =
+            Service::new(store.clone(), compose::limits(&settings.limits), ai).with_changes(settings.changes);
         // Semantic search's mean vector is learned now, off every request's path.
         service.learn_model_mean();
         let metrics = ServerMetrics::new(service.metrics(), store_status(&store));

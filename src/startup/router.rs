@@ -192,13 +192,15 @@ fn tls_config(tls: &TlsFiles, handshake_timeout: Duration) -> ServerTlsConfig {
 }
 
 /// tonic answers a request over the decoding limit with OUT_OF_RANGE; the contract (docs/design.md,
-/// "Errors") says RESOURCE_EXHAUSTED. ctxd's handlers never produce OUT_OF_RANGE themselves,
-/// so the rewrite touches only that case.
+/// "Errors") says RESOURCE_EXHAUSTED. ctxd's one OUT_OF_RANGE of its own (a change feed cursor
+/// past retention) carries error details, which tonic's never does: the rewrite touches only
+/// tonic's.
 fn oversize_is_resource_exhausted(
     mut response: http::Response<tonic::body::Body>,
 ) -> http::Response<tonic::body::Body> {
     let out_of_range = HeaderValue::from_static("11");
-    if response.headers().get("grpc-status") == Some(&out_of_range) {
+    let headers = response.headers();
+    if headers.get("grpc-status") == Some(&out_of_range) && !headers.contains_key("grpc-status-details-bin") {
         response
             .headers_mut()
             .insert("grpc-status", HeaderValue::from_static("8"));

@@ -64,7 +64,9 @@ impl App {
         let mut companions = Companions::default();
         let probe = companions::probe_store(store.clone(), health.clone(), options.health_probe_interval);
         companions.spawn("the health probe", probe);
-        let sweeper = crate::service::retention::run(store.clone(), retention, service.metrics().clone());
+        let changes = service.change_options().retention;
+        let sweeper =
+            crate::service::retention::run(store.clone(), retention, changes, service.metrics().clone());
         companions.spawn("the retention sweeper", sweeper);
         if let Some(listener) = metrics_listener {
             let acceptor = Acceptor::new(listener, metrics::MAX_CONNECTIONS, "metrics");

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use crate::{
     domain::{
         AppendOutcome, AppendRejection, ConversationId, CountedBatch, Sequence, TenantId, Violations,
+        changes::{ChangePage, ChangeQuery, Cursor},
         context::PageRequest,
         conversation::{
             Conversation, ConversationPage, ConversationPatch, ForkRefusal, IfMissing, ListQuery,
@@ -33,9 +34,9 @@ pub use in_memory::InMemoryStore;
 pub use open::open;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use records::{
-    CappedPage, EmbeddingBacklog, EmbeddingBatch, FoundMessage, LogVersion, MemoryBase, MemoryState,
-    MessagePage, MessageVector, NewSummary, OpenedContext, QueryEmbedding, Redaction, RetentionRule, Rewind,
-    SearchPage, SearchSpec, SummaryState, Swept,
+    CacheStats, CappedPage, ChangeSignal, EmbeddingBacklog, EmbeddingBatch, FoundMessage, LogVersion,
+    MemoryBase, MemoryState, MessagePage, MessageVector, NewSummary, OpenedContext, PoolStats,
+    QueryEmbedding, Redaction, RetentionRule, Rewind, SearchPage, SearchSpec, SummaryState, Swept,
 };
 
 /// Failures of a store operation, by what the caller can do about them.
@@ -403,6 +404,29 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         batch: &EmbeddingBatch,
     ) -> Result<bool, StoreError>;
 
+    /// The tenant's changes after `query.after` that have settled (no transaction still
+    /// running can come before them), in cursor order (DESIGN 2.11, docs/design.md "Change
+    /// feed").
+    async fn read_changes(&self, tenant: &TenantId, query: &ChangeQuery) -> Result<ChangePage, StoreError>;
+
+    /// A cursor before every change that has not settled yet: where a watch "from now" starts.
+    async fn change_horizon(&self) -> Result<Cursor, StoreError>;
+
+    /// The cursor just before the tenant's oldest change made at or after `since` (where a
+    /// consumer whose cursor is past retention can start again, after a resync).
+    async fn oldest_change(
+        &self,
+        tenant: &TenantId,
+        since: std::time::SystemTime,
+    ) -> Result<Option<Cursor>, StoreError>;
+
+    /// Deletes up to `batch` changes made before `before`, across tenants; returns how many.
+    async fn sweep_changes(&self, before: std::time::SystemTime, batch: usize) -> Result<u64, StoreError>;
+
+    /// Told after this replica's writes: what wakes its watchers at once (changes written by
+    /// other replicas are found by polling, docs/design.md "Change feed").
+    fn change_signal(&self) -> &ChangeSignal;
+
     /// Tries to take the retention sweeper's lease, held by at most one process at a time.
     async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError>;
 
@@ -427,33 +451,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Stops handing out connections (after the server drained); idle ones are closed.
     fn close(&self) {}
-}
-
-/// A connection pool's figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Open connections.
-    pub size: usize,
-    /// Idle connections.
-    pub available: usize,
-    /// Requests waiting for a connection.
-    pub waiting: usize,
-    /// Group-commit batches sent since the store opened.
-    pub append_batches: u64,
-    /// Appends those batches wrote.
-    pub batched_appends: u64,
-}
-
-/// A replica's message cache figures: what it holds, and where BuildContext's tail pages came
-/// from since the store opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Bytes of decoded messages held.
-    pub bytes: usize,
-    /// Tail pages served from the cache.
-    pub pages_from_cache: u64,
-    /// Tail pages read from the database.
-    pub pages_from_database: u64,
 }
 
 /// A held background-summarizer lease; released by [`Lease::release`] or, as a fallback, on

@@ -209,6 +209,8 @@ pub struct Swept {
     pub conversations: u64,
     /// Their messages.
     pub messages: u64,
+    /// Change feed changes deleted (older than their retention).
+    pub changes: u64,
 }
 
 /// Which conversations retention deletes.
@@ -357,4 +359,53 @@ pub struct EmbeddingBatch {
     /// refused by the endpoint then, accepted on a later try): stored with the batch, under its
     /// version check, when the message still has its search document.
     pub late: Vec<MessageVector>,
+}
+
+/// Wakes a replica's watchers after a write; a count of the writes it was told of.
+#[derive(Debug)]
+pub struct ChangeSignal(tokio::sync::watch::Sender<u64>);
+
+impl Default for ChangeSignal {
+    fn default() -> Self {
+        Self(tokio::sync::watch::Sender::new(0))
+    }
+}
+
+impl ChangeSignal {
+    /// Tells every subscriber that a write happened.
+    pub fn notify(&self) {
+        self.0.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that sees every later [`Self::notify`].
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.subscribe()
+    }
+}
+
+/// A connection pool's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Open connections.
+    pub size: usize,
+    /// Idle connections.
+    pub available: usize,
+    /// Requests waiting for a connection.
+    pub waiting: usize,
+    /// Group-commit batches sent since the store opened.
+    pub append_batches: u64,
+    /// Appends those batches wrote.
+    pub batched_appends: u64,
+}
+
+/// A replica's message cache figures: what it holds, and where BuildContext's tail pages came
+/// from since the store opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Bytes of decoded messages held.
+    pub bytes: usize,
+    /// Tail pages served from the cache.
+    pub pages_from_cache: u64,
+    /// Tail pages read from the database.
+    pub pages_from_database: u64,
 }

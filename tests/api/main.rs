@@ -8,6 +8,7 @@ mod attachments;
 mod auth;
 mod bound_summaries;
 mod cache;
+mod changes;
 mod compaction;
 mod conformance;
 mod connect;

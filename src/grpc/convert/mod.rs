@@ -3,6 +3,7 @@
 //! compile error here until someone decides what it means. The scalar fields every group
 //! shares (ids, sequences, roles, tokenizers, formats) are parsed in `fields`.
 
+mod changes;
 mod conversations;
 mod fields;
 mod message_out;
@@ -13,6 +14,7 @@ mod search;
 mod summary;
 mod working_memory;
 
+pub(crate) use changes::{watch_request, watch_response};
 pub(crate) use conversations::{
     conversation, fork_request, get_request, list_request as list_conversations_request, redact_request,
     rewind_request, update_request,

@@ -12,6 +12,7 @@ use crate::{
     domain::{
         AppendOutcome, CountedBatch, IdempotencyKey, Sequence, WritePlan,
         append::{AppendTx, StoredState, drive},
+        changes::{ChangeKind, NewChange},
     },
     runtime::deadline::Deadline,
     store::StoreError,
@@ -67,6 +68,9 @@ impl AppendTx for MemoryAppend<'_> {
     async fn write(&mut self, batch: &CountedBatch, plan: &WritePlan) -> Result<(), StoreError> {
         crate::store::claim_commit(self.deadline)?;
         self.state.touch(&self.key, self.now).apply(batch, plan);
+        let last = plan.after.plus(batch.messages.len() as u64);
+        let change = NewChange::new(ChangeKind::Appended, plan.after.plus(1), last);
+        self.state.changes.record(&self.key, change, self.now);
         Ok(())
     }
 

@@ -18,6 +18,7 @@ use super::{
 use crate::{
     domain::{
         AppendOutcome, ConversationId, CountedBatch, Sequence, TenantId,
+        changes::{ChangeKind, ChangePage, ChangeQuery, Cursor, NewChange},
         context::{ContextSnapshot, PageRequest, SummarySection},
         conversation::{self, ConversationPage, ConversationPatch, IfMissing, ListQuery},
         summary::Summary,
@@ -27,6 +28,7 @@ use crate::{
 };
 
 mod append;
+mod changes;
 mod entry;
 mod leases;
 mod pages;
@@ -35,11 +37,12 @@ mod rewrite;
 mod search;
 mod search_index;
 mod state;
+mod writes;
 
 use leases::{MemoryLease, SweeperLease};
 use pages::capped;
-use rewrite::{MemoryFork, MemoryRewind};
-use state::{Key, State};
+use rewrite::MemoryRewind;
+use state::{Key, State, Written};
 
 /// Conversations held in process memory.
 #[derive(Debug, Default)]
@@ -48,12 +51,22 @@ pub struct InMemoryStore {
     leases: Arc<Mutex<HashSet<Key>>>,
     /// True while the retention sweeper's lease is held.
     sweeping: Arc<std::sync::atomic::AtomicBool>,
+    /// Told of every write that recorded a change.
+    changed: super::ChangeSignal,
 }
 
 impl InMemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The store's lock, for a write: watchers hear of it when the guard is dropped.
+    fn write(&self) -> Written<'_> {
+        Written {
+            state: self.lock(),
+            signal: &self.changed,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -76,7 +89,7 @@ impl Store for InMemoryStore {
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
         append::append(
-            &mut self.lock(),
+            &mut self.write(),
             key(tenant, &batch.conversation_id),
             batch,
             deadline,
@@ -114,10 +127,11 @@ impl Store for InMemoryStore {
         deadline: Option<&Deadline>,
     ) -> Result<u64, StoreError> {
         super::claim_commit(deadline)?;
-        let removed = self
-            .lock()
-            .remove(&key(tenant, conversation))
-            .ok_or(StoreError::NotFound)?;
+        let key = key(tenant, conversation);
+        let mut state = self.write();
+        let removed = state.remove(&key).ok_or(StoreError::NotFound)?;
+        let change = NewChange::whole(ChangeKind::Deleted);
+        state.changes.record(&key, change, SystemTime::now());
         Ok(removed.messages.len() as u64)
     }
 
@@ -229,36 +243,8 @@ impl Store for InMemoryStore {
         deadline: Option<&Deadline>,
     ) -> Result<Summary, StoreError> {
         super::claim_commit(deadline)?;
-        let mut conversations = self.lock();
-        let c = conversations
-            .get_mut(&key(tenant, conversation))
-            .ok_or(StoreError::NotFound)?;
-        let current = c.summaries.last().map_or(Sequence::ZERO, |s| s.through_sequence);
-        let changes = c.redactions.saturating_add(c.rewinds);
-        if summary
-            .prepared_log_changes
-            .is_some_and(|prepared| prepared != changes)
-        {
-            return Err(StoreError::LogChanged { current: changes });
-        }
-        if current != base
-            || summary.through_sequence <= base
-            || summary.through_sequence > c.last_sequence()
-            || summary.rewinds != c.rewinds
-            || (summary.redactions != c.redactions
-                && c.tombstones(base, summary.through_sequence) != summary.tombstones)
-        {
-            return Err(StoreError::SummaryMoved { current });
-        }
-        let stored = Summary {
-            text: summary.text,
-            through_sequence: summary.through_sequence,
-            summarizer: summary.summarizer,
-            version: c.summaries.len() as u64 + 1,
-            updated_at: SystemTime::now(),
-        };
-        c.summaries.push(stored.clone());
-        Ok(stored)
+        self.write()
+            .store_summary(&key(tenant, conversation), base, summary)
     }
 
     async fn memory_state(
@@ -283,21 +269,8 @@ impl Store for InMemoryStore {
         deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, StoreError> {
         super::claim_commit(deadline)?;
-        let mut conversations = self.lock();
-        let c = conversations
-            .get_mut(&key(tenant, conversation))
-            .ok_or(StoreError::NotFound)?;
-        let current = c.memory.as_ref().map_or(0, |m| m.version);
-        if current != base.version || c.redactions != base.redactions || c.rewinds != base.rewinds {
-            return Err(StoreError::MemoryVersionMismatch { current });
-        }
-        let stored = WorkingMemory {
-            version: current + 1,
-            updated_at: Some(SystemTime::now()),
-            ..memory.clone()
-        };
-        c.memory = Some(stored.clone());
-        Ok(stored)
+        self.write()
+            .store_memory(&key(tenant, conversation), base, memory)
     }
 
     async fn try_summarizer_lease(
@@ -340,19 +313,7 @@ impl Store for InMemoryStore {
         deadline: Option<&Deadline>,
     ) -> Result<conversation::Conversation, StoreError> {
         super::claim_commit(deadline)?;
-        let mut conversations = self.lock();
-        let key = key(tenant, conversation);
-        if if_missing == IfMissing::NotFound && !conversations.contains_key(&key) {
-            return Err(StoreError::NotFound);
-        }
-        let c = conversations.touch(&key, SystemTime::now());
-        let mut resource = c.resource(conversation);
-        patch.apply_to(&mut resource);
-        c.resource.title = resource.title;
-        c.resource.status = resource.status;
-        c.resource.labels = resource.labels;
-        c.resource.expire_time = resource.expire_time.map(conversation::to_micros);
-        Ok(c.resource(conversation))
+        self.write().update(&key(tenant, conversation), patch, if_missing)
     }
 
     async fn list_conversations(
@@ -372,20 +333,7 @@ impl Store for InMemoryStore {
         deadline: Option<&Deadline>,
     ) -> Result<conversation::Conversation, StoreError> {
         super::claim_commit(deadline)?;
-        let mut conversations = self.lock();
-        let c = conversations
-            .get(&key(tenant, source))
-            .ok_or(StoreError::NotFound)?;
-        let target_key = key(tenant, target);
-        let now = SystemTime::now();
-        let mut fork = ready::run_now(conversation::fork(MemoryFork { source: c, now }, through))?;
-        if conversations.contains_key(&target_key) {
-            return Err(StoreError::AlreadyExists);
-        }
-        fork.resource.forked_from = Some((source.clone(), through));
-        conversations.insert(target_key.clone(), fork);
-        let fork = conversations.touch(&target_key, now);
-        Ok(fork.resource(target))
+        self.write().fork(tenant, source, through, target)
     }
 
     async fn redact_message(
@@ -396,10 +344,15 @@ impl Store for InMemoryStore {
         deadline: Option<&Deadline>,
     ) -> Result<Redaction, StoreError> {
         super::claim_commit(deadline)?;
-        self.lock()
-            .get_mut(&key(tenant, conversation))
+        let mut conversations = self.write();
+        let key = key(tenant, conversation);
+        let redaction = conversations
+            .get_mut(&key)
             .ok_or(StoreError::NotFound)?
-            .redact(sequence)
+            .redact(sequence)?;
+        let change = NewChange::new(ChangeKind::Redacted, sequence, sequence);
+        conversations.changes.record(&key, change, SystemTime::now());
+        Ok(redaction)
     }
 
     async fn rewind_conversation(
@@ -411,11 +364,18 @@ impl Store for InMemoryStore {
         deadline: Option<&Deadline>,
     ) -> Result<Rewind, StoreError> {
         super::claim_commit(deadline)?;
-        let mut conversations = self.lock();
+        let mut conversations = self.write();
         let key = key(tenant, conversation);
         let c = conversations.get_mut(&key).ok_or(StoreError::NotFound)?;
         let rewind = ready::run_now(conversation::rewind(MemoryRewind(c), after, expected_last))?;
-        conversations.touch(&key, SystemTime::now());
+        let now = SystemTime::now();
+        conversations.touch(&key, now);
+        let change = NewChange::new(
+            ChangeKind::Rewound,
+            after.plus(1),
+            after.plus(rewind.messages_removed),
+        );
+        conversations.changes.record(&key, change, now);
         Ok(rewind)
     }
 
@@ -477,7 +437,31 @@ impl Store for InMemoryStore {
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {
-        Ok(self.lock().sweep(&rule))
+        Ok(self.write().sweep(&rule))
+    }
+
+    async fn read_changes(&self, tenant: &TenantId, query: &ChangeQuery) -> Result<ChangePage, StoreError> {
+        Ok(self.lock().changes.read(tenant, query, SystemTime::now()))
+    }
+
+    async fn change_horizon(&self) -> Result<Cursor, StoreError> {
+        Ok(self.lock().changes.horizon(SystemTime::now()))
+    }
+
+    async fn oldest_change(
+        &self,
+        tenant: &TenantId,
+        since: SystemTime,
+    ) -> Result<Option<Cursor>, StoreError> {
+        Ok(self.lock().changes.oldest(tenant, since))
+    }
+
+    async fn sweep_changes(&self, before: SystemTime, batch: usize) -> Result<u64, StoreError> {
+        Ok(self.lock().changes.sweep(before, batch))
+    }
+
+    fn change_signal(&self) -> &super::ChangeSignal {
+        &self.changed
     }
 
     async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError> {

@@ -12,8 +12,11 @@ use crate::domain::{
     conversation::{self, ActivityKey, ConversationPage, ListQuery},
 };
 
-use super::entry::Conversation;
-use crate::store::{RetentionRule, Swept};
+use super::{changes::ChangeLog, entry::Conversation};
+use crate::{
+    domain::changes::{ChangeKind, NewChange},
+    store::{RetentionRule, Swept},
+};
 
 /// A conversation's place in the store: its tenant and its id.
 pub(super) type Key = (TenantId, ConversationId);
@@ -24,6 +27,8 @@ pub(super) struct State {
     pub(super) conversations: HashMap<Key, Conversation>,
     /// Every conversation's [`ActivityKey`], by tenant.
     pub(super) activity: HashMap<TenantId, BTreeSet<ActivityKey>>,
+    /// Every change, in commit order.
+    pub(super) changes: ChangeLog,
 }
 
 impl Deref for State {
@@ -94,6 +99,8 @@ impl State {
         let mut swept = Swept::default();
         for key in expired {
             if let Some(removed) = self.remove(&key) {
+                let expired = NewChange::whole(ChangeKind::Expired);
+                self.changes.record(&key, expired, std::time::SystemTime::now());
                 swept.conversations += 1;
                 swept.messages += removed.messages.len() as u64;
             }
@@ -107,5 +114,31 @@ impl State {
             index.remove(&removed.activity_key(&key.1));
         }
         Some(removed)
+    }
+}
+
+/// The store's state locked for a write; tells watchers when it is released.
+pub(super) struct Written<'a> {
+    pub(super) state: std::sync::MutexGuard<'a, State>,
+    pub(super) signal: &'a crate::store::ChangeSignal,
+}
+
+impl std::ops::Deref for Written<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Written<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for Written<'_> {
+    fn drop(&mut self) {
+        self.signal.notify();
     }
 }

@@ -16,6 +16,7 @@ use super::{
 use crate::{
     domain::{
         ConversationId, Sequence, TenantId, Usage,
+        changes::{ChangeKind, NewChange},
         conversation::{
             self, Conversation, ConversationPage, ConversationPatch, ConversationStatus, IfMissing, ListQuery,
         },
@@ -144,6 +145,7 @@ pub(super) async fn update(
     if updated == 0 {
         return Err(StoreError::NotFound);
     }
+    super::changes::record(&tx, t, c, NewChange::whole(ChangeKind::Updated)).await?;
     let conversation = read(&tx, t, c).await?;
     super::writes::commit(tx, deadline).await?;
     Ok(conversation)
@@ -287,16 +289,16 @@ pub(super) async fn sweep(pool: &Pool, rule: RetentionRule) -> Result<Swept, Sto
         let mut client = pool.get().await?;
         let tx = client.transaction().await?;
         // Still expired now that the row is locked: an append or update since the scan keeps it.
-        let removed = tx
-            .execute(
-                "DELETE FROM conversations WHERE tenant_id = $1 AND conversation_id = $2
-                   AND (expire_time <= $3 OR (expire_time IS NULL AND updated_at < $4))",
-                &[&t, &c, &rule.now, &inactive_before],
-            )
-            .await?;
-        if removed == 0 {
+        let sql = format!(
+            "DELETE FROM conversations WHERE tenant_id = $1 AND conversation_id = $2
+               AND (expire_time <= $3 OR (expire_time IS NULL AND updated_at < $4))
+             RETURNING {}",
+            super::changes::DELETED_COLUMNS
+        );
+        let Some(removed) = tx.query_opt(&sql, &[&t, &c, &rule.now, &inactive_before]).await? else {
             continue;
-        }
+        };
+        super::changes::record_removal(&tx, &t, &c, ChangeKind::Expired, &removed).await?;
         let messages = super::messages::delete_rows(&tx, &t, &c).await?;
         tx.commit().await?;
         swept.conversations += 1;

@@ -11,6 +11,7 @@ use super::{
 use crate::{
     domain::{
         ConversationId, Sequence, TenantId,
+        changes::{ChangeKind, NewChange},
         conversation::{self, Conversation, ForkPlan, ForkSource, ForkTx},
         search,
         working_memory::WorkingMemory,
@@ -42,6 +43,8 @@ pub(super) async fn fork(
         n: target.as_str(),
     };
     let conversation = conversation::fork(fork, through).await?;
+    let change = NewChange::new(ChangeKind::Forked, Sequence::ZERO.plus(1).min(through), through);
+    super::changes::record(&tx, tenant.as_str(), target.as_str(), change).await?;
     super::writes::commit(tx, deadline).await?;
     Ok(conversation)
 }

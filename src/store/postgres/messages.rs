@@ -4,7 +4,7 @@ use deadpool_postgres::Pool;
 
 use super::rows::{byte_limit, capped_messages, capped_page};
 use crate::{
-    domain::{ConversationId, Sequence, StoredMessage, TenantId},
+    domain::{ConversationId, Sequence, StoredMessage, TenantId, changes::ChangeKind},
     runtime::deadline::Deadline,
     store::{CappedPage, MessagePage, StoreError},
 };
@@ -74,15 +74,14 @@ pub(super) async fn delete_conversation(
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     super::writes::limit(&tx, deadline).await?;
-    let removed = tx
-        .execute(
-            "DELETE FROM conversations WHERE tenant_id = $1 AND conversation_id = $2",
-            &[&t, &c],
-        )
-        .await?;
-    if removed == 0 {
+    let sql = format!(
+        "DELETE FROM conversations WHERE tenant_id = $1 AND conversation_id = $2 RETURNING {}",
+        super::changes::DELETED_COLUMNS
+    );
+    let Some(removed) = tx.query_opt(&sql, &[&t, &c]).await? else {
         return Err(StoreError::NotFound);
-    }
+    };
+    super::changes::record_removal(&tx, t, c, ChangeKind::Deleted, &removed).await?;
     let messages = delete_rows(&tx, t, c).await?;
     super::writes::commit(tx, deadline).await?;
     Ok(messages)

@@ -10,8 +10,7 @@
 use std::{collections::HashMap, time::Duration};
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use deadpool_postgres::Pool;
 use tracing::Instrument as _;
 
 use super::{
@@ -33,6 +32,9 @@ use crate::{
 
 mod append;
 mod cache;
+mod changes;
+mod connect;
+pub use connect::PostgresOptions;
 mod conversations;
 mod errors;
 mod fork;
@@ -57,25 +59,6 @@ mod writes;
 /// 64 MiB hold about 140,000 chunks of 384 dimensions with their vectors, 800,000 without.
 const VECTOR_CODE_BYTES: usize = 64 << 20;
 
-/// Pool and connection settings of the Postgres store.
-#[derive(Debug, Clone)]
-pub struct PostgresOptions {
-    /// libpq-style URL, e.g. `postgres://ctxd:secret@db:5432/ctxd`.
-    pub url: String,
-    /// Maximum pooled connections.
-    pub pool_size: usize,
-    /// How long a request waits for a pooled connection or a new one before UNAVAILABLE.
-    pub connect_timeout: Duration,
-    /// Server-side cap on any one statement (`statement_timeout`), so no request holds the
-    /// database past its own deadline.
-    pub statement_timeout: Duration,
-    /// Bytes of decoded messages this replica keeps for BuildContext (0: none); see [`cache`].
-    pub message_cache_bytes: usize,
-    /// Whether concurrent plain appends to different conversations share a transaction
-    /// (`CTXD_GROUP_COMMIT`; off by itself on Citus); see `append::group`.
-    pub group_commit: bool,
-}
-
 /// Conversations in PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
@@ -90,50 +73,11 @@ pub struct PostgresStore {
     codes: std::sync::Arc<vector_codes::VectorCodes>,
     /// Batches concurrent appends (see `append::group`).
     group: std::sync::Arc<append::GroupCommit>,
+    /// Told after each write (see [`Store::change_signal`]).
+    changed: std::sync::Arc<super::ChangeSignal>,
 }
 
 impl PostgresStore {
-    /// Builds the pool. Connections are opened lazily; see [`Store::migrate`].
-    pub fn connect(options: &PostgresOptions) -> Result<Self, StoreError> {
-        let mut pg_config: tokio_postgres::Config = options
-            .url
-            .parse()
-            .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
-        pg_config.connect_timeout(options.connect_timeout);
-        pg_config.application_name("ctxd");
-        // After the URL's own `options`, so those stay in force (and a `statement_timeout`
-        // among them gives way to the one `--request-timeout-secs` sets).
-        let server_options = format!(
-            "{} -c statement_timeout={}",
-            pg_config.get_options().unwrap_or_default(),
-            options.statement_timeout.as_millis()
-        );
-        pg_config.options(server_options.trim_start());
-        let manager = Manager::from_config(
-            pg_config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(options.connect_timeout))
-            .create_timeout(Some(options.connect_timeout))
-            .recycle_timeout(Some(options.connect_timeout))
-            .build()
-            .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
-        Ok(Self {
-            group: std::sync::Arc::new(append::GroupCommit::new(pool.clone(), options.group_commit)),
-            pool,
-            gate: Default::default(),
-            gate_patience: options.statement_timeout,
-            cache: std::sync::Arc::new(cache::MessageCache::new(options.message_cache_bytes)),
-            codes: std::sync::Arc::new(vector_codes::VectorCodes::new(VECTOR_CODE_BYTES)),
-        })
-    }
-
     /// A write slot of the conversation, waited for until the call's deadline (outside a call,
     /// for the statement timeout).
     async fn write_slot(
@@ -147,6 +91,14 @@ impl PostgresStore {
             .enter(tenant.as_str(), conversation.as_str(), Some(patience))
             .await
     }
+
+    /// `result`, after telling this replica's watchers of the write when it succeeded.
+    fn told<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if result.is_ok() {
+            self.changed.notify();
+        }
+        result
+    }
 }
 
 #[async_trait]
@@ -158,10 +110,12 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError> {
         let _slot = self.write_slot(tenant, &batch.conversation_id, deadline).await?;
-        self.group
+        let appended = self
+            .group
             .append(tenant, batch, deadline)
             .instrument(traces::db("INSERT", "messages"))
-            .await
+            .await;
+        self.told(appended)
     }
 
     async fn list_messages(
@@ -184,9 +138,10 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<u64, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        messages::delete_conversation(&self.pool, tenant, conversation, deadline)
+        let written = messages::delete_conversation(&self.pool, tenant, conversation, deadline)
             .instrument(traces::db("DELETE", "conversations"))
-            .await
+            .await;
+        self.told(written)
     }
 
     async fn open_context(
@@ -249,9 +204,10 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<Summary, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        summary::store_summary(&self.pool, tenant, conversation, base, summary, deadline)
+        let written = summary::store_summary(&self.pool, tenant, conversation, base, summary, deadline)
             .instrument(traces::db("INSERT", "summaries"))
-            .await
+            .await;
+        self.told(written)
     }
 
     async fn memory_state(
@@ -274,9 +230,10 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<WorkingMemory, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        working_memory::store_memory(&self.pool, tenant, conversation, base, memory, deadline)
+        let written = working_memory::store_memory(&self.pool, tenant, conversation, base, memory, deadline)
             .instrument(traces::db("UPDATE", "working_memory"))
-            .await
+            .await;
+        self.told(written)
     }
 
     async fn try_summarizer_lease(
@@ -308,9 +265,10 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<Conversation, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        conversations::update(&self.pool, tenant, conversation, patch, if_missing, deadline)
+        let written = conversations::update(&self.pool, tenant, conversation, patch, if_missing, deadline)
             .instrument(traces::db("UPDATE", "conversations"))
-            .await
+            .await;
+        self.told(written)
     }
 
     async fn list_conversations(
@@ -343,9 +301,10 @@ impl Store for PostgresStore {
             true => None,
             false => Some(self.write_slot(tenant, second, deadline).await?),
         };
-        fork::fork(&self.pool, tenant, source, through, target, deadline)
+        let written = fork::fork(&self.pool, tenant, source, through, target, deadline)
             .instrument(traces::db("INSERT", "messages"))
-            .await
+            .await;
+        self.told(written)
     }
 
     async fn redact_message(
@@ -356,9 +315,10 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<Redaction, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        redaction::redact(&self.pool, tenant, conversation, sequence, deadline)
+        let written = redaction::redact(&self.pool, tenant, conversation, sequence, deadline)
             .instrument(traces::db("UPDATE", "messages"))
-            .await
+            .await;
+        self.told(written)
     }
 
     async fn rewind_conversation(
@@ -370,9 +330,10 @@ impl Store for PostgresStore {
         deadline: Option<&Deadline>,
     ) -> Result<Rewind, StoreError> {
         let _slot = self.write_slot(tenant, conversation, deadline).await?;
-        rewind::rewind(&self.pool, tenant, conversation, after, expected_last, deadline)
+        let written = rewind::rewind(&self.pool, tenant, conversation, after, expected_last, deadline)
             .instrument(traces::db("DELETE", "messages"))
-            .await
+            .await;
+        self.told(written)
     }
 
     async fn search_messages(
@@ -422,9 +383,42 @@ impl Store for PostgresStore {
     }
 
     async fn sweep_expired(&self, rule: RetentionRule) -> Result<Swept, StoreError> {
-        conversations::sweep(&self.pool, rule)
+        let written = conversations::sweep(&self.pool, rule)
             .instrument(traces::db("DELETE", "conversations"))
+            .await;
+        self.told(written)
+    }
+
+    async fn read_changes(
+        &self,
+        tenant: &TenantId,
+        query: &crate::domain::changes::ChangeQuery,
+    ) -> Result<crate::domain::changes::ChangePage, StoreError> {
+        changes::read(&self.pool, tenant, query)
+            .instrument(traces::db("SELECT", "changes"))
             .await
+    }
+
+    async fn change_horizon(&self) -> Result<crate::domain::changes::Cursor, StoreError> {
+        changes::horizon(&self.pool).await
+    }
+
+    async fn oldest_change(
+        &self,
+        tenant: &TenantId,
+        since: std::time::SystemTime,
+    ) -> Result<Option<crate::domain::changes::Cursor>, StoreError> {
+        changes::oldest(&self.pool, tenant, since).await
+    }
+
+    async fn sweep_changes(&self, before: std::time::SystemTime, batch: usize) -> Result<u64, StoreError> {
+        changes::sweep(&self.pool, before, batch)
+            .instrument(traces::db("DELETE", "changes"))
+            .await
+    }
+
+    fn change_signal(&self) -> &super::ChangeSignal {
+        &self.changed
     }
 
     async fn try_retention_lease(&self) -> Result<Option<Lease>, StoreError> {

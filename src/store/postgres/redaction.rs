@@ -11,7 +11,9 @@ use super::{
 };
 use crate::{
     domain::{
-        ConversationId, PayloadHash, Sequence, StoredMessage, TenantId, conversation,
+        ConversationId, PayloadHash, Sequence, StoredMessage, TenantId,
+        changes::{ChangeKind, NewChange},
+        conversation,
         token_counts::TokenCounts,
     },
     runtime::deadline::Deadline,
@@ -58,6 +60,8 @@ pub(super) async fn redact(
         &[&t, &c, &at, &redacted_hash],
     )
     .await?;
+    let change = NewChange::new(ChangeKind::Redacted, sequence, sequence);
+    super::changes::record(&tx, t, c, change).await?;
     super::writes::commit(tx, deadline).await?;
     Ok(Redaction {
         message: stored,

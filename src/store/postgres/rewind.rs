@@ -13,6 +13,7 @@ use super::{
 use crate::{
     domain::{
         ConversationId, Sequence, TenantId,
+        changes::{ChangeKind, NewChange},
         conversation::{self, RewindTx},
     },
     runtime::deadline::Deadline,
@@ -38,6 +39,9 @@ pub(super) async fn rewind(
         watermark: Sequence::ZERO,
     };
     let rewound = conversation::rewind(rewind, after, expected_last).await?;
+    let last = after.plus(rewound.messages_removed);
+    let change = NewChange::new(ChangeKind::Rewound, after.plus(1), last);
+    super::changes::record(&tx, tenant.as_str(), conversation.as_str(), change).await?;
     super::writes::commit(tx, deadline).await?;
     Ok(rewound)
 }

@@ -6,7 +6,12 @@ use tokio_postgres::types::ToSql;
 
 use super::{messages::messages_after, rows::column};
 use crate::{
-    domain::{ConversationId, Sequence, TenantId, conversation::REDACTED_CONTENT, summary::Summary},
+    domain::{
+        ConversationId, Sequence, TenantId,
+        changes::{ChangeKind, NewChange},
+        conversation::REDACTED_CONTENT,
+        summary::Summary,
+    },
     runtime::deadline::Deadline,
     store::{NewSummary, StoreError, SummaryState},
 };
@@ -137,6 +142,8 @@ pub(super) async fn store_summary(
             let params: [&(dyn ToSql + Sync); 6] =
                 [&t, &c, &version, &summary.text, &through, &summary.summarizer];
             let row = tx.query_one(&insert, &params).await?;
+            let change = NewChange::new(ChangeKind::Summarized, Sequence::ZERO, summary.through_sequence);
+            super::changes::record(&tx, t, c, change).await?;
             super::writes::commit(tx, deadline).await?;
             Some(row)
         }

@@ -8,7 +8,11 @@ use super::{
     rows::{column, memory_from_row},
 };
 use crate::{
-    domain::{ConversationId, Sequence, TenantId, working_memory::WorkingMemory},
+    domain::{
+        ConversationId, Sequence, TenantId,
+        changes::{ChangeKind, NewChange},
+        working_memory::WorkingMemory,
+    },
     runtime::deadline::Deadline,
     store::{MemoryBase, MemoryState, StoreError},
 };
@@ -59,10 +63,17 @@ pub(super) async fn store_memory(
     deadline: Option<&Deadline>,
 ) -> Result<WorkingMemory, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
-    let client = pool.get().await?;
+    let mut client = pool.get().await?;
     let (document, through) = (Json(memory), memory.through_sequence.as_i64());
+    let tx = client.transaction().await?;
+    super::writes::limit(&tx, deadline).await?;
+    // The conversation's row first, as every write takes it.
+    let counted = match super::changes::count(&tx, t, c).await {
+        Err(StoreError::NotFound) => None,
+        counted => Some(counted?),
+    };
     let row = if base.version == 0 {
-        let statement = client
+        let statement = tx
             .prepare_cached(
                 // Selected from the conversation's row: on Citus, a statement on its shard. A
                 // first memory is checked against the redaction count (a later one against its
@@ -79,9 +90,9 @@ pub(super) async fn store_memory(
             .await?;
         let (redactions, rewinds) = (base.redactions as i64, base.rewinds as i64);
         let params: [&(dyn ToSql + Sync); 6] = [&t, &c, &document, &through, &redactions, &rewinds];
-        super::writes::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
+        tx.query_opt(&statement, &params).await?
     } else {
-        let statement = client
+        let statement = tx
             .prepare_cached(
                 "UPDATE working_memory
                  SET document = $3, through_sequence = $4, version = version + 1, updated_at = now()
@@ -91,15 +102,19 @@ pub(super) async fn store_memory(
             .await?;
         let version = base.version as i64;
         let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &document, &through, &version];
-        super::writes::write_once(&client, deadline, client.query_opt(&statement, &params)).await?
+        tx.query_opt(&statement, &params).await?
     };
-    if let Some(row) = row {
+    if let (Some(row), Some(counted)) = (row, counted) {
+        let change = NewChange::whole(ChangeKind::MemoryUpdated);
+        super::changes::insert(&tx, t, c, counted, change).await?;
+        super::writes::commit(tx, deadline).await?;
         return Ok(WorkingMemory {
             version: column::<i64>(&row, "version")?.max(0) as u64,
             updated_at: column(&row, "updated_at")?,
             ..memory.clone()
         });
     }
+    drop(tx);
     let current = client
         .query_opt(
             "SELECT m.version FROM conversations c

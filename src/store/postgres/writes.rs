@@ -56,29 +56,3 @@ pub(super) async fn commit(
     tx.commit().await?;
     Ok(())
 }
-
-/// Runs one write statement in its own transaction bounded by the call's deadline. `write` must
-/// be a single request (a query on a prepared statement: a query given as text would be parsed
-/// first and executed after the `COMMIT`). `BEGIN` with
-/// the limits, the statement and `COMMIT` are pipelined: one round trip, as the bare statement
-/// was. If the statement fails, PostgreSQL answers the `COMMIT` with a rollback. Outside a call
-/// the statement runs alone, under the connection's `statement_timeout`.
-pub(super) async fn write_once<T>(
-    client: &tokio_postgres::Client,
-    deadline: Option<&Deadline>,
-    write: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
-) -> Result<T, StoreError> {
-    let Some(limits) = write_limits(deadline)? else {
-        return Ok(write.await?);
-    };
-    // COMMIT goes out with the statement.
-    claim_commit(deadline)?;
-    let begin = format!("BEGIN; {limits}");
-    // try_join polls all three at once, so all three are sent, in order, before any answer.
-    let ((), value, ()) = tokio::try_join!(
-        client.batch_execute(&begin),
-        write,
-        client.batch_execute("COMMIT")
-    )?;
-    Ok(value)
-}

@@ -25,6 +25,7 @@ use crate::{
         AppendOutcome, CallState, CountedBatch, IdempotencyKey, IdempotencyRecord, KnownCall, PayloadHash,
         Sequence, TenantId, WritePlan,
         append::{AppendTx, StoredState, drive},
+        changes::ChangeKind,
     },
     runtime::deadline::Deadline,
     store::StoreError,
@@ -37,13 +38,17 @@ use crate::{
 /// expressions see the row as it was before the update, so `turn_offset_before` keeps the
 /// newest turn start before the batch. The time comes in through the VALUES: Citus refuses
 /// any function that is not immutable in `DO UPDATE SET`. A conversation past its
-/// `expire_time` is not updated, and no row comes back ([`StoreError::Expired`]).
+/// `expire_time` is not updated, and no row comes back ([`StoreError::Expired`]). It also counts
+/// the append's change (see [`super::changes`]): the position and number come back for the
+/// change row the write inserts (a replay rolls both back).
 const ALLOCATE: &str = "INSERT INTO conversations
              (tenant_id, conversation_id, last_sequence, last_user_sequence, last_response_id,
               token_offset, turn_offset, updated_at, listing,
-              usage_input, usage_output, usage_cached, usage_reasoning, incarnation)
+              usage_input, usage_output, usage_cached, usage_reasoning, incarnation,
+              change_position, changes)
          VALUES ($1, $2, $3, $4, $5, $6, $7, statement_timestamp(),
-                 jsonb_build_object('t', $1::text, 's', 'active', 'l', '{}'::jsonb), $8, $9, $10, $11, $12)
+                 jsonb_build_object('t', $1::text, 's', 'active', 'l', '{}'::jsonb), $8, $9, $10, $11, $12,
+                 pg_current_xact_id()::text::bigint, 1)
          ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET
              last_sequence = conversations.last_sequence + EXCLUDED.last_sequence,
              last_user_sequence = coalesce(conversations.last_sequence + $4, conversations.last_user_sequence),
@@ -55,9 +60,11 @@ const ALLOCATE: &str = "INSERT INTO conversations
              usage_input = least(conversations.usage_input::numeric + EXCLUDED.usage_input, 9223372036854775807),
              usage_output = least(conversations.usage_output::numeric + EXCLUDED.usage_output, 9223372036854775807),
              usage_cached = least(conversations.usage_cached::numeric + EXCLUDED.usage_cached, 9223372036854775807),
-             usage_reasoning = least(conversations.usage_reasoning::numeric + EXCLUDED.usage_reasoning, 9223372036854775807)
+             usage_reasoning = least(conversations.usage_reasoning::numeric + EXCLUDED.usage_reasoning, 9223372036854775807),
+             change_position = greatest(EXCLUDED.change_position, conversations.change_position),
+             changes = conversations.changes + 1
          WHERE conversations.expire_time IS NULL OR conversations.expire_time > EXCLUDED.updated_at
-         RETURNING last_sequence, token_offset, turn_offset_before";
+         RETURNING last_sequence, token_offset, turn_offset_before, change_position, changes";
 
 /// What [`ALLOCATE`] is given for a batch.
 struct Allocation<'a> {
@@ -131,6 +138,8 @@ pub(super) async fn append_messages(
         ended: false,
         inserts: Vec::new(),
         placement: None,
+        change: (0, 0),
+        record: None,
     };
     drive(tx, batch).await
 }
@@ -152,6 +161,10 @@ struct PostgresAppend<'a> {
     inserts: Vec<Statement>,
     /// Where the batch's messages go in the log, from the claim.
     placement: Option<Placement>,
+    /// The change's position and number, from the claim.
+    change: (i64, i64),
+    /// [`super::changes::INSERT`], prepared with the rows.
+    record: Option<Statement>,
 }
 
 impl Drop for PostgresAppend<'_> {
@@ -185,6 +198,7 @@ impl AppendTx for PostgresAppend<'_> {
         let client = self.pool.get().await?;
         let allocate = client.prepare_cached(ALLOCATE).await?;
         self.inserts = MessageRows::prepare(&client, batch.messages.len()).await?;
+        self.record = Some(client.prepare_cached(super::changes::INSERT).await?);
         let client = &*self.client.insert(client);
         let params = allocation.params();
         // try_join polls both at once: both are sent before either answer is read.
@@ -194,6 +208,7 @@ impl AppendTx for PostgresAppend<'_> {
         let base = column::<i64>(&row, "token_offset")? - allocation.relative.total;
         let turn_before = column(&row, "turn_offset_before")?;
         self.placement = Some(allocation.relative.after(base, turn_before));
+        self.change = (column(&row, "change_position")?, column(&row, "changes")?);
         Ok(Sequence::from_stored(last))
     }
 
@@ -248,14 +263,26 @@ impl AppendTx for PostgresAppend<'_> {
             placement,
             search: insert::search_column(t, c, batch),
         };
+        let record = self
+            .record
+            .as_ref()
+            .ok_or_else(|| StoreError::internal("append written before its claim"))?;
+        let (first, last) = (
+            plan.sequence_of(0).as_i64(),
+            plan.after.as_i64() + batch.messages.len() as i64,
+        );
+        let kind = ChangeKind::Appended.code();
+        let (position, number) = &self.change;
+        let change_params: [&(dyn ToSql + Sync); 7] = [&t, &c, position, number, &kind, &first, &last];
+        let change = async { Ok::<_, StoreError>(client.execute(record, &change_params).await.map(drop)?) };
         let plain = plan.idempotency.is_none() && plan.effects == Default::default();
         if plain {
-            // The rows go out with COMMIT.
+            // The rows and the change go out with COMMIT.
             crate::store::claim_commit(self.deadline)?;
             let commit = async { Ok(client.batch_execute("COMMIT").await?) };
-            let ((), ()) = tokio::try_join!(rows.execute(client, &self.inserts), commit)?;
+            let ((), (), ()) = tokio::try_join!(rows.execute(client, &self.inserts), change, commit)?;
         } else {
-            rows.execute(client, &self.inserts).await?;
+            let ((), ()) = tokio::try_join!(rows.execute(client, &self.inserts), change)?;
             record_tool_calls(client, t, c, plan).await?;
             if let (Some(idempotency), Some(record)) = (&batch.idempotency, plan.idempotency) {
                 insert_idempotency(client, t, c, &idempotency.key, record).await?;

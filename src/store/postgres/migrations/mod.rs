@@ -111,6 +111,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "search pending list",
         sql: include_str!("0018_search_pending_list.sql"),
     },
+    Migration {
+        version: 19,
+        name: "changes",
+        sql: include_str!("0019_changes.sql"),
+    },
 ];
 
 /// Every migration, for the SQL rules' test (`super::sql_rules`).

@@ -23,7 +23,9 @@ use crate::{
 /// Locks the batch's conversations that no one else holds, and reads what their allocation
 /// starts from. `$1` tenants, `$2` conversations.
 const LOCK: &str = "SELECT c.tenant_id, c.conversation_id, c.last_sequence, c.token_offset, c.turn_offset,
-        (c.expire_time IS NULL OR c.expire_time > statement_timestamp()) AS live
+        (c.expire_time IS NULL OR c.expire_time > statement_timestamp()) AS live,
+        greatest(pg_current_xact_id()::text::bigint, c.change_position) AS change_position,
+        c.changes + 1 AS change
     FROM unnest($1::text[], $2::text[]) AS u(tenant_id, conversation_id)
     JOIN conversations c ON c.tenant_id = u.tenant_id AND c.conversation_id = u.conversation_id
     FOR UPDATE OF c SKIP LOCKED";
@@ -41,12 +43,21 @@ const UPDATE: &str = "UPDATE conversations c SET
         usage_input = least(c.usage_input::numeric + u.input, 9223372036854775807),
         usage_output = least(c.usage_output::numeric + u.output, 9223372036854775807),
         usage_cached = least(c.usage_cached::numeric + u.cached, 9223372036854775807),
-        usage_reasoning = least(c.usage_reasoning::numeric + u.reasoning, 9223372036854775807)
+        usage_reasoning = least(c.usage_reasoning::numeric + u.reasoning, 9223372036854775807),
+        change_position = greatest(pg_current_xact_id()::text::bigint, c.change_position),
+        changes = c.changes + 1
     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[],
                 $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
          AS u(tenant_id, conversation_id, count, user_offset, response_id, total, last_turn,
               input, output, cached, reasoning)
     WHERE c.tenant_id = u.tenant_id AND c.conversation_id = u.conversation_id";
+
+/// Every member's change (see `super::super::super::changes`), with the position and number
+/// [`LOCK`] read and [`UPDATE`] wrote.
+const CHANGES: &str = "INSERT INTO changes (tenant_id, position, conversation_id, change, kind,
+        first_sequence, last_sequence, created_at)
+    SELECT u.*, statement_timestamp()
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::smallint[], $6::bigint[], $7::bigint[]) AS u";
 
 /// Why a batch's write did not take effect.
 enum Unsent {
@@ -61,6 +72,8 @@ struct Planned {
     member: Member,
     write: WritePlan,
     placement: Placement,
+    /// The change's position and number.
+    change: (i64, i64),
 }
 
 /// Sends one batch, and says how many appends it wrote. Whatever fails before `COMMIT` could
@@ -142,10 +155,11 @@ impl OpenBatch {
         for member in members {
             let key = (member.key().0.to_owned(), member.key().1.to_owned());
             match states.remove(&key).and_then(|state| state.plan(&member.batch)) {
-                Some((write, placement)) => planned.push(Planned {
+                Some((write, placement, change)) => planned.push(Planned {
                     member,
                     write,
                     placement,
+                    change,
                 }),
                 None => member.answer(Verdict::Single),
             }
@@ -207,6 +221,11 @@ impl OpenBatch {
         // Prepared before anything is sent: a pipelined `COMMIT` can never overtake a statement
         // still being prepared. A failure here leaves the transaction open and unwritten.
         let update = client.prepare_cached(UPDATE).await.map_err(|_| Unsent::Refused)?;
+        let record = client
+            .prepare_cached(CHANGES)
+            .await
+            .map_err(|_| Unsent::Refused)?;
+        let changes = Changes::of(claimed);
         let mut inserts = Vec::with_capacity(claimed.len());
         for planned in claimed {
             let count = planned.member.batch.messages.len();
@@ -222,11 +241,12 @@ impl OpenBatch {
             .iter()
             .zip(&inserts)
             .map(|(rows, prepared)| rows.send(client, prepared));
-        // try_join polls all three at once: the update, every member's rows and COMMIT are
-        // sent, in order, before any answer is read.
-        let ((), (), ()) = tokio::try_join!(
+        // try_join polls all four at once: the update, every member's rows, the changes and
+        // COMMIT are sent, in order, before any answer is read.
+        let ((), (), (), ()) = tokio::try_join!(
             async { client.execute(&update, &allocations.params()).await.map(|_| ()) },
             async { futures_util::future::try_join_all(writes).await.map(|_| ()) },
+            async { client.execute(&record, &changes.params()).await.map(|_| ()) },
             client.batch_execute("COMMIT")
         )
         .map_err(|error| match error.code() {
@@ -273,6 +293,7 @@ struct LockedRow {
     token_offset: i64,
     turn_offset: Option<i64>,
     live: bool,
+    change: (i64, i64),
 }
 
 impl LockedRow {
@@ -284,12 +305,13 @@ impl LockedRow {
             token_offset: column(row, "token_offset")?,
             turn_offset: column(row, "turn_offset")?,
             live: column(row, "live")?,
+            change: (column(row, "change_position")?, column(row, "change")?),
         })
     }
 
     /// The member's write as the single path would plan it from this state, or `None` when
     /// it is not a plain write (past its expire time, or refused: the single path answers).
-    fn plan(self, batch: &CountedBatch) -> Option<(WritePlan, Placement)> {
+    fn plan(self, batch: &CountedBatch) -> Option<(WritePlan, Placement, (i64, i64))> {
         if !self.live {
             return None;
         }
@@ -302,10 +324,51 @@ impl LockedRow {
         match plan(batch, &state) {
             Ok(AppendPlan::Write(write)) => {
                 let placement = Placement::of(batch).after(self.token_offset, self.turn_offset);
-                Some((write, placement))
+                Some((write, placement, self.change))
             }
             _ => None,
         }
+    }
+}
+
+/// [`CHANGES`]' arrays, one element per member.
+struct Changes<'a> {
+    tenants: Vec<&'a str>,
+    positions: Vec<i64>,
+    conversations: Vec<&'a str>,
+    numbers: Vec<i64>,
+    kinds: Vec<i16>,
+    firsts: Vec<i64>,
+    lasts: Vec<i64>,
+}
+
+impl<'a> Changes<'a> {
+    fn of(claimed: &'a [Planned]) -> Self {
+        let kind = crate::domain::changes::ChangeKind::Appended.code();
+        Self {
+            tenants: claimed.iter().map(|p| p.member.key().0).collect(),
+            positions: claimed.iter().map(|p| p.change.0).collect(),
+            conversations: claimed.iter().map(|p| p.member.key().1).collect(),
+            numbers: claimed.iter().map(|p| p.change.1).collect(),
+            kinds: vec![kind; claimed.len()],
+            firsts: claimed.iter().map(|p| p.write.sequence_of(0).as_i64()).collect(),
+            lasts: claimed
+                .iter()
+                .map(|p| p.write.after.as_i64() + p.member.batch.messages.len() as i64)
+                .collect(),
+        }
+    }
+
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 7] {
+        [
+            &self.tenants,
+            &self.positions,
+            &self.conversations,
+            &self.numbers,
+            &self.kinds,
+            &self.firsts,
+            &self.lasts,
+        ]
     }
 }
 

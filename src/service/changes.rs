@@ -1,0 +1,295 @@
+//! WatchChanges (DESIGN 2.11, docs/design.md "Change feed"): a watcher follows the tenant's
+//! changes from a cursor, reading the store's settled changes page by page. It reads again at
+//! once when this replica writes (the store's [`crate::store::ChangeSignal`]), and every
+//! [`ChangeOptions::poll`] for what other replicas write; a missed wake-up only delays a change.
+//!
+//! Bounded: each watcher holds one page and one response at a time (the stream is a channel of
+//! one), so a consumer that reads nothing holds no more; a replica serves at most
+//! [`ChangeOptions::max_watchers`] of them; shutdown ends every stream with UNAVAILABLE.
+
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
+
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use super::{Service, ServiceError};
+use crate::{
+    config::ChangeOptions,
+    domain::{
+        ConversationId, TenantId,
+        changes::{ChangeKind, ChangeQuery, Cursor, DeliveredChange},
+    },
+    store::{Store, StoreError},
+};
+
+/// Changes one read takes from the store.
+const PAGE: usize = 256;
+
+/// A response is sent once the messages it carries reach this many bytes.
+const RESPONSE_BYTES: usize = 1 << 20;
+
+/// How long a watcher waits after a store failure before reading again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// What a watch asks for.
+#[derive(Debug, Clone)]
+pub struct WatchRequest {
+    /// Resume after this cursor; `None`: from now.
+    pub after: Option<Cursor>,
+    /// Only this conversation's changes.
+    pub conversation: Option<ConversationId>,
+    /// Whether APPENDED changes carry their messages.
+    pub include_messages: bool,
+}
+
+/// What a watch stream sends.
+#[derive(Debug)]
+pub enum WatchEvent {
+    /// Changes, in order.
+    Changes(Vec<DeliveredChange>),
+    /// Nothing to deliver: every change before this cursor has been delivered.
+    Heartbeat(Cursor),
+}
+
+/// A watch's stream: events until the consumer leaves, the replica shuts down (an error), or
+/// the store fails for longer than a call may wait (an error).
+#[derive(Debug)]
+pub struct Watch {
+    /// The events.
+    pub events: mpsc::Receiver<Result<WatchEvent, ServiceError>>,
+}
+
+/// The replica's watchers: their cap, and the signal that ends them at shutdown.
+#[derive(Debug)]
+pub(super) struct Watchers {
+    options: ChangeOptions,
+    slots: Arc<Semaphore>,
+    closing: watch::Sender<bool>,
+}
+
+impl Watchers {
+    pub(super) fn new(options: ChangeOptions) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(options.max_watchers)),
+            closing: watch::Sender::new(false),
+            options,
+        }
+    }
+}
+
+impl Service {
+    /// The change feed's settings.
+    pub fn change_options(&self) -> ChangeOptions {
+        self.watchers.options
+    }
+
+    /// Ends every watch stream (with UNAVAILABLE: resume from the last cursor elsewhere); new
+    /// ones are refused. For shutdown, before the server drains its calls.
+    pub fn close_watchers(&self) {
+        self.watchers.closing.send_replace(true);
+        self.watchers.slots.close();
+    }
+
+    /// Starts a watch: OUT_OF_RANGE for a cursor older than the retention, RESOURCE_EXHAUSTED
+    /// when the replica serves as many watchers as it may.
+    pub async fn watch_changes(
+        &self,
+        tenant: &TenantId,
+        request: WatchRequest,
+    ) -> Result<Watch, ServiceError> {
+        let options = self.watchers.options;
+        let slot = self
+            .watchers
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ServiceError::TenantBusy {
+                what: "change watchers (CTXD_MAX_WATCHERS, for the whole replica)",
+                limit: options.max_watchers,
+            })?;
+        let start = match request.after.clone() {
+            Some(after) if !after.held(options.retention, SystemTime::now()) => {
+                let since = SystemTime::now() - options.retention;
+                let oldest = self.store.oldest_change(tenant, since).await?;
+                return Err(ServiceError::CursorExpired {
+                    retention: options.retention,
+                    oldest: oldest.map(|c| c.encode()),
+                });
+            }
+            Some(after) => after,
+            None => self.store.change_horizon().await?,
+        };
+        let (sender, events) = mpsc::channel(1);
+        let follower = Follower {
+            store: self.store.clone(),
+            tenant: tenant.clone(),
+            request,
+            cursor: start,
+            options,
+            max_message_bytes: self.limits.max_response_bytes / 2,
+            metrics: self.metrics.clone(),
+            sender,
+        };
+        let closing = self.watchers.closing.subscribe();
+        let metrics = self.metrics.clone();
+        metrics.changes.watchers.inc();
+        tokio::spawn(async move {
+            follower.run(closing).await;
+            metrics.changes.watchers.dec();
+            drop(slot);
+        });
+        Ok(Watch { events })
+    }
+}
+
+/// One watcher's loop.
+struct Follower {
+    store: Arc<dyn Store>,
+    tenant: TenantId,
+    request: WatchRequest,
+    cursor: Cursor,
+    options: ChangeOptions,
+    max_message_bytes: usize,
+    metrics: Arc<super::metrics::UseCaseMetrics>,
+    sender: mpsc::Sender<Result<WatchEvent, ServiceError>>,
+}
+
+/// The consumer left: the follower stops.
+struct Gone;
+
+impl Follower {
+    async fn run(mut self, mut closing: watch::Receiver<bool>) {
+        let mut woken = self.store.change_signal().subscribe();
+        let mut idle_since = tokio::time::Instant::now();
+        loop {
+            if *closing.borrow() {
+                let error = ServiceError::Store(StoreError::Unavailable {
+                    source: "the replica is shutting down: resume from the last cursor on another".into(),
+                });
+                let _ = self.sender.send(Err(error)).await;
+                return;
+            }
+            match self.deliver().await {
+                Ok(true) => {
+                    idle_since = tokio::time::Instant::now();
+                    continue;
+                }
+                Ok(false) => {}
+                Err(Gone) => return,
+            }
+            if idle_since.elapsed() >= self.options.heartbeat {
+                let beat = WatchEvent::Heartbeat(self.cursor.clone());
+                if self.sender.send(Ok(beat)).await.is_err() {
+                    return;
+                }
+                idle_since = tokio::time::Instant::now();
+            }
+            let wait = self.options.poll.min(self.options.heartbeat);
+            tokio::select! {
+                _ = woken.changed() => {}
+                _ = closing.changed() => {}
+                () = tokio::time::sleep(wait) => {}
+                () = self.sender.closed() => return,
+            }
+        }
+    }
+
+    /// Reads one page and sends what it holds; whether it held any change. A store failure
+    /// waits [`RETRY`] and reads again: the consumer sees a delay, never a gap.
+    async fn deliver(&mut self) -> Result<bool, Gone> {
+        let query = ChangeQuery {
+            after: self.cursor.clone(),
+            conversation: self.request.conversation.clone(),
+            limit: PAGE,
+        };
+        let page = match self.store.read_changes(&self.tenant, &query).await {
+            Ok(page) => page,
+            Err(error) => return self.wait_after(error).await,
+        };
+        let any = !page.changes.is_empty();
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        for change in page.changes {
+            let messages = match self.messages_of(&change).await {
+                Ok(messages) => messages,
+                Err(error) => {
+                    // What was read so far goes out; the rest is read again.
+                    self.send(batch).await?;
+                    return self.wait_after(error).await;
+                }
+            };
+            bytes += messages.iter().map(|m| m.message.loaded_bytes()).sum::<usize>();
+            batch.push(DeliveredChange { change, messages });
+            if bytes >= RESPONSE_BYTES {
+                self.send(std::mem::take(&mut batch)).await?;
+                bytes = 0;
+            }
+        }
+        self.send(batch).await?;
+        if let Some(next) = page.next {
+            self.cursor = next.max(self.cursor.clone());
+        }
+        Ok(any)
+    }
+
+    /// Logs a store failure and waits [`RETRY`] (or until the consumer leaves).
+    async fn wait_after(&self, error: StoreError) -> Result<bool, Gone> {
+        let error = crate::runtime::telemetry::ErrorChain(&error).to_string();
+        tracing::warn!(error, "change feed read failed; reading again");
+        tokio::select! {
+            () = tokio::time::sleep(RETRY) => Ok(false),
+            () = self.sender.closed() => Err(Gone),
+        }
+    }
+
+    /// The messages an APPENDED change carries, when asked for: as the log holds them now.
+    async fn messages_of(
+        &self,
+        change: &crate::domain::changes::Change,
+    ) -> Result<Vec<crate::domain::StoredMessage>, StoreError> {
+        if !self.request.include_messages || change.kind != ChangeKind::Appended {
+            return Ok(Vec::new());
+        }
+        let Ok(conversation) = ConversationId::parse(change.conversation().to_owned()) else {
+            return Ok(Vec::new());
+        };
+        let count = (change.last_sequence.get() + 1).saturating_sub(change.first_sequence.get()) as usize;
+        let after = change.first_sequence.minus(1);
+        match self
+            .store
+            .list_messages(&self.tenant, &conversation, after, count, self.max_message_bytes)
+            .await
+        {
+            Ok(page) => Ok(page
+                .messages
+                .into_iter()
+                .filter(|m| m.sequence <= change.last_sequence)
+                .collect()),
+            // Deleted since: the DELETED change follows.
+            Err(StoreError::NotFound) => Ok(Vec::new()),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn send(&mut self, batch: Vec<DeliveredChange>) -> Result<(), Gone> {
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
+        let cursor = last.change.cursor.clone();
+        let now = SystemTime::now();
+        for delivered in &batch {
+            let lag = now.duration_since(delivered.change.time).unwrap_or_default();
+            self.metrics.changes.lag.observe(lag.as_secs_f64());
+        }
+        let count = batch.len() as u64;
+        self.sender
+            .send(Ok(WatchEvent::Changes(batch)))
+            .await
+            .map_err(|_| Gone)?;
+        self.metrics.changes.delivered.inc_by(count);
+        self.cursor = cursor;
+        Ok(())
+    }
+}

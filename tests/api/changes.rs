@@ -1,0 +1,345 @@
+//! WatchChanges (DESIGN 2.11) on both stores: every kind of change, in commit order, from a
+//! cursor a consumer resumes from on another server, scoped to its tenant, refused when the
+//! cursor is not one or is past retention, and heartbeats on an idle stream.
+
+use std::{collections::HashMap, time::Duration};
+
+use ctxd::proto::{self, ChangeKind};
+use tonic::{Code, Streaming};
+
+type Client = proto::context_service_client::ContextServiceClient<tonic::transport::Channel>;
+
+use crate::{
+    contract_tests,
+    helpers::{
+        StoreKind, TestApp, append, as_tenant, assert_field_violation, spawn_app, spawn_app_with, spawn_on,
+        user,
+    },
+};
+
+contract_tests!(
+    every_kind_of_change_arrives_in_commit_order,
+    a_consumer_resumes_from_its_cursor_on_another_server_without_a_gap,
+    a_watch_sees_its_tenant_only_and_its_conversation_when_asked,
+    a_cursor_that_is_not_one_or_past_retention_is_refused,
+    an_idle_stream_gets_heartbeats_to_resume_from,
+);
+
+/// How long a test waits for a change it expects.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn watch(after: &str, conversation: &str, include_messages: bool) -> proto::WatchChangesRequest {
+    proto::WatchChangesRequest {
+        after_cursor: after.into(),
+        conversation_id: conversation.into(),
+        include_messages,
+    }
+}
+
+async fn open(app: &TestApp, request: proto::WatchChangesRequest) -> Streaming<proto::WatchChangesResponse> {
+    app.client
+        .clone()
+        .watch_changes(request)
+        .await
+        .expect("watch")
+        .into_inner()
+}
+
+/// Reads changes until `n` have come.
+async fn take(stream: &mut Streaming<proto::WatchChangesResponse>, n: usize) -> Vec<proto::Change> {
+    let mut changes = Vec::new();
+    while changes.len() < n {
+        let next = tokio::time::timeout(PATIENCE, stream.message()).await;
+        let response = next
+            .unwrap_or_else(|_| panic!("only {} of {n} changes came", changes.len()))
+            .expect("stream ok")
+            .expect("stream open");
+        changes.extend(response.changes);
+    }
+    changes
+}
+
+fn kinds(changes: &[proto::Change]) -> Vec<(ChangeKind, u64, u64)> {
+    changes
+        .iter()
+        .map(|c| (c.kind(), c.first_sequence, c.last_sequence))
+        .collect()
+}
+
+async fn every_kind_of_change_arrives_in_commit_order(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    let mut stream = open(&app, watch("", "", true)).await;
+
+    let secret = "my card number is 4111 1111 1111 1111";
+    app.append_ok("c", vec![user("hello there"), user(secret)]).await;
+    app.append_ok("c", vec![user("a third message"), user("and a fourth")])
+        .await;
+    let update = proto::UpdateConversationRequest {
+        conversation: Some(proto::Conversation {
+            conversation_id: "c".into(),
+            title: "Support chat".into(),
+            ..Default::default()
+        }),
+        update_mask: Some(prost_types::FieldMask {
+            paths: vec!["title".into()],
+        }),
+        allow_missing: false,
+    };
+    client.update_conversation(update).await.unwrap();
+    let summarize = proto::SummarizeRequest {
+        conversation_id: "c".into(),
+        mode: proto::SummarizeMode::Provided as i32,
+        summary_text: "A greeting and some messages.".into(),
+        through_sequence: 3,
+        expected_through_sequence: Some(0),
+        ..Default::default()
+    };
+    client.summarize(summarize).await.unwrap();
+    let memory = proto::UpdateWorkingMemoryRequest {
+        conversation_id: "c".into(),
+        memory: Some(proto::WorkingMemory {
+            decisions: vec![proto::MemoryItem {
+                text: "Answer by email.".into(),
+                source_sequences: vec![1],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    client.update_working_memory(memory).await.unwrap();
+    let redact = proto::RedactMessageRequest {
+        conversation_id: "c".into(),
+        sequence: 2,
+    };
+    client.redact_message(redact).await.unwrap();
+    let fork = proto::ForkConversationRequest {
+        conversation_id: "c".into(),
+        through_sequence: 3,
+        new_conversation_id: "f".into(),
+    };
+    client.fork_conversation(fork).await.unwrap();
+    let rewind = proto::RewindConversationRequest {
+        conversation_id: "c".into(),
+        after_sequence: 1,
+        expected_last_sequence: None,
+    };
+    client.rewind_conversation(rewind).await.unwrap();
+    let delete = proto::DeleteConversationRequest {
+        conversation_id: "c".into(),
+    };
+    client.delete_conversation(delete).await.unwrap();
+
+    let changes = take(&mut stream, 9).await;
+    let of = |id: &str| {
+        changes
+            .iter()
+            .filter(|c| c.conversation_id == id)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        kinds(&of("c")),
+        [
+            (ChangeKind::Appended, 1, 2),
+            (ChangeKind::Appended, 3, 4),
+            (ChangeKind::Updated, 0, 0),
+            (ChangeKind::Summarized, 0, 3),
+            (ChangeKind::MemoryUpdated, 0, 0),
+            (ChangeKind::Redacted, 2, 2),
+            (ChangeKind::Rewound, 2, 4),
+            (ChangeKind::Deleted, 0, 0),
+        ]
+    );
+    assert_eq!(kinds(&of("f")), [(ChangeKind::Forked, 1, 3)]);
+    // The fork came after the redaction and before the rewind, in one order for every reader.
+    let position = |kind: ChangeKind| changes.iter().position(|c| c.kind() == kind).unwrap();
+    assert!(position(ChangeKind::Redacted) < position(ChangeKind::Forked));
+    assert!(position(ChangeKind::Forked) < position(ChangeKind::Rewound));
+    // Messages come with appends only, as the log holds them when delivered; removals carry
+    // nothing, and no change ever carries the redacted text once it is redacted.
+    for change in &changes {
+        match change.kind() {
+            ChangeKind::Appended => assert!(change.messages.len() <= 2),
+            _ => assert!(change.messages.is_empty(), "{:?} carries messages", change.kind()),
+        }
+        assert!(change.time.is_some() && !change.cursor.is_empty());
+    }
+    let cursors: Vec<&str> = changes.iter().map(|c| c.cursor.as_str()).collect();
+    let mut unique = cursors.clone();
+    unique.dedup();
+    assert_eq!(unique, cursors, "every change has its own cursor");
+
+    // Read again after the first change: the rest again, in the same order.
+    let mut again = open(&app, watch(&changes[0].cursor, "", true)).await;
+    let replayed = take(&mut again, 8).await;
+    assert_eq!(kinds(&replayed), kinds(&changes[1..]));
+    let appended = &replayed[0];
+    assert_eq!(appended.kind(), ChangeKind::Appended);
+    // Conversation "c" is gone: the append's messages are not there to carry.
+    assert!(appended.messages.is_empty());
+}
+
+/// Appends `per` messages to each of `conversations`, one append at a time, concurrently.
+async fn append_many(client: Client, conversations: &'static [&'static str], per: usize) {
+    let mut tasks = Vec::new();
+    for conversation in conversations {
+        let mut client = client.clone();
+        let conversation = conversation.to_string();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per {
+                let request = append(
+                    &conversation,
+                    vec![user(&format!("message {i} of {conversation}"))],
+                );
+                client.append_message(request).await.expect("append");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+async fn a_consumer_resumes_from_its_cursor_on_another_server_without_a_gap(kind: StoreKind) {
+    let (app, url) = match kind {
+        StoreKind::InMemory => (spawn_app(kind).await, None),
+        StoreKind::Postgres => {
+            let url = crate::helpers::fresh_database().await;
+            (spawn_on(Some(url.clone()), &[]).await, Some(url))
+        }
+    };
+    let conversations = ["a", "b", "c", "d"];
+    let mut stream = open(&app, watch("", "", false)).await;
+    let writers = tokio::spawn(append_many(app.client.clone(), &["a", "b", "c", "d"], 15));
+    // Half the changes from this stream, then the consumer is cut off.
+    let first = take(&mut stream, 20).await;
+    drop(stream);
+    let resume_from = first.last().unwrap().cursor.clone();
+    writers.await.unwrap();
+    // The rest from another server on the same database (the same one in memory).
+    let another;
+    let other = match &url {
+        Some(url) => {
+            another = spawn_on(Some(url.clone()), &[]).await;
+            &another
+        }
+        None => &app,
+    };
+    let mut resumed = open(other, watch(&resume_from, "", false)).await;
+    let rest = take(&mut resumed, 60 - first.len()).await;
+    let mut seen: HashMap<String, Vec<u64>> = HashMap::new();
+    for change in first.iter().chain(&rest) {
+        assert_eq!(change.kind(), ChangeKind::Appended);
+        assert_eq!(change.first_sequence, change.last_sequence);
+        seen.entry(change.conversation_id.clone())
+            .or_default()
+            .push(change.first_sequence);
+    }
+    for conversation in conversations {
+        let expected: Vec<u64> = (1..=15).collect();
+        assert_eq!(
+            seen[conversation], expected,
+            "{conversation}: every append once, in order"
+        );
+    }
+}
+
+async fn a_watch_sees_its_tenant_only_and_its_conversation_when_asked(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut client = app.client.clone();
+    let mut tenant_a = client
+        .watch_changes(as_tenant("acme", watch("", "", true)))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut only_two = client
+        .watch_changes(as_tenant("acme", watch("", "two", false)))
+        .await
+        .unwrap()
+        .into_inner();
+    client
+        .append_message(as_tenant("globex", append("one", vec![user("globex secret")])))
+        .await
+        .unwrap();
+    client
+        .append_message(as_tenant("acme", append("one", vec![user("acme one")])))
+        .await
+        .unwrap();
+    client
+        .append_message(as_tenant("acme", append("two", vec![user("acme two")])))
+        .await
+        .unwrap();
+    let seen = take(&mut tenant_a, 2).await;
+    assert_eq!(
+        seen.iter()
+            .map(|c| c.conversation_id.as_str())
+            .collect::<Vec<_>>(),
+        ["one", "two"]
+    );
+    assert_eq!(seen[0].messages[0].content, "acme one");
+    let two = take(&mut only_two, 1).await;
+    assert_eq!(two[0].conversation_id, "two");
+    assert!(two[0].messages.is_empty(), "messages only when asked for");
+    // Nothing else arrives on either: the other tenant's append is not theirs.
+    let more = tokio::time::timeout(Duration::from_millis(700), tenant_a.message()).await;
+    assert!(more.is_err(), "no more changes: {more:?}");
+}
+
+async fn a_cursor_that_is_not_one_or_past_retention_is_refused(kind: StoreKind) {
+    let app = spawn_app_with(kind, &["--changes-retention", "1h"]).await;
+    let mut client = app.client.clone();
+    app.append_ok("c", vec![user("kept")]).await;
+
+    let status = client
+        .watch_changes(watch("not-a-cursor", "", false))
+        .await
+        .unwrap_err();
+    assert_field_violation(&status, "after_cursor");
+    let status = client
+        .watch_changes(watch("", "bad\u{7}id", false))
+        .await
+        .unwrap_err();
+    assert_field_violation(&status, "conversation_id");
+
+    let old =
+        ctxd::domain::changes::Cursor::before(1, std::time::SystemTime::now() - Duration::from_secs(7200));
+    let status = client
+        .watch_changes(watch(&old.encode(), "", false))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert!(
+        status.message().contains("CTXD_CHANGES_RETENTION"),
+        "{}",
+        status.message()
+    );
+    use tonic_types::StatusExt as _;
+    let info = status.get_details_error_info().expect("an ErrorInfo");
+    assert_eq!(info.reason, "CURSOR_EXPIRED");
+    // The oldest cursor held reads back every change kept: the append.
+    let oldest = &info.metadata["oldest_cursor"];
+    let mut stream = open(&app, watch(oldest, "", false)).await;
+    let changes = take(&mut stream, 1).await;
+    assert_eq!(kinds(&changes), [(ChangeKind::Appended, 1, 1)]);
+}
+
+async fn an_idle_stream_gets_heartbeats_to_resume_from(kind: StoreKind) {
+    let app = spawn_app_with(kind, &["--changes-heartbeat-secs", "1"]).await;
+    app.append_ok("before", vec![user("before the heartbeat")]).await;
+    let mut stream = open(&app, watch("", "", false)).await;
+    let beat = tokio::time::timeout(PATIENCE, stream.message())
+        .await
+        .expect("a heartbeat in time")
+        .unwrap()
+        .unwrap();
+    assert!(beat.changes.is_empty());
+    let heartbeat = beat.heartbeat.expect("a heartbeat");
+    drop(stream);
+    app.append_ok("after", vec![user("after the heartbeat")]).await;
+    // Resumed from the heartbeat: what came after it, and nothing before.
+    let mut resumed = open(&app, watch(&heartbeat.cursor, "", false)).await;
+    let changes = take(&mut resumed, 1).await;
+    assert_eq!(changes[0].conversation_id, "after");
+}
