@@ -12,6 +12,7 @@ mod changes;
 mod compaction;
 mod conformance;
 mod connect;
+mod connect_stream;
 mod context;
 mod conversations;
 mod embeddings;

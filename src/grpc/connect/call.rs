@@ -101,7 +101,7 @@ fn timeout_of(headers: &HeaderMap) -> Result<Option<Duration>, String> {
 }
 
 /// Why the request's headers ask for what is not served: compression, another protocol version.
-fn unsupported(headers: &HeaderMap) -> Option<String> {
+pub(super) fn unsupported(headers: &HeaderMap) -> Option<String> {
     let compressed = ["content-encoding", "connect-content-encoding"]
         .iter()
         .filter_map(|name| headers.get(*name))
@@ -129,7 +129,7 @@ fn unsupported(headers: &HeaderMap) -> Option<String> {
 
 /// The request body, whole, within `max` bytes (RESOURCE_EXHAUSTED past it, or past the memory
 /// `reservation` may take) and `wait` (DEADLINE_EXCEEDED: a body sent slowly or never ended).
-async fn read_body(
+pub(super) async fn read_body(
     body: tonic::body::Body,
     max: usize,
     mut reservation: Option<&mut Reservation>,
@@ -172,7 +172,7 @@ async fn read_body(
 /// The gRPC request a Connect call stands for: its headers (auth, tenant, request id) and
 /// extensions (the connection's peer and TLS certificates) kept, its message framed, its
 /// deadline what is left of the call's.
-fn grpc_request(
+pub(super) fn grpc_request(
     mut parts: http::request::Parts,
     message: Vec<u8>,
     remaining: Duration,

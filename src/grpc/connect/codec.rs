@@ -18,6 +18,14 @@ pub(super) fn method(path: &str) -> Option<MethodDescriptor> {
     (!method.is_client_streaming() && !method.is_server_streaming()).then_some(method)
 }
 
+/// The server-streaming method at `path`, if ctxd serves it (WatchChanges).
+pub(super) fn streaming_method(path: &str) -> Option<MethodDescriptor> {
+    let (service, name) = path.strip_prefix('/')?.split_once('/')?;
+    let service = crate::grpc::descriptors::pool().get_service_by_name(service)?;
+    let method = service.methods().find(|m| m.name() == name)?;
+    (!method.is_client_streaming() && method.is_server_streaming()).then_some(method)
+}
+
 /// A request body in `encoding` as the method's input message in protobuf bytes.
 pub(super) fn request_bytes(
     method: &MethodDescriptor,

@@ -1,6 +1,7 @@
 //! HTTP and JSON on the gRPC port (docs/operations.md, "Protocols"): the Connect protocol's
 //! unary calls (`POST /ctxd.v1.ContextService/<Method>` with `application/json` or
-//! `application/proto`), gRPC-Web (tonic's own layer, next inside), and `GET /healthz` for load
+//! `application/proto`) and server streaming (WatchChanges, `application/connect+json` or
+//! `+proto`, in [`stream`]), gRPC-Web (tonic's own layer, next inside), and `GET /healthz` for load
 //! balancers that cannot speak gRPC, and the Inspector's page at `/inspect` when it is on.
 //!
 //! A Connect call is transcoded into the gRPC call it stands for and sent down the same stack
@@ -15,6 +16,7 @@ mod call;
 mod codec;
 mod inspector;
 mod layer;
+mod stream;
 
 pub use layer::{Protocol, ProtocolLayer};
 
@@ -89,6 +91,9 @@ where
                 Route::Connect(method, encoding) => {
                     call::connect(inner, &layer, request, &method, encoding, Accounting::Counted).await?
                 }
+                Route::ConnectStream(method, encoding) => {
+                    stream::connect(inner, &layer, request, &method, encoding).await?
+                }
                 Route::Health => health(inner, &layer, request).await?,
                 Route::Inspector => {
                     inspector::answer(request.method(), request.uri().path(), layer.inspector)
@@ -108,6 +113,8 @@ enum Route {
     Pass(Protocol),
     /// A Connect unary call.
     Connect(MethodDescriptor, Encoding),
+    /// A Connect server-streaming call.
+    ConnectStream(MethodDescriptor, Encoding),
     /// `GET /healthz`.
     Health,
     /// The Inspector's files (`/inspect`, served or not).
@@ -147,6 +154,24 @@ fn route(request: &Request<tonic::body::Body>) -> Route {
         "application/proto" => Some(Encoding::Proto),
         _ => None,
     };
+    if let Some(method) = codec::streaming_method(path) {
+        return match (stream::encoding(&content_type), request.method() == Method::POST) {
+            (Some(encoding), true) => Route::ConnectStream(method, encoding),
+            (_, false) => Route::Refused(
+                405,
+                Code::Unimplemented,
+                format!("{path} takes POST (Connect streaming), not {}", request.method()),
+            ),
+            (None, true) => Route::Refused(
+                415,
+                Code::InvalidArgument,
+                format!(
+                    "{path} is server streaming: send application/connect+json or application/connect+proto \
+                     (Connect streaming), application/grpc, or application/grpc-web"
+                ),
+            ),
+        };
+    }
     let method = codec::method(path);
     match (method, encoding) {
         (Some(_), _) if request.method() != Method::POST => Route::Refused(
