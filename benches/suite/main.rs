@@ -5,12 +5,13 @@
 //! Run `scripts/bench.sh`: it starts a throwaway PostgreSQL, runs this with `DATABASE_URL`
 //! set, then measures tiktoken and LangChain `trim_messages` (Python) on the same data and
 //! prints the ratios. `BENCH_QUICK=1` shrinks every phase (the CI smoke run); `BENCH_ONLY=`
-//! `build`, `append`, `memory`, `tokens`, `cache`, `conversations`, `dbcost`, `protocols`, `scale`, `search`, `traces` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
+//! `build`, `append`, `memory`, `tokens`, `cache`, `changes`, `conversations`, `dbcost`, `protocols`, `scale`, `search`, `traces` (comma-separated) runs some phases; `BENCH_SAMPLES=N`
 //! sets the BuildContext samples per size (for profiling).
 
 mod append;
 mod build;
 mod cache;
+mod changes;
 mod conversations;
 mod dbcost;
 mod embeddings;
@@ -102,6 +103,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("cache") {
         cache::run(&server, scale).await?;
+    }
+    if wanted("changes") {
+        changes::run(&server, std::env::var_os("BENCH_QUICK").is_some()).await?;
     }
     if wanted("conversations") {
         conversations::run(&server, &url, std::env::var_os("BENCH_QUICK").is_some()).await?;

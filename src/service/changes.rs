@@ -30,6 +30,10 @@ const PAGE: usize = 256;
 /// A response is sent once the messages it carries reach this many bytes.
 const RESPONSE_BYTES: usize = 1 << 20;
 
+/// The least time between two reads of a watcher that is not behind: the writes of a busy
+/// replica wake it thousands of times a second, and one read then takes what they wrote.
+const READ_GAP: Duration = Duration::from_millis(20);
+
 /// How long a watcher waits after a store failure before reading again.
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -159,9 +163,25 @@ struct Follower {
 /// The consumer left: the follower stops.
 struct Gone;
 
+/// What one read found.
+enum Read {
+    /// A whole page: there may be more.
+    Full,
+    /// Some changes, all there were.
+    Some,
+    /// Nothing (or the store failed).
+    Nothing,
+}
+
 impl Follower {
     async fn run(mut self, mut closing: watch::Receiver<bool>) {
         let mut woken = self.store.change_signal().subscribe();
+        // The stream opens with its starting cursor: a consumer cut off before the first change
+        // resumes from there, and a watch "from now" misses nothing after it.
+        let opening = WatchEvent::Heartbeat(self.cursor.clone());
+        if self.sender.send(Ok(opening)).await.is_err() {
+            return;
+        }
         let mut idle_since = tokio::time::Instant::now();
         loop {
             if *closing.borrow() {
@@ -171,12 +191,15 @@ impl Follower {
                 let _ = self.sender.send(Err(error)).await;
                 return;
             }
+            let read_at = tokio::time::Instant::now();
             match self.deliver().await {
-                Ok(true) => {
+                // Behind: the next page at once.
+                Ok(Read::Full) => {
                     idle_since = tokio::time::Instant::now();
                     continue;
                 }
-                Ok(false) => {}
+                Ok(Read::Some) => idle_since = tokio::time::Instant::now(),
+                Ok(Read::Nothing) => {}
                 Err(Gone) => return,
             }
             if idle_since.elapsed() >= self.options.heartbeat {
@@ -193,12 +216,13 @@ impl Follower {
                 () = tokio::time::sleep(wait) => {}
                 () = self.sender.closed() => return,
             }
+            tokio::time::sleep_until(read_at + READ_GAP).await;
         }
     }
 
-    /// Reads one page and sends what it holds; whether it held any change. A store failure
+    /// Reads one page and sends what it holds; what it found. A store failure
     /// waits [`RETRY`] and reads again: the consumer sees a delay, never a gap.
-    async fn deliver(&mut self) -> Result<bool, Gone> {
+    async fn deliver(&mut self) -> Result<Read, Gone> {
         let query = ChangeQuery {
             after: self.cursor.clone(),
             conversation: self.request.conversation.clone(),
@@ -208,7 +232,11 @@ impl Follower {
             Ok(page) => page,
             Err(error) => return self.wait_after(error).await,
         };
-        let any = !page.changes.is_empty();
+        let read = match page.changes.len() {
+            0 => Read::Nothing,
+            n if n == PAGE => Read::Full,
+            _ => Read::Some,
+        };
         let mut batch = Vec::new();
         let mut bytes = 0;
         for change in page.changes {
@@ -231,15 +259,15 @@ impl Follower {
         if let Some(next) = page.next {
             self.cursor = next.max(self.cursor.clone());
         }
-        Ok(any)
+        Ok(read)
     }
 
     /// Logs a store failure and waits [`RETRY`] (or until the consumer leaves).
-    async fn wait_after(&self, error: StoreError) -> Result<bool, Gone> {
+    async fn wait_after(&self, error: StoreError) -> Result<Read, Gone> {
         let error = crate::runtime::telemetry::ErrorChain(&error).to_string();
         tracing::warn!(error, "change feed read failed; reading again");
         tokio::select! {
-            () = tokio::time::sleep(RETRY) => Ok(false),
+            () = tokio::time::sleep(RETRY) => Ok(Read::Nothing),
             () = self.sender.closed() => Err(Gone),
         }
     }

@@ -48,7 +48,22 @@ struct Envelopes {
 }
 
 impl Envelopes {
+    /// The next message that is not a heartbeat (every stream opens with one).
     async fn next(&mut self) -> (u8, Vec<u8>) {
+        loop {
+            let (flags, payload) = self.next_any().await;
+            let json_heartbeat = serde_json::from_slice::<Value>(&payload)
+                .is_ok_and(|v| v.get("heartbeat").is_some() && v.get("changes").is_none());
+            let proto_heartbeat = proto::WatchChangesResponse::decode(payload.as_slice())
+                .is_ok_and(|m| m.heartbeat.is_some() && m.changes.is_empty());
+            if flags == 0 && (json_heartbeat || proto_heartbeat) {
+                continue;
+            }
+            return (flags, payload);
+        }
+    }
+
+    async fn next_any(&mut self) -> (u8, Vec<u8>) {
         loop {
             if self.buffer.len() >= 5 {
                 let length = u32::from_be_bytes(self.buffer[1..5].try_into().unwrap()) as usize;

@@ -12,6 +12,7 @@ mod bodies;
 mod connections;
 mod cpu;
 mod degradations;
+mod feed;
 mod forks;
 mod held;
 mod hostile;
@@ -208,6 +209,10 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     }
     if wanted("connections") {
         reports.push(connections::silent_connections(binary, &cluster, &work).await?);
+    }
+    if wanted("feed") {
+        let secs = if full { 30 } else { 12 };
+        reports.push(feed::watched_under_fire(&mut replicas, &cluster, secs, scale.outage_secs).await?);
     }
     if wanted("outage") {
         reports.push(outage::database_stopped(&mut replicas, &cluster, scale.outage_secs).await?);

@@ -1,0 +1,189 @@
+//! The change feed under load (issue 63): AppendMessage throughput at 32 clients without
+//! watchers and with 8 tenant-wide watchers reading every change, the delay from a change's
+//! statement to its delivery (p50, p99), and the server's memory while a watcher that reads
+//! nothing is left behind a stream of appends.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
+};
+
+use ctxd::proto;
+use tokio::sync::Mutex;
+
+use crate::replica::{Replica, percentile};
+
+const CLIENTS: usize = 32;
+const WATCHERS: usize = 8;
+
+pub(crate) async fn run(server: &Replica, quick: bool) -> anyhow::Result<()> {
+    let secs = if quick { 1 } else { 10 };
+    println!("# Change feed: {CLIENTS} appending clients, {secs} s each; {WATCHERS} tenant-wide watchers");
+    // Alternated, twice each: the machine is shared with PostgreSQL and the load.
+    let mut without = Vec::new();
+    let mut with = Vec::new();
+    let mut delays = Vec::new();
+    let (mut cpu_without, mut cpu_with) = (0.0, 0.0);
+    for round in 0..2 {
+        let cpu = server.cpu_seconds().unwrap_or(0.0);
+        let rate = append_rate(server, secs, &format!("plain-{round}")).await?;
+        cpu_without += (server.cpu_seconds().unwrap_or(0.0) - cpu) * 1e6 / (rate * secs as f64);
+        without.push(rate);
+        let cpu = server.cpu_seconds().unwrap_or(0.0);
+        let (rate, mut seen) = with_watchers(server, secs, &format!("watched-{round}")).await?;
+        cpu_with += (server.cpu_seconds().unwrap_or(0.0) - cpu) * 1e6 / (rate * secs as f64);
+        with.push(rate);
+        delays.append(&mut seen);
+    }
+    let (plain, watched) = (mean(&without), mean(&with));
+    println!(
+        "appends without watchers {plain:>8.0}/s ({:.0} us ctxd CPU each)  with {WATCHERS} watchers {watched:>8.0}/s ({:.0} us, delivery included)  ratio {:.2}  (target <= 1.1)",
+        cpu_without / 2.0,
+        cpu_with / 2.0,
+        plain / watched
+    );
+    if delays.is_empty() {
+        anyhow::bail!("no change was delivered to the watchers");
+    }
+    let p50 = percentile(&mut delays, 0.50);
+    let p99 = percentile(&mut delays, 0.99);
+    println!(
+        "change delivered after its statement: p50 {:.1} ms  p99 {:.1} ms over {} deliveries  (target p99 <= 1 s)",
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3,
+        delays.len()
+    );
+    stalled_watcher(server, if quick { 2 } else { 60 }).await
+}
+
+fn mean(rates: &[f64]) -> f64 {
+    rates.iter().sum::<f64>() / rates.len().max(1) as f64
+}
+
+fn user(text: String) -> proto::Message {
+    proto::Message {
+        role: proto::Role::User as i32,
+        content: text,
+        ..Default::default()
+    }
+}
+
+/// Appends from [`CLIENTS`] clients for `secs`; the rate.
+async fn append_rate(server: &Replica, secs: u64, label: &str) -> anyhow::Result<f64> {
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for client in 0..CLIENTS {
+        let mut c = server.client().await?;
+        let (done, stop) = (done.clone(), stop.clone());
+        let conversation = format!("changes-{label}-{client}");
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let request = proto::AppendMessageRequest {
+                    conversation_id: conversation.clone(),
+                    messages: vec![user(format!(
+                        "message {n}: the deploy of build {client} is done."
+                    ))],
+                    ..Default::default()
+                };
+                c.append_message(request).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            anyhow::Ok(())
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// [`append_rate`] with [`WATCHERS`] watchers reading every change; the rate and each
+/// delivery's delay after the change's statement.
+async fn with_watchers(server: &Replica, secs: u64, label: &str) -> anyhow::Result<(f64, Vec<Duration>)> {
+    let delays = Arc::new(Mutex::new(Vec::new()));
+    let mut watchers = Vec::new();
+    for _ in 0..WATCHERS {
+        let mut c = server.client().await?;
+        let mut stream = c
+            .watch_changes(proto::WatchChangesRequest::default())
+            .await?
+            .into_inner();
+        let delays = delays.clone();
+        watchers.push(tokio::spawn(async move {
+            while let Ok(Some(response)) = stream.message().await {
+                let now = SystemTime::now();
+                let mut seen = delays.lock().await;
+                for change in response.changes {
+                    let time = change.time.and_then(|t| SystemTime::try_from(t).ok());
+                    if let Some(delay) = time.and_then(|t| now.duration_since(t).ok()) {
+                        seen.push(delay);
+                    }
+                }
+            }
+        }));
+    }
+    let rate = append_rate(server, secs, label).await?;
+    // The last changes are delivered, then the watchers go.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for watcher in watchers {
+        watcher.abort();
+    }
+    let delays = std::mem::take(&mut *delays.lock().await);
+    Ok((rate, delays))
+}
+
+/// A watcher with messages that reads nothing while 8 clients append for `secs`: the server's
+/// RSS before and after, and whether the watcher still gets its changes once it reads.
+async fn stalled_watcher(server: &Replica, secs: u64) -> anyhow::Result<()> {
+    let mut c = server.client().await?;
+    let request = proto::WatchChangesRequest {
+        include_messages: true,
+        ..Default::default()
+    };
+    let mut stream = c.watch_changes(request).await?.into_inner();
+    let before = server.rss_kib().unwrap_or(0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for client in 0..8 {
+        let mut c = server.client().await?;
+        let stop = stop.clone();
+        let text = "a long tool result line that a stalled consumer never reads. ".repeat(60);
+        writers.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let request = proto::AppendMessageRequest {
+                    conversation_id: format!("stalled-{client}"),
+                    messages: vec![user(format!("{n}: {text}"))],
+                    ..Default::default()
+                };
+                c.append_message(request).await?;
+            }
+            anyhow::Ok(n)
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut appended = 0;
+    for writer in writers {
+        appended += writer.await??;
+    }
+    let after = server.rss_kib().unwrap_or(0);
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.message()).await;
+    let reads = matches!(first, Ok(Ok(Some(_))));
+    println!(
+        "a watcher reading nothing for {secs} s while {appended} appends of 3.6 kB went by: server RSS {:.1} -> {:.1} MiB; it reads on afterwards: {reads}",
+        before as f64 / 1024.0,
+        after as f64 / 1024.0
+    );
+    Ok(())
+}
