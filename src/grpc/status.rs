@@ -34,6 +34,9 @@ impl From<ServiceError> for Status {
                  (CTXD_MAX_RESPONSE_BYTES): ask for a smaller budget"
             )),
             ServiceError::CursorExpired { retention, oldest } => cursor_expired(retention, oldest),
+            ServiceError::ShuttingDown => Status::unavailable(
+                "the replica is shutting down: resume from your last cursor (on another replica)",
+            ),
             ServiceError::TenantBusy { what, limit } => Status::resource_exhausted(format!(
                 "this tenant already runs {limit} {what} at once on this replica: retry when they \
                  have finished"

@@ -185,10 +185,7 @@ impl Follower {
         let mut idle_since = tokio::time::Instant::now();
         loop {
             if *closing.borrow() {
-                let error = ServiceError::Store(StoreError::Unavailable {
-                    source: "the replica is shutting down: resume from the last cursor on another".into(),
-                });
-                let _ = self.sender.send(Err(error)).await;
+                let _ = self.sender.send(Err(ServiceError::ShuttingDown)).await;
                 return;
             }
             let read_at = tokio::time::Instant::now();

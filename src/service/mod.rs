@@ -102,6 +102,9 @@ pub enum ServiceError {
         /// The cursor before the oldest change kept, if any.
         oldest: Option<String>,
     },
+    /// The replica is shutting down: a stream it served ends (resume elsewhere).
+    #[error("the replica is shutting down")]
+    ShuttingDown,
     /// The summarizer or extractor failed; the stored state is unchanged.
     #[error(transparent)]
     Model(#[from] ModelError),

@@ -23,6 +23,8 @@ contract_tests!(
     a_watch_sees_its_tenant_only_and_its_conversation_when_asked,
     a_cursor_that_is_not_one_or_past_retention_is_refused,
     an_idle_stream_gets_heartbeats_to_resume_from,
+    a_replica_serves_its_watcher_cap_and_ends_streams_when_it_shuts_down,
+    the_sweep_forgets_changes_in_bounded_batches,
 );
 
 /// How long a test waits for a change it expects.
@@ -423,4 +425,68 @@ async fn a_change_that_commits_late_with_a_lower_position_is_never_skipped() {
     let again = take(&mut resumed, 2).await;
     let order: Vec<&str> = again.iter().map(|c| c.conversation_id.as_str()).collect();
     assert_eq!(order, ["slow", "fast"]);
+}
+
+async fn a_replica_serves_its_watcher_cap_and_ends_streams_when_it_shuts_down(kind: StoreKind) {
+    let app = spawn_app_with(kind, &["--max-watchers", "2"]).await;
+    let mut first = open(&app, watch("", "", false)).await;
+    let _second = open(&app, watch("", "", false)).await;
+    let status = app
+        .client
+        .clone()
+        .watch_changes(watch("", "", false))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("CTXD_MAX_WATCHERS"),
+        "{}",
+        status.message()
+    );
+    // The opening heartbeat, then the shutdown: UNAVAILABLE, to resume elsewhere.
+    let opening = first.message().await.unwrap().unwrap();
+    assert!(opening.heartbeat.is_some());
+    drop(app);
+    let ended = tokio::time::timeout(PATIENCE, first.message())
+        .await
+        .expect("the stream ends in time");
+    let status = ended.expect_err("the stream ends with a status");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("resume"), "{}", status.message());
+}
+
+async fn the_sweep_forgets_changes_in_bounded_batches(kind: StoreKind) {
+    use crate::store_contract::{batch, store_of, tenant, text};
+    use ctxd::domain::{Role, changes::ChangeQuery};
+    let store = store_of(kind).await;
+    let t = tenant("t");
+    for content in ["a", "b", "c"] {
+        store
+            .append_messages(&t, &batch("c", vec![text(Role::User, content)]), None)
+            .await
+            .unwrap();
+    }
+    let query = ChangeQuery {
+        after: ctxd::domain::changes::Cursor::before(0, std::time::SystemTime::now()),
+        conversation: None,
+        limit: 10,
+    };
+    // Settled once the transactions running meanwhile (other tests', on a shared cluster) end.
+    let mut settled = 0;
+    for _ in 0..200 {
+        settled = store.read_changes(&t, &query).await.unwrap().changes.len();
+        if settled == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(settled, 3);
+    // Nothing is older than an hour; everything is older than a second from now.
+    let past = std::time::SystemTime::now() - Duration::from_secs(3600);
+    assert_eq!(store.sweep_changes(past, 10).await.unwrap(), 0);
+    let future = std::time::SystemTime::now() + Duration::from_secs(1);
+    assert_eq!(store.sweep_changes(future, 2).await.unwrap(), 2);
+    assert_eq!(store.read_changes(&t, &query).await.unwrap().changes.len(), 1);
+    assert_eq!(store.sweep_changes(future, 2).await.unwrap(), 1);
+    assert!(store.read_changes(&t, &query).await.unwrap().changes.is_empty());
 }

@@ -46,7 +46,7 @@ contract_tests!(
 );
 
 /// A fresh, empty store of `kind`, migrated.
-async fn store_of(kind: StoreKind) -> Arc<dyn Store> {
+pub(crate) async fn store_of(kind: StoreKind) -> Arc<dyn Store> {
     match kind {
         StoreKind::InMemory => {
             let store = store::open(None).expect("store opens");
@@ -72,7 +72,7 @@ async fn postgres_store(url: String) -> Arc<dyn Store> {
     store
 }
 
-fn tenant(name: &str) -> TenantId {
+pub(crate) fn tenant(name: &str) -> TenantId {
     TenantId::parse(name).unwrap()
 }
 
@@ -84,7 +84,7 @@ fn seq(n: u64) -> Sequence {
     Sequence::parse(n).unwrap()
 }
 
-fn text(role: Role, content: &str) -> Message {
+pub(crate) fn text(role: Role, content: &str) -> Message {
     Message::text(role, content.into())
 }
 
@@ -102,7 +102,7 @@ fn result(id: &str) -> Message {
     }
 }
 
-fn batch(id: &str, messages: Vec<Message>) -> CountedBatch {
+pub(crate) fn batch(id: &str, messages: Vec<Message>) -> CountedBatch {
     counted(ParsedBatch::new(conversation(id), messages))
 }
 
