@@ -27,17 +27,25 @@ pub(crate) async fn run(server: &Replica, quick: bool) -> anyhow::Result<()> {
     let mut with = Vec::new();
     let mut delays = Vec::new();
     let (mut cpu_without, mut cpu_with) = (0.0, 0.0);
+    let (mut load_without, mut load_with) = (0.0, 0.0);
     for round in 0..2 {
-        let cpu = server.cpu_seconds().unwrap_or(0.0);
+        let (cpu, load) = (server.cpu_seconds().unwrap_or(0.0), own_cpu_seconds());
         let rate = append_rate(server, secs, &format!("plain-{round}")).await?;
         cpu_without += (server.cpu_seconds().unwrap_or(0.0) - cpu) * 1e6 / (rate * secs as f64);
+        load_without += (own_cpu_seconds() - load) * 1e6 / (rate * secs as f64);
         without.push(rate);
-        let cpu = server.cpu_seconds().unwrap_or(0.0);
+        let (cpu, load) = (server.cpu_seconds().unwrap_or(0.0), own_cpu_seconds());
         let (rate, mut seen) = with_watchers(server, secs, &format!("watched-{round}")).await?;
         cpu_with += (server.cpu_seconds().unwrap_or(0.0) - cpu) * 1e6 / (rate * secs as f64);
+        load_with += (own_cpu_seconds() - load) * 1e6 / (rate * secs as f64);
         with.push(rate);
         delays.append(&mut seen);
     }
+    println!(
+        "load generator CPU per append (this process: appenders, and the watchers decoding every change): {:.0} us without watchers, {:.0} us with",
+        load_without / 2.0,
+        load_with / 2.0
+    );
     let (plain, watched) = (mean(&without), mean(&with));
     println!(
         "appends without watchers {plain:>8.0}/s ({:.0} us ctxd CPU each)  with {WATCHERS} watchers {watched:>8.0}/s ({:.0} us, delivery included)  ratio {:.2}  (target <= 1.1)",
@@ -57,6 +65,14 @@ pub(crate) async fn run(server: &Replica, quick: bool) -> anyhow::Result<()> {
         delays.len()
     );
     stalled_watcher(server, if quick { 2 } else { 60 }).await
+}
+
+/// This process's CPU seconds so far (/proc/self/schedstat).
+fn own_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<f64>().ok()))
+        .map_or(0.0, |nanos| nanos / 1e9)
 }
 
 fn mean(rates: &[f64]) -> f64 {

@@ -1,7 +1,9 @@
 //! WatchChanges (DESIGN 2.11, docs/design.md "Change feed"): a watcher follows the tenant's
-//! changes from a cursor, reading the store's settled changes page by page. It reads again at
-//! once when this replica writes (the store's [`crate::store::ChangeSignal`]), and every
-//! [`ChangeOptions::poll`] for what other replicas write; a missed wake-up only delays a change.
+//! changes from a cursor. The tenant's recent changes are read from the store once for all of
+//! its watchers on this replica ([`super::change_window`]), at once when this replica writes
+//! (the store's [`crate::store::ChangeSignal`]) and every [`ChangeOptions::poll`] for what other
+//! replicas write; a missed wake-up only delays a change. A watcher behind that window reads the
+//! store page by page until it catches up.
 //!
 //! Bounded: each watcher holds one page and one response at a time (the stream is a channel of
 //! one), so a consumer that reads nothing holds no more; a replica serves at most
@@ -24,15 +26,10 @@ use crate::{
     store::{Store, StoreError},
 };
 
-/// Changes one read takes from the store.
-const PAGE: usize = 256;
+use super::change_window::{PAGE, TenantWindow, Windows};
 
 /// A response is sent once the messages it carries reach this many bytes.
 const RESPONSE_BYTES: usize = 1 << 20;
-
-/// The least time between two reads of a watcher that is not behind: the writes of a busy
-/// replica wake it thousands of times a second, and one read then takes what they wrote.
-const READ_GAP: Duration = Duration::from_millis(20);
 
 /// How long a watcher waits after a store failure before reading again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -71,6 +68,8 @@ pub(super) struct Watchers {
     options: ChangeOptions,
     slots: Arc<Semaphore>,
     closing: watch::Sender<bool>,
+    /// The tenants' recent changes, read once for all their watchers.
+    windows: Windows,
 }
 
 impl Watchers {
@@ -78,6 +77,7 @@ impl Watchers {
         Self {
             slots: Arc::new(Semaphore::new(options.max_watchers)),
             closing: watch::Sender::new(false),
+            windows: Windows::default(),
             options,
         }
     }
@@ -125,8 +125,11 @@ impl Service {
             Some(after) => after,
             None => self.store.change_horizon().await?,
         };
+        let horizon = self.store.change_horizon().await?;
+        let window = self.watchers.windows.of(&self.store, tenant, options, horizon);
         let (sender, events) = mpsc::channel(1);
         let follower = Follower {
+            window,
             store: self.store.clone(),
             tenant: tenant.clone(),
             request,
@@ -150,6 +153,8 @@ impl Service {
 
 /// One watcher's loop.
 struct Follower {
+    /// The tenant's recent changes on this replica.
+    window: Arc<TenantWindow>,
     store: Arc<dyn Store>,
     tenant: TenantId,
     request: WatchRequest,
@@ -175,7 +180,7 @@ enum Read {
 
 impl Follower {
     async fn run(mut self, mut closing: watch::Receiver<bool>) {
-        let mut woken = self.store.change_signal().subscribe();
+        let mut woken = self.window.subscribe();
         // The stream opens with its starting cursor: a consumer cut off before the first change
         // resumes from there, and a watch "from now" misses nothing after it.
         let opening = WatchEvent::Heartbeat(self.cursor.clone());
@@ -188,7 +193,6 @@ impl Follower {
                 let _ = self.sender.send(Err(ServiceError::ShuttingDown)).await;
                 return;
             }
-            let read_at = tokio::time::Instant::now();
             match self.deliver().await {
                 // Behind: the next page at once.
                 Ok(Read::Full) => {
@@ -213,7 +217,6 @@ impl Follower {
                 () = tokio::time::sleep(wait) => {}
                 () = self.sender.closed() => return,
             }
-            tokio::time::sleep_until(read_at + READ_GAP).await;
         }
     }
 
@@ -225,7 +228,12 @@ impl Follower {
             conversation: self.request.conversation.clone(),
             limit: PAGE,
         };
-        let page = match self.store.read_changes(&self.tenant, &query).await {
+        // From the window when it covers the cursor; a watcher further behind reads the store.
+        let read = match self.window.read(&query) {
+            Some(page) => Ok(page),
+            None => self.store.read_changes(&self.tenant, &query).await,
+        };
+        let page = match read {
             Ok(page) => page,
             Err(error) => return self.wait_after(error).await,
         };

@@ -17,6 +17,7 @@ mod auto_summary;
 mod background;
 mod bind_results;
 mod change_metrics;
+mod change_window;
 mod changes;
 mod conversations;
 mod embeddings;
