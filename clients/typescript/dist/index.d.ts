@@ -2,6 +2,7 @@ import { type CtxdClient, type CtxdClientOptions } from "./core.js";
 export * from "./core.js";
 export * from "./errors.js";
 export * from "./helpers.js";
+export * from "./changes.js";
 export * from "./gen/ctxd/v1/context_service_pb.js";
 export * from "./gen/ctxd/v1/context_pb.js";
 export * from "./gen/ctxd/v1/conversations_pb.js";

@@ -13,6 +13,7 @@ import {
 export * from "./core.js";
 export * from "./errors.js";
 export * from "./helpers.js";
+export * from "./changes.js";
 export * from "./gen/ctxd/v1/context_service_pb.js";
 export * from "./gen/ctxd/v1/context_pb.js";
 export * from "./gen/ctxd/v1/conversations_pb.js";

@@ -15,14 +15,16 @@ __version__ = "0.1.0"
 
 from . import errors, native, packs  # noqa: E402
 from ._requests import message, new_idempotency_key  # noqa: E402
-from ._transport import DEFAULT_CHANNEL_OPTIONS, RetryPolicy  # noqa: E402
-from .client import AsyncClient, Client  # noqa: E402
+from ._transport import DEFAULT_CHANNEL_OPTIONS, WATCH_RECONNECT, RetryPolicy  # noqa: E402
+from .client import AsyncChangeStream, AsyncClient, ChangeStream, Client  # noqa: E402
 from .errors import CtxdError  # noqa: E402
 from .v1 import context_pb2, context_service_pb2, conversations_pb2, memory_pb2, messages_pb2  # noqa: E402
 from .v1.messages_pb2 import Format, Role, Tokenizer  # noqa: E402
 
 __all__ = [
+    "AsyncChangeStream",
     "AsyncClient",
+    "ChangeStream",
     "Client",
     "CtxdError",
     "DEFAULT_CHANNEL_OPTIONS",
@@ -30,6 +32,7 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "Tokenizer",
+    "WATCH_RECONNECT",
     "context_pb2",
     "context_service_pb2",
     "conversations_pb2",

@@ -7,15 +7,19 @@ import asyncio
 import functools
 import inspect
 import random
+import sys
+import threading
 import time
 import types
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
 
 from . import __version__
+from .errors import CtxdError
+from .v1 import conversations_pb2
 
 try:  # Optional: the `otel` extra.
     from opentelemetry import propagate as _propagate
@@ -27,7 +31,9 @@ MiB = 1024 * 1024
 
 #: Channel options every client channel gets (override or extend with `options=`). The receive
 #: limit sits above the server's response limit (CTXD_MAX_RESPONSE_BYTES, 16 MiB by default);
-#: gRPC's own retries are off because the client retries itself (see RetryPolicy).
+#: gRPC's own retries are off because the client retries itself (see RetryPolicy). The channel's
+#: reconnect backoff is capped at 5 s (gRPC's default grows to 120 s), so that a watch (or a
+#: retried call) reaches a server that is back within its own backoff.
 DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_receive_message_length", 64 * MiB),
     ("grpc.max_send_message_length", 64 * MiB),
@@ -36,6 +42,7 @@ DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.keepalive_permit_without_calls", 0),
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.enable_retries", 0),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
     ("grpc.primary_user_agent", f"ctxd-python/{__version__}"),
 )
 
@@ -57,11 +64,18 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before attempt `attempt + 1` (attempt counts from 1): full jitter."""
-        ceiling = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+        # The exponent is bounded so that a watch reconnecting for hours cannot overflow a float.
+        ceiling = min(self.max_backoff, self.initial_backoff * self.multiplier ** min(attempt - 1, 64))
         return random.uniform(ceiling / 2, ceiling)
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
+
+#: How `watch_changes` reconnects unless told otherwise: after UNAVAILABLE (the server shutting
+#: down, a lost connection, nothing listening) or a stream the server ended, for ever, waiting
+#: 0.1 s doubling to 5 s (with jitter) between attempts in a row that made no progress (no
+#: change, nor a heartbeat after the one a stream opens with).
+WATCH_RECONNECT = RetryPolicy(max_attempts=sys.maxsize, initial_backoff=0.1, max_backoff=5.0)
 
 # Methods that may be sent again after a failure that may have reached the server.
 RETRY_SAFE = frozenset(
@@ -182,9 +196,11 @@ class Transport:
     _open: Callable[[str, grpc.ChannelCredentials | None, list[tuple[str, Any]], Sequence[Any]], Any]
     _adopt: Callable[[Any, Sequence[Any]], Any]
     _invoke: Callable[[Any, Any, float | None, Sequence[tuple[str, str]]], Awaitable[Any]]
+    _receive: Callable[[Any], Awaitable[Any]]
     _pause: Callable[[float], Awaitable[None]]
     _method: Callable[[Method, type], Method]
     _iterator: Callable[[Method, type], Method]
+    _watch: Callable[[Method, type], Method]
 
 
 class Blocking(Transport):
@@ -202,6 +218,10 @@ class Blocking(Transport):
     @staticmethod
     async def _invoke(rpc: Any, request: Any, timeout: float | None, metadata: Sequence[tuple[str, str]]) -> Any:
         return rpc(request, timeout=timeout, metadata=metadata)
+
+    @staticmethod
+    async def _receive(call: Any) -> Any:
+        return next(call, None)
 
     @staticmethod
     async def _pause(seconds: float) -> None:
@@ -236,6 +256,10 @@ class Blocking(Transport):
         method.__signature__ = inspect.signature(impl).replace(return_annotation=returns)  # type: ignore[attr-defined]
         return _owned_by(method, owner)
 
+    @staticmethod
+    def _watch(impl: Method, owner: type) -> Method:
+        return _watch_method(impl, owner, ChangeStream)
+
 
 class Asyncio(Transport):
     """The asyncio transport (ctxd.AsyncClient): grpc.aio's channel, calls that are awaited."""
@@ -257,6 +281,11 @@ class Asyncio(Transport):
         return await rpc(request, timeout=timeout, metadata=metadata)
 
     @staticmethod
+    async def _receive(call: Any) -> Any:
+        response = await call.read()
+        return None if response is grpc.aio.EOF else response
+
+    @staticmethod
     async def _pause(seconds: float) -> None:
         await asyncio.sleep(seconds)
 
@@ -268,3 +297,157 @@ class Asyncio(Transport):
         return _owned_by(functools.update_wrapper(method, impl), owner)
 
     _iterator = _method
+
+    @staticmethod
+    def _watch(impl: Method, owner: type) -> Method:
+        return _watch_method(impl, owner, AsyncChangeStream)
+
+
+# -- watch_changes -----------------------------------------------------------------------------
+# The shared `watch_changes` (ctxd.client._Api) returns a Watch: the state of one follow, and the
+# async generator that opens WatchChanges, yields its changes, notes each cursor (a change's or a
+# heartbeat's) and reconnects from the last one. Each transport wraps it in its own iterator
+# (ChangeStream: blocking; AsyncChangeStream: asyncio), which shows the cursor and closes it.
+
+
+class Watch:
+    """The state of one `watch_changes` iterator, shared by its loop and its wrapper."""
+
+    def __init__(self, cursor: str) -> None:
+        self.cursor = cursor
+        self.call: Any = None  # the WatchChanges call under way, if any
+        self.closed = False
+        self.items: AsyncIterator[conversations_pb2.Change]
+
+    def stop(self) -> None:
+        """Marks it closed and cancels the call under way (from any thread or task)."""
+        self.closed = True
+        call = self.call
+        if call is not None:
+            call.cancel()
+
+
+def _watch_method(impl: Method, owner: type, stream: type) -> Method:
+    @functools.wraps(impl)
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return stream(impl(*args, **kwargs))
+
+    method.__annotations__ = {**impl.__annotations__, "return": stream.__name__}
+    method.__signature__ = inspect.signature(impl).replace(return_annotation=stream.__name__)  # type: ignore[attr-defined]
+    return _owned_by(method, owner)
+
+
+def _cancelling() -> bool:
+    """Whether the current asyncio task is being cancelled (Python 3.11+; False before)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling and cancelling())
+
+
+class ChangeStream(Iterator[conversations_pb2.Change]):
+    """What `Client.watch_changes` returns: an iterator of `Change` messages that reconnects by
+    itself and resumes from `cursor`. Iterate it in one thread; `close()` (or leaving a `with`
+    block) cancels the stream, from any thread: the iteration then ends."""
+
+    def __init__(self, watch: Watch) -> None:
+        self._watch = watch
+        self._reading = threading.Lock()
+
+    @property
+    def cursor(self) -> str:
+        """Where the stream stands: the cursor of the last change handed out, or of a heartbeat
+        received since (every change before it was handed out). Persist it once the changes
+        before it are handled; `watch_changes(after_cursor=...)` resumes from it. Until the
+        first change or heartbeat, the `after_cursor` given ("" when none: from now)."""
+        return self._watch.cursor
+
+    @property
+    def closed(self) -> bool:
+        return self._watch.closed
+
+    def __iter__(self) -> ChangeStream:
+        return self
+
+    def __next__(self) -> conversations_pb2.Change:
+        watch = self._watch
+        with self._reading:
+            try:
+                if not watch.closed:
+                    return complete(watch.items.__anext__())
+            except StopAsyncIteration:
+                pass
+            except CtxdError:
+                if not watch.closed:
+                    raise
+            complete(watch.items.aclose())  # (a no-op once the loop has ended)
+            raise StopIteration
+
+    def close(self) -> None:
+        """Cancels the stream; an iteration under way in another thread ends (StopIteration)."""
+        self._watch.stop()
+        if self._reading.acquire(blocking=False):  # else the reading thread finishes the loop
+            try:
+                complete(self._watch.items.aclose())
+            finally:
+                self._reading.release()
+
+    def __enter__(self) -> ChangeStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncChangeStream(AsyncIterator[conversations_pb2.Change]):
+    """What `AsyncClient.watch_changes` returns: an async iterator of `Change` messages that
+    reconnects by itself and resumes from `cursor`. `await aclose()` (or leaving an `async with`
+    block) cancels the stream, from any task: an iteration under way then ends."""
+
+    def __init__(self, watch: Watch) -> None:
+        self._watch = watch
+        self._reading = False
+
+    @property
+    def cursor(self) -> str:
+        """As `ChangeStream.cursor`: persist it once the changes before it are handled."""
+        return self._watch.cursor
+
+    @property
+    def closed(self) -> bool:
+        return self._watch.closed
+
+    def __aiter__(self) -> AsyncChangeStream:
+        return self
+
+    async def __anext__(self) -> conversations_pb2.Change:
+        watch = self._watch
+        self._reading = True
+        try:
+            if not watch.closed:
+                return await watch.items.__anext__()
+        except StopAsyncIteration:
+            pass
+        except CtxdError:
+            if not watch.closed:
+                raise
+        except asyncio.CancelledError:
+            # Closed from another task: the call's cancellation ends the read. A cancellation of
+            # this task itself goes on.
+            if not watch.closed or _cancelling():
+                raise
+        finally:
+            self._reading = False
+        await watch.items.aclose()  # (a no-op once the loop has ended)
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Cancels the stream; an iteration under way in another task ends (StopAsyncIteration)."""
+        self._watch.stop()
+        if not self._reading:  # else the reading task finishes the loop
+            await self._watch.items.aclose()
+
+    async def __aenter__(self) -> AsyncChangeStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()

@@ -7,7 +7,8 @@ and `metadata=` (extra call metadata). Failures raise `ctxd.errors.CtxdError` su
 Both clients come from one definition: each method is written once, in `_Api`, as a coroutine
 function (an async generator function for the iterators) whose I/O goes through its class's
 transport; `ctxd._transport.Blocking` makes it Client's blocking method, `ctxd._transport.Asyncio`
-leaves it AsyncClient's coroutine.
+leaves it AsyncClient's coroutine. `watch_changes` returns the state of a follow (its loop is an
+async generator), which each transport wraps in its iterator: ChangeStream, AsyncChangeStream.
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ import grpc
 from . import _requests as rq
 from ._transport import (
     RETRY_SAFE,
+    WATCH_RECONNECT,
+    AsyncChangeStream,
     Asyncio,
     Blocking,
+    ChangeStream,
     Deadline,
     Method,
     RetryPolicy,
     Transport,
+    Watch,
     call_metadata,
     channel_options,
     credentials,
@@ -43,7 +48,7 @@ from .v1 import (
     messages_pb2,
 )
 
-__all__ = ["Client", "AsyncClient"]
+__all__ = ["Client", "AsyncClient", "ChangeStream", "AsyncChangeStream"]
 
 _UNSET = rq._UNSET
 Metadata = Sequence[tuple[str, str]]
@@ -80,18 +85,20 @@ class _Config:
 
 
 class _Shared(Generic[P, S, A]):
-    """A method of both clients, defined once: `impl`, a coroutine function (`_shared`) or an
-    async generator function (`_shared_iterator`). `_Api.__init_subclass__` puts on each client
-    class the real function its transport makes of `impl`, so each class has plain functions, as
-    if written out; the overloads of `__get__` tell a type checker what that method is: on Client,
-    one returning S (R, or Iterator[R]), on AsyncClient one returning A (`impl`'s own type)."""
+    """A method of both clients, defined once: `impl`, a coroutine function (`_shared`), an
+    async generator function (`_shared_iterator`) or a function returning a Watch
+    (`_shared_watch`). `_Api.__init_subclass__` puts on each client class the real function its
+    transport makes of `impl` (with the transport's `_method`, `_iterator` or `_watch`: `kind`),
+    so each class has plain functions, as if written out; the overloads of `__get__` tell a type
+    checker what that method is: on Client, one returning S (R, Iterator[R], ChangeStream), on
+    AsyncClient one returning A (`impl`'s own type, or AsyncChangeStream)."""
 
-    def __init__(self, impl: Callable[Concatenate[Any, P], A], iterator: bool) -> None:
+    def __init__(self, impl: Callable[Concatenate[Any, P], Any], kind: str) -> None:
         self.impl = impl
-        self.iterator = iterator
+        self.kind = kind
 
     def method_of(self, owner: type[Transport]) -> Method:
-        return (owner._iterator if self.iterator else owner._method)(self.impl, owner)
+        return getattr(owner, self.kind)(self.impl, owner)
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> _Shared[P, S, A]: ...
@@ -104,13 +111,17 @@ class _Shared(Generic[P, S, A]):
 
 
 def _shared(impl: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]) -> _Shared[P, R, Coroutine[Any, Any, R]]:
-    return _Shared(impl, iterator=False)
+    return _Shared(impl, "_method")
 
 
 def _shared_iterator(
     impl: Callable[Concatenate[Any, P], AsyncIterator[R]],
 ) -> _Shared[P, Iterator[R], AsyncIterator[R]]:
-    return _Shared(impl, iterator=True)
+    return _Shared(impl, "_iterator")
+
+
+def _shared_watch(impl: Callable[Concatenate[Any, P], Watch]) -> _Shared[P, ChangeStream, AsyncChangeStream]:
+    return _Shared(impl, "_watch")
 
 
 class _Api(Transport, Generic[Ch]):
@@ -160,6 +171,56 @@ class _Api(Transport, Generic[Ch]):
                         await self._pause(pause)
                         continue
                 raise from_rpc_error(error, method) from error
+
+    async def _follow_changes(
+        self,
+        watch: Watch,
+        conversation_id: str,
+        include_messages: bool,
+        reconnect: RetryPolicy | None,
+        deadline: Deadline,
+        md: tuple[tuple[str, str], ...],
+    ) -> AsyncIterator[conversations_pb2.Change]:
+        """The loop of `watch_changes`: one WatchChanges call after another, each resuming from
+        `watch.cursor`, which each change handed out and each heartbeat moves."""
+        failures = 0  # attempts in a row that made no progress
+        while not watch.closed:
+            request = conversations_pb2.WatchChangesRequest(
+                after_cursor=watch.cursor, conversation_id=conversation_id, include_messages=include_messages
+            )
+            error: grpc.RpcError | None = None
+            received = 0
+            call = watch.call = self.stub.WatchChanges(request, timeout=deadline.remaining(), metadata=md)
+            try:
+                if watch.closed:  # closed from another thread while it was opened
+                    return
+                while (response := await self._receive(call)) is not None:
+                    received += 1
+                    if response.changes or received > 1:
+                        failures = 0  # progress: a stream's opening heartbeat alone is none
+                    for change in response.changes:
+                        watch.cursor = change.cursor
+                        yield change
+                    if response.HasField("heartbeat"):
+                        watch.cursor = response.heartbeat.cursor
+            except grpc.RpcError as e:
+                error = e
+            finally:
+                watch.call = None
+                call.cancel()
+            if watch.closed:
+                return
+            # The stream failed (error) or the server ended it (None): reconnect, or say why not.
+            code = error.code() if error is not None and callable(getattr(error, "code", None)) else None
+            if error is not None and (reconnect is None or code not in reconnect.codes):
+                raise from_rpc_error(error, "WatchChanges") from error
+            failures += 1
+            pause = 0.0 if reconnect is None else reconnect.backoff(failures)
+            if reconnect is None or failures >= reconnect.max_attempts or not deadline.allows(pause):
+                if error is not None:
+                    raise from_rpc_error(error, "WatchChanges") from error
+                return
+            await self._pause(pause)
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -413,6 +474,43 @@ class _Api(Transport, Generic[Ch]):
             conversation_id, memory, expected_version=expected_version, expected_log_changes=expected_log_changes
         )
         return await self._call("UpdateWorkingMemory", req, timeout, metadata)
+
+    # -- changes ---------------------------------------------------------------------------
+
+    @_shared_watch
+    def watch_changes(
+        self,
+        after_cursor: str | None = None,
+        conversation_id: str | None = None,
+        include_messages: bool = False,
+        *,
+        reconnect: RetryPolicy | None = WATCH_RECONNECT,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Watch:
+        """Follows the tenant's changes (or `conversation_id`'s) after `after_cursor` (None: from
+        now): an iterator of `Change` messages (ChangeStream; AsyncChangeStream on AsyncClient),
+        each conversation's in commit order, at least once. The stream opens on the first
+        iteration.
+
+        It reconnects by itself when the stream fails with a code of `reconnect.codes`
+        (UNAVAILABLE: the server shutting down, a lost connection) or ends, resuming from the
+        last cursor seen (a change's or a heartbeat's; heartbeats are not handed out), waiting
+        `reconnect`'s backoff between attempts that made no progress (received no change, nor a
+        heartbeat after the one each stream opens with); `reconnect.max_attempts` such attempts
+        in a row raise the last error. `reconnect=None`: no reconnecting. Other
+        errors raise: `errors.OutOfRange` (reason CURSOR_EXPIRED, `oldest_cursor`) when the cursor
+        is older than the changes the server keeps: resync, then watch from now.
+
+        `.cursor` is where the stream stands: persist it after handling the changes handed out,
+        and pass it as `after_cursor` to go on. `close()` (`await aclose()`) cancels the stream.
+        `timeout` bounds the whole watch (default None: no deadline, whatever the client's)."""
+        watch = Watch(after_cursor or "")
+        md = self._config.metadata + tuple(metadata or ()) + trace_context()
+        watch.items = self._follow_changes(
+            watch, conversation_id or "", include_messages, reconnect, Deadline(timeout), md
+        )
+        return watch
 
     # -- conversations -----------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Errors raised by the ctxd client: one class per gRPC status the service documents, carrying
 the status details the server sends (google.rpc.BadRequest field violations on INVALID_ARGUMENT,
-google.rpc.ErrorInfo with the current value on ABORTED and the reason on FAILED_PRECONDITION)."""
+google.rpc.ErrorInfo with the current value on ABORTED, the reason on FAILED_PRECONDITION, the
+oldest cursor on OUT_OF_RANGE)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ __all__ = [
     "Unauthenticated",
     "PermissionDenied",
     "ResourceExhausted",
+    "OutOfRange",
     "Unavailable",
     "DeadlineExceeded",
     "Internal",
@@ -101,6 +103,16 @@ class ResourceExhausted(CtxdError):
     """RESOURCE_EXHAUSTED: a size or rate limit."""
 
 
+class OutOfRange(CtxdError):
+    """OUT_OF_RANGE: e.g. a WatchChanges cursor older than the changes kept (`reason`
+    CURSOR_EXPIRED): resync from the current state, then watch from now or `oldest_cursor`."""
+
+    @property
+    def oldest_cursor(self) -> str | None:
+        """The oldest cursor the server still holds changes after, when sent."""
+        return self.info.get("oldest_cursor")
+
+
 class Unavailable(CtxdError):
     """UNAVAILABLE: retryable (the client already retried what it safely could)."""
 
@@ -122,6 +134,7 @@ _CLASSES: dict[grpc.StatusCode, type[CtxdError]] = {
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.INTERNAL: Internal,

@@ -117,6 +117,11 @@ class ContextServiceStub:
                 request_serializer=ctxd_dot_v1_dot_context__service__pb2.SearchMessagesRequest.SerializeToString,
                 response_deserializer=ctxd_dot_v1_dot_context__service__pb2.SearchMessagesResponse.FromString,
                 _registered_method=True)
+        self.WatchChanges = channel.unary_stream(
+                '/ctxd.v1.ContextService/WatchChanges',
+                request_serializer=ctxd_dot_v1_dot_conversations__pb2.WatchChangesRequest.SerializeToString,
+                response_deserializer=ctxd_dot_v1_dot_conversations__pb2.WatchChangesResponse.FromString,
+                _registered_method=True)
 
 
 class ContextServiceServicer:
@@ -255,6 +260,18 @@ class ContextServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchChanges(self, request, context):
+        """Follows the tenant's changes (or one conversation's) from a cursor, without polling and
+        without missing one: every change committed after the cursor, at least once, each
+        conversation's in commit order, on any replica, across restarts and database outages
+        (docs/design.md, "Change feed"). Server streaming; idle streams get heartbeats; a replica
+        serves at most CTXD_MAX_WATCHERS streams (one more: RESOURCE_EXHAUSTED) and ends them with
+        UNAVAILABLE when it shuts down: resume from the last cursor.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ContextServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -332,6 +349,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.SearchMessages,
                     request_deserializer=ctxd_dot_v1_dot_context__service__pb2.SearchMessagesRequest.FromString,
                     response_serializer=ctxd_dot_v1_dot_context__service__pb2.SearchMessagesResponse.SerializeToString,
+            ),
+            'WatchChanges': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchChanges,
+                    request_deserializer=ctxd_dot_v1_dot_conversations__pb2.WatchChangesRequest.FromString,
+                    response_serializer=ctxd_dot_v1_dot_conversations__pb2.WatchChangesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -744,6 +766,33 @@ class ContextService:
             '/ctxd.v1.ContextService/SearchMessages',
             ctxd_dot_v1_dot_context__service__pb2.SearchMessagesRequest.SerializeToString,
             ctxd_dot_v1_dot_context__service__pb2.SearchMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchChanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ctxd.v1.ContextService/WatchChanges',
+            ctxd_dot_v1_dot_conversations__pb2.WatchChangesRequest.SerializeToString,
+            ctxd_dot_v1_dot_conversations__pb2.WatchChangesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,11 +19,34 @@ class ConversationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONVERSATION_STATUS_AWAITING_ANSWER: _ClassVar[ConversationStatus]
     CONVERSATION_STATUS_IDLE: _ClassVar[ConversationStatus]
     CONVERSATION_STATUS_CLOSED: _ClassVar[ConversationStatus]
+
+class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHANGE_KIND_UNSPECIFIED: _ClassVar[ChangeKind]
+    CHANGE_KIND_APPENDED: _ClassVar[ChangeKind]
+    CHANGE_KIND_REDACTED: _ClassVar[ChangeKind]
+    CHANGE_KIND_REWOUND: _ClassVar[ChangeKind]
+    CHANGE_KIND_DELETED: _ClassVar[ChangeKind]
+    CHANGE_KIND_EXPIRED: _ClassVar[ChangeKind]
+    CHANGE_KIND_FORKED: _ClassVar[ChangeKind]
+    CHANGE_KIND_UPDATED: _ClassVar[ChangeKind]
+    CHANGE_KIND_SUMMARIZED: _ClassVar[ChangeKind]
+    CHANGE_KIND_MEMORY_UPDATED: _ClassVar[ChangeKind]
 CONVERSATION_STATUS_UNSPECIFIED: ConversationStatus
 CONVERSATION_STATUS_ACTIVE: ConversationStatus
 CONVERSATION_STATUS_AWAITING_ANSWER: ConversationStatus
 CONVERSATION_STATUS_IDLE: ConversationStatus
 CONVERSATION_STATUS_CLOSED: ConversationStatus
+CHANGE_KIND_UNSPECIFIED: ChangeKind
+CHANGE_KIND_APPENDED: ChangeKind
+CHANGE_KIND_REDACTED: ChangeKind
+CHANGE_KIND_REWOUND: ChangeKind
+CHANGE_KIND_DELETED: ChangeKind
+CHANGE_KIND_EXPIRED: ChangeKind
+CHANGE_KIND_FORKED: ChangeKind
+CHANGE_KIND_UPDATED: ChangeKind
+CHANGE_KIND_SUMMARIZED: ChangeKind
+CHANGE_KIND_MEMORY_UPDATED: ChangeKind
 
 class Conversation(_message.Message):
     __slots__ = ("conversation_id", "title", "status", "labels", "created_at", "updated_at", "last_sequence", "summary_through_sequence", "memory_version", "expire_time", "forked_from", "usage")
@@ -182,3 +205,47 @@ class RedactMessageResponse(_message.Message):
     summary_through_sequence: int
     memory_version: int
     def __init__(self, message: _Optional[_Union[_messages_pb2.Message, _Mapping]] = ..., summaries_removed: _Optional[int] = ..., summary_through_sequence: _Optional[int] = ..., memory_version: _Optional[int] = ...) -> None: ...
+
+class WatchChangesRequest(_message.Message):
+    __slots__ = ("after_cursor", "conversation_id", "include_messages")
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    after_cursor: str
+    conversation_id: str
+    include_messages: bool
+    def __init__(self, after_cursor: _Optional[str] = ..., conversation_id: _Optional[str] = ..., include_messages: _Optional[bool] = ...) -> None: ...
+
+class Change(_message.Message):
+    __slots__ = ("cursor", "conversation_id", "kind", "first_sequence", "last_sequence", "messages", "time")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    conversation_id: str
+    kind: ChangeKind
+    first_sequence: int
+    last_sequence: int
+    messages: _containers.RepeatedCompositeFieldContainer[_messages_pb2.Message]
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, cursor: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., first_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("cursor", "time")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, cursor: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WatchChangesResponse(_message.Message):
+    __slots__ = ("changes", "heartbeat")
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[Change]
+    heartbeat: Heartbeat
+    def __init__(self, changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...

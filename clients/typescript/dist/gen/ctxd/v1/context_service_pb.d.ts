@@ -1,6 +1,6 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { BuildContextRequestSchema, BuildContextResponseSchema, SummarizeRequestSchema, SummarizeResponseSchema } from "./context_pb.js";
-import type { ForkConversationRequestSchema, ForkConversationResponseSchema, GetConversationRequestSchema, GetConversationResponseSchema, ListConversationsRequestSchema, ListConversationsResponseSchema, RedactMessageRequestSchema, RedactMessageResponseSchema, RewindConversationRequestSchema, RewindConversationResponseSchema, UpdateConversationRequestSchema, UpdateConversationResponseSchema } from "./conversations_pb.js";
+import type { ForkConversationRequestSchema, ForkConversationResponseSchema, GetConversationRequestSchema, GetConversationResponseSchema, ListConversationsRequestSchema, ListConversationsResponseSchema, RedactMessageRequestSchema, RedactMessageResponseSchema, RewindConversationRequestSchema, RewindConversationResponseSchema, UpdateConversationRequestSchema, UpdateConversationResponseSchema, WatchChangesRequestSchema, WatchChangesResponseSchema } from "./conversations_pb.js";
 import type { GetWorkingMemoryRequestSchema, GetWorkingMemoryResponseSchema, UpdateWorkingMemoryRequestSchema, UpdateWorkingMemoryResponseSchema } from "./memory_pb.js";
 import type { Format, Message as Message$1, NativeItems, Role, Tokenizer } from "./messages_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -571,5 +571,20 @@ export declare const ContextService: GenService<{
         methodKind: "unary";
         input: typeof SearchMessagesRequestSchema;
         output: typeof SearchMessagesResponseSchema;
+    };
+    /**
+     * Follows the tenant's changes (or one conversation's) from a cursor, without polling and
+     * without missing one: every change committed after the cursor, at least once, each
+     * conversation's in commit order, on any replica, across restarts and database outages
+     * (docs/design.md, "Change feed"). Server streaming; idle streams get heartbeats; a replica
+     * serves at most CTXD_MAX_WATCHERS streams (one more: RESOURCE_EXHAUSTED) and ends them with
+     * UNAVAILABLE when it shuts down: resume from the last cursor.
+     *
+     * @generated from rpc ctxd.v1.ContextService.WatchChanges
+     */
+    watchChanges: {
+        methodKind: "server_streaming";
+        input: typeof WatchChangesRequestSchema;
+        output: typeof WatchChangesResponseSchema;
     };
 }>;

@@ -459,6 +459,142 @@ export type RedactMessageResponse = Message<"ctxd.v1.RedactMessageResponse"> & {
  */
 export declare const RedactMessageResponseSchema: GenMessage<RedactMessageResponse>;
 /**
+ * Request of WatchChanges.
+ *
+ * @generated from message ctxd.v1.WatchChangesRequest
+ */
+export type WatchChangesRequest = Message<"ctxd.v1.WatchChangesRequest"> & {
+    /**
+     * Resume after this cursor (from a `Change` or a `heartbeat`): every change committed after
+     * it is delivered. Empty: from now (at least once: a change that committed a moment before the
+     * call, while an older transaction still ran, may come too). A cursor older than the changes kept
+     * (CTXD_CHANGES_RETENTION, 7 days by default) is OUT_OF_RANGE, with the oldest cursor still
+     * held in an ErrorInfo (`oldest_cursor`): resync, then go on from there.
+     *
+     * @generated from field: string after_cursor = 1;
+     */
+    afterCursor: string;
+    /**
+     * Only this conversation's changes; empty: every conversation of the tenant.
+     *
+     * @generated from field: string conversation_id = 2;
+     */
+    conversationId: string;
+    /**
+     * Whether APPENDED changes carry their messages (as the log holds them when delivered: a
+     * message redacted since comes as its tombstone, one rewound since does not come).
+     *
+     * @generated from field: bool include_messages = 3;
+     */
+    includeMessages: boolean;
+};
+/**
+ * Describes the message ctxd.v1.WatchChangesRequest.
+ * Use `create(WatchChangesRequestSchema)` to create a new message.
+ */
+export declare const WatchChangesRequestSchema: GenMessage<WatchChangesRequest>;
+/**
+ * One recorded change.
+ *
+ * @generated from message ctxd.v1.Change
+ */
+export type Change = Message<"ctxd.v1.Change"> & {
+    /**
+     * Resume after this change with this cursor (opaque).
+     *
+     * @generated from field: string cursor = 1;
+     */
+    cursor: string;
+    /**
+     * The conversation it happened to.
+     *
+     * @generated from field: string conversation_id = 2;
+     */
+    conversationId: string;
+    /**
+     * What it did.
+     *
+     * @generated from field: ctxd.v1.ChangeKind kind = 3;
+     */
+    kind: ChangeKind;
+    /**
+     * The sequences it concerns (see ChangeKind); 0 when none.
+     *
+     * @generated from field: uint64 first_sequence = 4;
+     */
+    firstSequence: bigint;
+    /**
+     * @generated from field: uint64 last_sequence = 5;
+     */
+    lastSequence: bigint;
+    /**
+     * APPENDED with `include_messages` only: the appended messages.
+     *
+     * @generated from field: repeated ctxd.v1.Message messages = 6;
+     */
+    messages: Message$1[];
+    /**
+     * When it was made.
+     *
+     * @generated from field: google.protobuf.Timestamp time = 7;
+     */
+    time?: Timestamp | undefined;
+};
+/**
+ * Describes the message ctxd.v1.Change.
+ * Use `create(ChangeSchema)` to create a new message.
+ */
+export declare const ChangeSchema: GenMessage<Change>;
+/**
+ * Every stream opens with one (its starting cursor), and a stream idle for a while gets one, so
+ * clients and proxies can tell a live stream from a dead one.
+ *
+ * @generated from message ctxd.v1.Heartbeat
+ */
+export type Heartbeat = Message<"ctxd.v1.Heartbeat"> & {
+    /**
+     * Every change before this cursor was delivered: resume from it.
+     *
+     * @generated from field: string cursor = 1;
+     */
+    cursor: string;
+    /**
+     * When it was sent.
+     *
+     * @generated from field: google.protobuf.Timestamp time = 2;
+     */
+    time?: Timestamp | undefined;
+};
+/**
+ * Describes the message ctxd.v1.Heartbeat.
+ * Use `create(HeartbeatSchema)` to create a new message.
+ */
+export declare const HeartbeatSchema: GenMessage<Heartbeat>;
+/**
+ * One message of the WatchChanges stream: changes, or a heartbeat.
+ *
+ * @generated from message ctxd.v1.WatchChangesResponse
+ */
+export type WatchChangesResponse = Message<"ctxd.v1.WatchChangesResponse"> & {
+    /**
+     * Changes in cursor order: each conversation's in commit order.
+     *
+     * @generated from field: repeated ctxd.v1.Change changes = 1;
+     */
+    changes: Change[];
+    /**
+     * Set on the stream's first message, and when there was nothing to deliver for a while.
+     *
+     * @generated from field: ctxd.v1.Heartbeat heartbeat = 2;
+     */
+    heartbeat?: Heartbeat | undefined;
+};
+/**
+ * Describes the message ctxd.v1.WatchChangesResponse.
+ * Use `create(WatchChangesResponseSchema)` to create a new message.
+ */
+export declare const WatchChangesResponseSchema: GenMessage<WatchChangesResponse>;
+/**
  * Where a conversation stands, as its owner sets it (ctxd never changes it by itself).
  *
  * @generated from enum ctxd.v1.ConversationStatus
@@ -499,3 +635,76 @@ export declare enum ConversationStatus {
  * Describes the enum ctxd.v1.ConversationStatus.
  */
 export declare const ConversationStatusSchema: GenEnum<ConversationStatus>;
+/**
+ * What a change did (DESIGN 2.11). Removals carry no removed content.
+ *
+ * @generated from enum ctxd.v1.ChangeKind
+ */
+export declare enum ChangeKind {
+    /**
+     * Never sent.
+     *
+     * @generated from enum value: CHANGE_KIND_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * An AppendMessage: `first_sequence..last_sequence` are the appended messages.
+     *
+     * @generated from enum value: CHANGE_KIND_APPENDED = 1;
+     */
+    APPENDED = 1,
+    /**
+     * A RedactMessage: `first_sequence` (= `last_sequence`) is now a tombstone.
+     *
+     * @generated from enum value: CHANGE_KIND_REDACTED = 2;
+     */
+    REDACTED = 2,
+    /**
+     * A RewindConversation: messages from `first_sequence` on are gone (`last_sequence` was the
+     * end before it; below `first_sequence` when nothing was removed).
+     *
+     * @generated from enum value: CHANGE_KIND_REWOUND = 3;
+     */
+    REWOUND = 3,
+    /**
+     * A DeleteConversation: the conversation and everything in it are gone.
+     *
+     * @generated from enum value: CHANGE_KIND_DELETED = 4;
+     */
+    DELETED = 4,
+    /**
+     * The retention sweep deleted the conversation (its `expire_time` passed, or inactivity).
+     *
+     * @generated from enum value: CHANGE_KIND_EXPIRED = 5;
+     */
+    EXPIRED = 5,
+    /**
+     * A ForkConversation created this conversation holding `first_sequence..last_sequence` of
+     * its source (the conversation's `forked_from`).
+     *
+     * @generated from enum value: CHANGE_KIND_FORKED = 6;
+     */
+    FORKED = 6,
+    /**
+     * An UpdateConversation changed the resource (title, status, labels, expiry).
+     *
+     * @generated from enum value: CHANGE_KIND_UPDATED = 7;
+     */
+    UPDATED = 7,
+    /**
+     * A summary was stored, through `last_sequence`.
+     *
+     * @generated from enum value: CHANGE_KIND_SUMMARIZED = 8;
+     */
+    SUMMARIZED = 8,
+    /**
+     * The working memory was stored.
+     *
+     * @generated from enum value: CHANGE_KIND_MEMORY_UPDATED = 9;
+     */
+    MEMORY_UPDATED = 9
+}
+/**
+ * Describes the enum ctxd.v1.ChangeKind.
+ */
+export declare const ChangeKindSchema: GenEnum<ChangeKind>;

@@ -7,7 +7,7 @@ import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from 
 /**
  * Describes the file ctxd/v1/conversations.proto.
  */
-export const file_ctxd_v1_conversations = /*@__PURE__*/ fileDesc("ChtjdHhkL3YxL2NvbnZlcnNhdGlvbnMucHJvdG8SB2N0eGQudjEi8AMKDENvbnZlcnNhdGlvbhIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkSKwoGc3RhdHVzGAMgASgOMhsuY3R4ZC52MS5Db252ZXJzYXRpb25TdGF0dXMSMQoGbGFiZWxzGAQgAygLMiEuY3R4ZC52MS5Db252ZXJzYXRpb24uTGFiZWxzRW50cnkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9zZXF1ZW5jZRgHIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYCCABKAQSFgoObWVtb3J5X3ZlcnNpb24YCSABKAQSLwoLZXhwaXJlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKC2ZvcmtlZF9mcm9tGAsgASgLMhMuY3R4ZC52MS5Gb3JrT3JpZ2luEh0KBXVzYWdlGAwgASgLMg4uY3R4ZC52MS5Vc2FnZRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKCkZvcmtPcmlnaW4SFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgEIjEKFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkYKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uIpABChlVcGRhdGVDb252ZXJzYXRpb25SZXF1ZXN0EisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxIVCg1hbGxvd19taXNzaW5nGAMgASgIIkkKGlVwZGF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uItwBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSPQoGbGFiZWxzGAMgAygLMi0uY3R4ZC52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QuTGFiZWxzRW50cnkSKwoGc3RhdHVzGAQgASgOMhsuY3R4ZC52MS5Db252ZXJzYXRpb25TdGF0dXMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEiwKDWNvbnZlcnNhdGlvbnMYASADKAsyFS5jdHhkLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiaQoXRm9ya0NvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhgKEHRocm91Z2hfc2VxdWVuY2UYAiABKAQSGwoTbmV3X2NvbnZlcnNhdGlvbl9pZBgDIAEoCSJHChhGb3JrQ29udmVyc2F0aW9uUmVzcG9uc2USKwoMY29udmVyc2F0aW9uGAEgASgLMhUuY3R4ZC52MS5Db252ZXJzYXRpb24iQQoUUmVkYWN0TWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgEIowBChlSZXdpbmRDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgCIAEoBBIjChZleHBlY3RlZF9sYXN0X3NlcXVlbmNlGAMgASgESACIAQFCGQoXX2V4cGVjdGVkX2xhc3Rfc2VxdWVuY2UiogEKGlJld2luZENvbnZlcnNhdGlvblJlc3BvbnNlEhgKEG1lc3NhZ2VzX3JlbW92ZWQYASABKAQSFQoNbGFzdF9zZXF1ZW5jZRgCIAEoBBIZChFzdW1tYXJpZXNfcmVtb3ZlZBgDIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYBCABKAQSFgoObWVtb3J5X3ZlcnNpb24YBSABKAQijwEKFVJlZGFjdE1lc3NhZ2VSZXNwb25zZRIhCgdtZXNzYWdlGAEgASgLMhAuY3R4ZC52MS5NZXNzYWdlEhkKEXN1bW1hcmllc19yZW1vdmVkGAIgASgEEiAKGHN1bW1hcnlfdGhyb3VnaF9zZXF1ZW5jZRgDIAEoBBIWCg5tZW1vcnlfdmVyc2lvbhgEIAEoBCrAAQoSQ29udmVyc2F0aW9uU3RhdHVzEiMKH0NPTlZFUlNBVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpDT05WRVJTQVRJT05fU1RBVFVTX0FDVElWRRABEicKI0NPTlZFUlNBVElPTl9TVEFUVVNfQVdBSVRJTkdfQU5TV0VSEAISHAoYQ09OVkVSU0FUSU9OX1NUQVRVU19JRExFEAMSHgoaQ09OVkVSU0FUSU9OX1NUQVRVU19DTE9TRUQQBGIGcHJvdG8z", [file_ctxd_v1_messages, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+export const file_ctxd_v1_conversations = /*@__PURE__*/ fileDesc("ChtjdHhkL3YxL2NvbnZlcnNhdGlvbnMucHJvdG8SB2N0eGQudjEi8AMKDENvbnZlcnNhdGlvbhIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkSKwoGc3RhdHVzGAMgASgOMhsuY3R4ZC52MS5Db252ZXJzYXRpb25TdGF0dXMSMQoGbGFiZWxzGAQgAygLMiEuY3R4ZC52MS5Db252ZXJzYXRpb24uTGFiZWxzRW50cnkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9zZXF1ZW5jZRgHIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYCCABKAQSFgoObWVtb3J5X3ZlcnNpb24YCSABKAQSLwoLZXhwaXJlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKC2ZvcmtlZF9mcm9tGAsgASgLMhMuY3R4ZC52MS5Gb3JrT3JpZ2luEh0KBXVzYWdlGAwgASgLMg4uY3R4ZC52MS5Vc2FnZRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKCkZvcmtPcmlnaW4SFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgEIjEKFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkYKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uIpABChlVcGRhdGVDb252ZXJzYXRpb25SZXF1ZXN0EisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxIVCg1hbGxvd19taXNzaW5nGAMgASgIIkkKGlVwZGF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uItwBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSPQoGbGFiZWxzGAMgAygLMi0uY3R4ZC52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QuTGFiZWxzRW50cnkSKwoGc3RhdHVzGAQgASgOMhsuY3R4ZC52MS5Db252ZXJzYXRpb25TdGF0dXMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEiwKDWNvbnZlcnNhdGlvbnMYASADKAsyFS5jdHhkLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiaQoXRm9ya0NvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhgKEHRocm91Z2hfc2VxdWVuY2UYAiABKAQSGwoTbmV3X2NvbnZlcnNhdGlvbl9pZBgDIAEoCSJHChhGb3JrQ29udmVyc2F0aW9uUmVzcG9uc2USKwoMY29udmVyc2F0aW9uGAEgASgLMhUuY3R4ZC52MS5Db252ZXJzYXRpb24iQQoUUmVkYWN0TWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgEIowBChlSZXdpbmRDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgCIAEoBBIjChZleHBlY3RlZF9sYXN0X3NlcXVlbmNlGAMgASgESACIAQFCGQoXX2V4cGVjdGVkX2xhc3Rfc2VxdWVuY2UiogEKGlJld2luZENvbnZlcnNhdGlvblJlc3BvbnNlEhgKEG1lc3NhZ2VzX3JlbW92ZWQYASABKAQSFQoNbGFzdF9zZXF1ZW5jZRgCIAEoBBIZChFzdW1tYXJpZXNfcmVtb3ZlZBgDIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYBCABKAQSFgoObWVtb3J5X3ZlcnNpb24YBSABKAQijwEKFVJlZGFjdE1lc3NhZ2VSZXNwb25zZRIhCgdtZXNzYWdlGAEgASgLMhAuY3R4ZC52MS5NZXNzYWdlEhkKEXN1bW1hcmllc19yZW1vdmVkGAIgASgEEiAKGHN1bW1hcnlfdGhyb3VnaF9zZXF1ZW5jZRgDIAEoBBIWCg5tZW1vcnlfdmVyc2lvbhgEIAEoBCJeChNXYXRjaENoYW5nZXNSZXF1ZXN0EhQKDGFmdGVyX2N1cnNvchgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSGAoQaW5jbHVkZV9tZXNzYWdlcxgDIAEoCCLRAQoGQ2hhbmdlEg4KBmN1cnNvchgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSIQoEa2luZBgDIAEoDjITLmN0eGQudjEuQ2hhbmdlS2luZBIWCg5maXJzdF9zZXF1ZW5jZRgEIAEoBBIVCg1sYXN0X3NlcXVlbmNlGAUgASgEEiIKCG1lc3NhZ2VzGAYgAygLMhAuY3R4ZC52MS5NZXNzYWdlEigKBHRpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkUKCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXwoUV2F0Y2hDaGFuZ2VzUmVzcG9uc2USIAoHY2hhbmdlcxgBIAMoCzIPLmN0eGQudjEuQ2hhbmdlEiUKCWhlYXJ0YmVhdBgCIAEoCzISLmN0eGQudjEuSGVhcnRiZWF0KsABChJDb252ZXJzYXRpb25TdGF0dXMSIwofQ09OVkVSU0FUSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEh4KGkNPTlZFUlNBVElPTl9TVEFUVVNfQUNUSVZFEAESJwojQ09OVkVSU0FUSU9OX1NUQVRVU19BV0FJVElOR19BTlNXRVIQAhIcChhDT05WRVJTQVRJT05fU1RBVFVTX0lETEUQAxIeChpDT05WRVJTQVRJT05fU1RBVFVTX0NMT1NFRBAEKpUCCgpDaGFuZ2VLaW5kEhsKF0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASGAoUQ0hBTkdFX0tJTkRfQVBQRU5ERUQQARIYChRDSEFOR0VfS0lORF9SRURBQ1RFRBACEhcKE0NIQU5HRV9LSU5EX1JFV09VTkQQAxIXChNDSEFOR0VfS0lORF9ERUxFVEVEEAQSFwoTQ0hBTkdFX0tJTkRfRVhQSVJFRBAFEhYKEkNIQU5HRV9LSU5EX0ZPUktFRBAGEhcKE0NIQU5HRV9LSU5EX1VQREFURUQQBxIaChZDSEFOR0VfS0lORF9TVU1NQVJJWkVEEAgSHgoaQ0hBTkdFX0tJTkRfTUVNT1JZX1VQREFURUQQCWIGcHJvdG8z", [file_ctxd_v1_messages, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 /**
  * Describes the message ctxd.v1.Conversation.
  * Use `create(ConversationSchema)` to create a new message.
@@ -79,6 +79,26 @@ export const RewindConversationResponseSchema = /*@__PURE__*/ messageDesc(file_c
  */
 export const RedactMessageResponseSchema = /*@__PURE__*/ messageDesc(file_ctxd_v1_conversations, 13);
 /**
+ * Describes the message ctxd.v1.WatchChangesRequest.
+ * Use `create(WatchChangesRequestSchema)` to create a new message.
+ */
+export const WatchChangesRequestSchema = /*@__PURE__*/ messageDesc(file_ctxd_v1_conversations, 14);
+/**
+ * Describes the message ctxd.v1.Change.
+ * Use `create(ChangeSchema)` to create a new message.
+ */
+export const ChangeSchema = /*@__PURE__*/ messageDesc(file_ctxd_v1_conversations, 15);
+/**
+ * Describes the message ctxd.v1.Heartbeat.
+ * Use `create(HeartbeatSchema)` to create a new message.
+ */
+export const HeartbeatSchema = /*@__PURE__*/ messageDesc(file_ctxd_v1_conversations, 16);
+/**
+ * Describes the message ctxd.v1.WatchChangesResponse.
+ * Use `create(WatchChangesResponseSchema)` to create a new message.
+ */
+export const WatchChangesResponseSchema = /*@__PURE__*/ messageDesc(file_ctxd_v1_conversations, 17);
+/**
  * Where a conversation stands, as its owner sets it (ctxd never changes it by itself).
  *
  * @generated from enum ctxd.v1.ConversationStatus
@@ -120,3 +140,77 @@ export var ConversationStatus;
  * Describes the enum ctxd.v1.ConversationStatus.
  */
 export const ConversationStatusSchema = /*@__PURE__*/ enumDesc(file_ctxd_v1_conversations, 0);
+/**
+ * What a change did (DESIGN 2.11). Removals carry no removed content.
+ *
+ * @generated from enum ctxd.v1.ChangeKind
+ */
+export var ChangeKind;
+(function (ChangeKind) {
+    /**
+     * Never sent.
+     *
+     * @generated from enum value: CHANGE_KIND_UNSPECIFIED = 0;
+     */
+    ChangeKind[ChangeKind["UNSPECIFIED"] = 0] = "UNSPECIFIED";
+    /**
+     * An AppendMessage: `first_sequence..last_sequence` are the appended messages.
+     *
+     * @generated from enum value: CHANGE_KIND_APPENDED = 1;
+     */
+    ChangeKind[ChangeKind["APPENDED"] = 1] = "APPENDED";
+    /**
+     * A RedactMessage: `first_sequence` (= `last_sequence`) is now a tombstone.
+     *
+     * @generated from enum value: CHANGE_KIND_REDACTED = 2;
+     */
+    ChangeKind[ChangeKind["REDACTED"] = 2] = "REDACTED";
+    /**
+     * A RewindConversation: messages from `first_sequence` on are gone (`last_sequence` was the
+     * end before it; below `first_sequence` when nothing was removed).
+     *
+     * @generated from enum value: CHANGE_KIND_REWOUND = 3;
+     */
+    ChangeKind[ChangeKind["REWOUND"] = 3] = "REWOUND";
+    /**
+     * A DeleteConversation: the conversation and everything in it are gone.
+     *
+     * @generated from enum value: CHANGE_KIND_DELETED = 4;
+     */
+    ChangeKind[ChangeKind["DELETED"] = 4] = "DELETED";
+    /**
+     * The retention sweep deleted the conversation (its `expire_time` passed, or inactivity).
+     *
+     * @generated from enum value: CHANGE_KIND_EXPIRED = 5;
+     */
+    ChangeKind[ChangeKind["EXPIRED"] = 5] = "EXPIRED";
+    /**
+     * A ForkConversation created this conversation holding `first_sequence..last_sequence` of
+     * its source (the conversation's `forked_from`).
+     *
+     * @generated from enum value: CHANGE_KIND_FORKED = 6;
+     */
+    ChangeKind[ChangeKind["FORKED"] = 6] = "FORKED";
+    /**
+     * An UpdateConversation changed the resource (title, status, labels, expiry).
+     *
+     * @generated from enum value: CHANGE_KIND_UPDATED = 7;
+     */
+    ChangeKind[ChangeKind["UPDATED"] = 7] = "UPDATED";
+    /**
+     * A summary was stored, through `last_sequence`.
+     *
+     * @generated from enum value: CHANGE_KIND_SUMMARIZED = 8;
+     */
+    ChangeKind[ChangeKind["SUMMARIZED"] = 8] = "SUMMARIZED";
+    /**
+     * The working memory was stored.
+     *
+     * @generated from enum value: CHANGE_KIND_MEMORY_UPDATED = 9;
+     */
+    ChangeKind[ChangeKind["MEMORY_UPDATED"] = 9] = "MEMORY_UPDATED";
+})(ChangeKind || (ChangeKind = {}));
+/**
+ * Describes the enum ctxd.v1.ChangeKind.
+ */
+export const ChangeKindSchema = /*@__PURE__*/ enumDesc(file_ctxd_v1_conversations, 1);

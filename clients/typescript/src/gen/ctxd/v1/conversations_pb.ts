@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ctxd/v1/conversations.proto.
  */
 export const file_ctxd_v1_conversations: GenFile = /*@__PURE__*/
-  fileDesc("ChtjdHhkL3YxL2NvbnZlcnNhdGlvbnMucHJvdG8SB2N0eGQudjEi8AMKDENvbnZlcnNhdGlvbhIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkSKwoGc3RhdHVzGAMgASgOMhsuY3R4ZC52MS5Db252ZXJzYXRpb25TdGF0dXMSMQoGbGFiZWxzGAQgAygLMiEuY3R4ZC52MS5Db252ZXJzYXRpb24uTGFiZWxzRW50cnkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9zZXF1ZW5jZRgHIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYCCABKAQSFgoObWVtb3J5X3ZlcnNpb24YCSABKAQSLwoLZXhwaXJlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKC2ZvcmtlZF9mcm9tGAsgASgLMhMuY3R4ZC52MS5Gb3JrT3JpZ2luEh0KBXVzYWdlGAwgASgLMg4uY3R4ZC52MS5Vc2FnZRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKCkZvcmtPcmlnaW4SFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgEIjEKFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkYKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uIpABChlVcGRhdGVDb252ZXJzYXRpb25SZXF1ZXN0EisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxIVCg1hbGxvd19taXNzaW5nGAMgASgIIkkKGlVwZGF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uItwBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSPQoGbGFiZWxzGAMgAygLMi0uY3R4ZC52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QuTGFiZWxzRW50cnkSKwoGc3RhdHVzGAQgASgOMhsuY3R4ZC52MS5Db252ZXJzYXRpb25TdGF0dXMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEiwKDWNvbnZlcnNhdGlvbnMYASADKAsyFS5jdHhkLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiaQoXRm9ya0NvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhgKEHRocm91Z2hfc2VxdWVuY2UYAiABKAQSGwoTbmV3X2NvbnZlcnNhdGlvbl9pZBgDIAEoCSJHChhGb3JrQ29udmVyc2F0aW9uUmVzcG9uc2USKwoMY29udmVyc2F0aW9uGAEgASgLMhUuY3R4ZC52MS5Db252ZXJzYXRpb24iQQoUUmVkYWN0TWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgEIowBChlSZXdpbmRDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgCIAEoBBIjChZleHBlY3RlZF9sYXN0X3NlcXVlbmNlGAMgASgESACIAQFCGQoXX2V4cGVjdGVkX2xhc3Rfc2VxdWVuY2UiogEKGlJld2luZENvbnZlcnNhdGlvblJlc3BvbnNlEhgKEG1lc3NhZ2VzX3JlbW92ZWQYASABKAQSFQoNbGFzdF9zZXF1ZW5jZRgCIAEoBBIZChFzdW1tYXJpZXNfcmVtb3ZlZBgDIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYBCABKAQSFgoObWVtb3J5X3ZlcnNpb24YBSABKAQijwEKFVJlZGFjdE1lc3NhZ2VSZXNwb25zZRIhCgdtZXNzYWdlGAEgASgLMhAuY3R4ZC52MS5NZXNzYWdlEhkKEXN1bW1hcmllc19yZW1vdmVkGAIgASgEEiAKGHN1bW1hcnlfdGhyb3VnaF9zZXF1ZW5jZRgDIAEoBBIWCg5tZW1vcnlfdmVyc2lvbhgEIAEoBCrAAQoSQ29udmVyc2F0aW9uU3RhdHVzEiMKH0NPTlZFUlNBVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpDT05WRVJTQVRJT05fU1RBVFVTX0FDVElWRRABEicKI0NPTlZFUlNBVElPTl9TVEFUVVNfQVdBSVRJTkdfQU5TV0VSEAISHAoYQ09OVkVSU0FUSU9OX1NUQVRVU19JRExFEAMSHgoaQ09OVkVSU0FUSU9OX1NUQVRVU19DTE9TRUQQBGIGcHJvdG8z", [file_ctxd_v1_messages, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChtjdHhkL3YxL2NvbnZlcnNhdGlvbnMucHJvdG8SB2N0eGQudjEi8AMKDENvbnZlcnNhdGlvbhIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkSKwoGc3RhdHVzGAMgASgOMhsuY3R4ZC52MS5Db252ZXJzYXRpb25TdGF0dXMSMQoGbGFiZWxzGAQgAygLMiEuY3R4ZC52MS5Db252ZXJzYXRpb24uTGFiZWxzRW50cnkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9zZXF1ZW5jZRgHIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYCCABKAQSFgoObWVtb3J5X3ZlcnNpb24YCSABKAQSLwoLZXhwaXJlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKC2ZvcmtlZF9mcm9tGAsgASgLMhMuY3R4ZC52MS5Gb3JrT3JpZ2luEh0KBXVzYWdlGAwgASgLMg4uY3R4ZC52MS5Vc2FnZRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKCkZvcmtPcmlnaW4SFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgEIjEKFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkYKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uIpABChlVcGRhdGVDb252ZXJzYXRpb25SZXF1ZXN0EisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxIVCg1hbGxvd19taXNzaW5nGAMgASgIIkkKGlVwZGF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEisKDGNvbnZlcnNhdGlvbhgBIAEoCzIVLmN0eGQudjEuQ29udmVyc2F0aW9uItwBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSPQoGbGFiZWxzGAMgAygLMi0uY3R4ZC52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QuTGFiZWxzRW50cnkSKwoGc3RhdHVzGAQgASgOMhsuY3R4ZC52MS5Db252ZXJzYXRpb25TdGF0dXMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJiChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEiwKDWNvbnZlcnNhdGlvbnMYASADKAsyFS5jdHhkLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiaQoXRm9ya0NvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhgKEHRocm91Z2hfc2VxdWVuY2UYAiABKAQSGwoTbmV3X2NvbnZlcnNhdGlvbl9pZBgDIAEoCSJHChhGb3JrQ29udmVyc2F0aW9uUmVzcG9uc2USKwoMY29udmVyc2F0aW9uGAEgASgLMhUuY3R4ZC52MS5Db252ZXJzYXRpb24iQQoUUmVkYWN0TWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgEIowBChlSZXdpbmRDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgCIAEoBBIjChZleHBlY3RlZF9sYXN0X3NlcXVlbmNlGAMgASgESACIAQFCGQoXX2V4cGVjdGVkX2xhc3Rfc2VxdWVuY2UiogEKGlJld2luZENvbnZlcnNhdGlvblJlc3BvbnNlEhgKEG1lc3NhZ2VzX3JlbW92ZWQYASABKAQSFQoNbGFzdF9zZXF1ZW5jZRgCIAEoBBIZChFzdW1tYXJpZXNfcmVtb3ZlZBgDIAEoBBIgChhzdW1tYXJ5X3Rocm91Z2hfc2VxdWVuY2UYBCABKAQSFgoObWVtb3J5X3ZlcnNpb24YBSABKAQijwEKFVJlZGFjdE1lc3NhZ2VSZXNwb25zZRIhCgdtZXNzYWdlGAEgASgLMhAuY3R4ZC52MS5NZXNzYWdlEhkKEXN1bW1hcmllc19yZW1vdmVkGAIgASgEEiAKGHN1bW1hcnlfdGhyb3VnaF9zZXF1ZW5jZRgDIAEoBBIWCg5tZW1vcnlfdmVyc2lvbhgEIAEoBCJeChNXYXRjaENoYW5nZXNSZXF1ZXN0EhQKDGFmdGVyX2N1cnNvchgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSGAoQaW5jbHVkZV9tZXNzYWdlcxgDIAEoCCLRAQoGQ2hhbmdlEg4KBmN1cnNvchgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSIQoEa2luZBgDIAEoDjITLmN0eGQudjEuQ2hhbmdlS2luZBIWCg5maXJzdF9zZXF1ZW5jZRgEIAEoBBIVCg1sYXN0X3NlcXVlbmNlGAUgASgEEiIKCG1lc3NhZ2VzGAYgAygLMhAuY3R4ZC52MS5NZXNzYWdlEigKBHRpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkUKCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXwoUV2F0Y2hDaGFuZ2VzUmVzcG9uc2USIAoHY2hhbmdlcxgBIAMoCzIPLmN0eGQudjEuQ2hhbmdlEiUKCWhlYXJ0YmVhdBgCIAEoCzISLmN0eGQudjEuSGVhcnRiZWF0KsABChJDb252ZXJzYXRpb25TdGF0dXMSIwofQ09OVkVSU0FUSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEh4KGkNPTlZFUlNBVElPTl9TVEFUVVNfQUNUSVZFEAESJwojQ09OVkVSU0FUSU9OX1NUQVRVU19BV0FJVElOR19BTlNXRVIQAhIcChhDT05WRVJTQVRJT05fU1RBVFVTX0lETEUQAxIeChpDT05WRVJTQVRJT05fU1RBVFVTX0NMT1NFRBAEKpUCCgpDaGFuZ2VLaW5kEhsKF0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASGAoUQ0hBTkdFX0tJTkRfQVBQRU5ERUQQARIYChRDSEFOR0VfS0lORF9SRURBQ1RFRBACEhcKE0NIQU5HRV9LSU5EX1JFV09VTkQQAxIXChNDSEFOR0VfS0lORF9ERUxFVEVEEAQSFwoTQ0hBTkdFX0tJTkRfRVhQSVJFRBAFEhYKEkNIQU5HRV9LSU5EX0ZPUktFRBAGEhcKE0NIQU5HRV9LSU5EX1VQREFURUQQBxIaChZDSEFOR0VfS0lORF9TVU1NQVJJWkVEEAgSHgoaQ0hBTkdFX0tJTkRfTUVNT1JZX1VQREFURUQQCWIGcHJvdG8z", [file_ctxd_v1_messages, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * A conversation as a resource. The first append creates it (or UpdateConversation with
@@ -537,6 +537,164 @@ export const RedactMessageResponseSchema: GenMessage<RedactMessageResponse> = /*
   messageDesc(file_ctxd_v1_conversations, 13);
 
 /**
+ * Request of WatchChanges.
+ *
+ * @generated from message ctxd.v1.WatchChangesRequest
+ */
+export type WatchChangesRequest = Message<"ctxd.v1.WatchChangesRequest"> & {
+  /**
+   * Resume after this cursor (from a `Change` or a `heartbeat`): every change committed after
+   * it is delivered. Empty: from now (at least once: a change that committed a moment before the
+   * call, while an older transaction still ran, may come too). A cursor older than the changes kept
+   * (CTXD_CHANGES_RETENTION, 7 days by default) is OUT_OF_RANGE, with the oldest cursor still
+   * held in an ErrorInfo (`oldest_cursor`): resync, then go on from there.
+   *
+   * @generated from field: string after_cursor = 1;
+   */
+  afterCursor: string;
+
+  /**
+   * Only this conversation's changes; empty: every conversation of the tenant.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
+
+  /**
+   * Whether APPENDED changes carry their messages (as the log holds them when delivered: a
+   * message redacted since comes as its tombstone, one rewound since does not come).
+   *
+   * @generated from field: bool include_messages = 3;
+   */
+  includeMessages: boolean;
+};
+
+/**
+ * Describes the message ctxd.v1.WatchChangesRequest.
+ * Use `create(WatchChangesRequestSchema)` to create a new message.
+ */
+export const WatchChangesRequestSchema: GenMessage<WatchChangesRequest> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_conversations, 14);
+
+/**
+ * One recorded change.
+ *
+ * @generated from message ctxd.v1.Change
+ */
+export type Change = Message<"ctxd.v1.Change"> & {
+  /**
+   * Resume after this change with this cursor (opaque).
+   *
+   * @generated from field: string cursor = 1;
+   */
+  cursor: string;
+
+  /**
+   * The conversation it happened to.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
+
+  /**
+   * What it did.
+   *
+   * @generated from field: ctxd.v1.ChangeKind kind = 3;
+   */
+  kind: ChangeKind;
+
+  /**
+   * The sequences it concerns (see ChangeKind); 0 when none.
+   *
+   * @generated from field: uint64 first_sequence = 4;
+   */
+  firstSequence: bigint;
+
+  /**
+   * @generated from field: uint64 last_sequence = 5;
+   */
+  lastSequence: bigint;
+
+  /**
+   * APPENDED with `include_messages` only: the appended messages.
+   *
+   * @generated from field: repeated ctxd.v1.Message messages = 6;
+   */
+  messages: Message$1[];
+
+  /**
+   * When it was made.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 7;
+   */
+  time?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ctxd.v1.Change.
+ * Use `create(ChangeSchema)` to create a new message.
+ */
+export const ChangeSchema: GenMessage<Change> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_conversations, 15);
+
+/**
+ * Every stream opens with one (its starting cursor), and a stream idle for a while gets one, so
+ * clients and proxies can tell a live stream from a dead one.
+ *
+ * @generated from message ctxd.v1.Heartbeat
+ */
+export type Heartbeat = Message<"ctxd.v1.Heartbeat"> & {
+  /**
+   * Every change before this cursor was delivered: resume from it.
+   *
+   * @generated from field: string cursor = 1;
+   */
+  cursor: string;
+
+  /**
+   * When it was sent.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 2;
+   */
+  time?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ctxd.v1.Heartbeat.
+ * Use `create(HeartbeatSchema)` to create a new message.
+ */
+export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_conversations, 16);
+
+/**
+ * One message of the WatchChanges stream: changes, or a heartbeat.
+ *
+ * @generated from message ctxd.v1.WatchChangesResponse
+ */
+export type WatchChangesResponse = Message<"ctxd.v1.WatchChangesResponse"> & {
+  /**
+   * Changes in cursor order: each conversation's in commit order.
+   *
+   * @generated from field: repeated ctxd.v1.Change changes = 1;
+   */
+  changes: Change[];
+
+  /**
+   * Set on the stream's first message, and when there was nothing to deliver for a while.
+   *
+   * @generated from field: ctxd.v1.Heartbeat heartbeat = 2;
+   */
+  heartbeat?: Heartbeat | undefined;
+};
+
+/**
+ * Describes the message ctxd.v1.WatchChangesResponse.
+ * Use `create(WatchChangesResponseSchema)` to create a new message.
+ */
+export const WatchChangesResponseSchema: GenMessage<WatchChangesResponse> = /*@__PURE__*/
+  messageDesc(file_ctxd_v1_conversations, 17);
+
+/**
  * Where a conversation stands, as its owner sets it (ctxd never changes it by itself).
  *
  * @generated from enum ctxd.v1.ConversationStatus
@@ -583,4 +741,89 @@ export enum ConversationStatus {
  */
 export const ConversationStatusSchema: GenEnum<ConversationStatus> = /*@__PURE__*/
   enumDesc(file_ctxd_v1_conversations, 0);
+
+/**
+ * What a change did (DESIGN 2.11). Removals carry no removed content.
+ *
+ * @generated from enum ctxd.v1.ChangeKind
+ */
+export enum ChangeKind {
+  /**
+   * Never sent.
+   *
+   * @generated from enum value: CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * An AppendMessage: `first_sequence..last_sequence` are the appended messages.
+   *
+   * @generated from enum value: CHANGE_KIND_APPENDED = 1;
+   */
+  APPENDED = 1,
+
+  /**
+   * A RedactMessage: `first_sequence` (= `last_sequence`) is now a tombstone.
+   *
+   * @generated from enum value: CHANGE_KIND_REDACTED = 2;
+   */
+  REDACTED = 2,
+
+  /**
+   * A RewindConversation: messages from `first_sequence` on are gone (`last_sequence` was the
+   * end before it; below `first_sequence` when nothing was removed).
+   *
+   * @generated from enum value: CHANGE_KIND_REWOUND = 3;
+   */
+  REWOUND = 3,
+
+  /**
+   * A DeleteConversation: the conversation and everything in it are gone.
+   *
+   * @generated from enum value: CHANGE_KIND_DELETED = 4;
+   */
+  DELETED = 4,
+
+  /**
+   * The retention sweep deleted the conversation (its `expire_time` passed, or inactivity).
+   *
+   * @generated from enum value: CHANGE_KIND_EXPIRED = 5;
+   */
+  EXPIRED = 5,
+
+  /**
+   * A ForkConversation created this conversation holding `first_sequence..last_sequence` of
+   * its source (the conversation's `forked_from`).
+   *
+   * @generated from enum value: CHANGE_KIND_FORKED = 6;
+   */
+  FORKED = 6,
+
+  /**
+   * An UpdateConversation changed the resource (title, status, labels, expiry).
+   *
+   * @generated from enum value: CHANGE_KIND_UPDATED = 7;
+   */
+  UPDATED = 7,
+
+  /**
+   * A summary was stored, through `last_sequence`.
+   *
+   * @generated from enum value: CHANGE_KIND_SUMMARIZED = 8;
+   */
+  SUMMARIZED = 8,
+
+  /**
+   * The working memory was stored.
+   *
+   * @generated from enum value: CHANGE_KIND_MEMORY_UPDATED = 9;
+   */
+  MEMORY_UPDATED = 9,
+}
+
+/**
+ * Describes the enum ctxd.v1.ChangeKind.
+ */
+export const ChangeKindSchema: GenEnum<ChangeKind> = /*@__PURE__*/
+  enumDesc(file_ctxd_v1_conversations, 1);
 
