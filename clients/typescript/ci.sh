@@ -76,4 +76,7 @@ for mode in tarball folder; do
     echo -n "$mode: " && node app.mjs "$url"
   )
 done
+echo "== the README's example, as printed, in a fresh npm init -y project (tsc --strict)"
+"$here/test/readme-example.sh" "$url"
+
 echo "clients/typescript: all checks passed"
