@@ -78,10 +78,12 @@ function showApp(authOff: boolean): void {
       field("tenant", tenant), h("button", { type: "submit" }, "Use")), "submit", (e) => {
       e.preventDefault();
       session.tenant = tenant.value.trim();
+      forgetParams();
       void render();
     })
     : h("div", { class: "session" }, on(h("button", { type: "button", id: "forget-key" }, "Forget key"), "click", () => {
       session.forget();
+      forgetParams();
       void boot();
     }));
   replace(root,
@@ -116,6 +118,12 @@ async function render(): Promise<void> {
   try {
     await show(route, ctx);
   } catch (err) {
+    if (ctx.live()) {
+      view.querySelector("#view-loading")?.remove();
+      const e = callError(err);
+      // In the view too, in words: the banner can be dismissed.
+      view.append(h("p", { class: "note warn", id: "view-error" }, `This view could not be loaded: ${e.code}: ${e.message}`));
+    }
     ctx.fail(err);
   }
   if (ctx.live()) view.dataset.ready = "1";
@@ -124,7 +132,10 @@ async function render(): Promise<void> {
 async function show(route: Route, ctx: ViewContext): Promise<void> {
   if (route.view === "list") return conversationsView(ctx);
   if (route.view === "unknown") return showBanner("NOT_FOUND", `No such page: ${location.hash}`);
+  const loading = h("p", { class: "status", id: "view-loading" }, "loading the conversation…");
+  ctx.root.append(loading);
   const { conversation } = await api.getConversation({ conversationId: ctx.id });
+  loading.remove();
   if (!ctx.live() || !conversation) return;
   ctx.conversation = conversation;
   ctx.root.append(conversationHead(conversation));
@@ -174,6 +185,13 @@ function showBanner(code: string, message: string): void {
 function hideBanner(): void {
   const banner = document.getElementById("banner");
   if (banner) banner.hidden = true;
+}
+
+/** Drops the route's parameters (a pack link's options, a search) without a navigation: what
+ *  one tenant's page put in the URL is not used for the next one's. */
+function forgetParams(): void {
+  const q = location.hash.indexOf("?");
+  if (q >= 0) history.replaceState(null, "", `${location.pathname}${location.search}${location.hash.slice(0, q)}`);
 }
 
 function errorText(err: unknown): string {

@@ -651,3 +651,54 @@ test("l. cache-stable history: the anchor it starts at, and newest-that-fits for
     await close();
   }
 });
+
+test("m. a link to a pack builds it when opened, and every view says when it loads, is empty or failed", async () => {
+  const { page, close } = await openPage(chromium.browser);
+  try {
+    await logIn(page, base, KEY_A);
+    // Opened cold (a shared link; the key stays in the tab's session): built without a click.
+    const link = `#/c/${encodeURIComponent(ids.main)}/pack?format=2&maxTokens=1500&systemPrompt=You%20plan%20offsites&build=1`;
+    await page.goto(`${base}/inspect${link}`);
+    await viewReady(page, link);
+    const built = await page.$eval("#pack-result", (r) => r.dataset.built ?? "");
+    assert.ok(built, "the linked pack was built without a click");
+    const request = JSON.parse(await page.$eval("#pack-request", (e) => e.textContent));
+    assert.equal(request.format, "FORMAT_ANTHROPIC_MESSAGES");
+    assert.deepEqual(request.budget, { maxTokens: 1500 });
+    assert.equal(request.systemPrompt, "You plan offsites");
+    assert.equal(await page.$eval("#pack-max-tokens", (e) => e.value), "1500", "the form shows the link's options");
+    await shot(page, "pack-deep-link");
+    // Building from the form puts its options in the URL: that URL is the link.
+    await page.$eval("#pack-max-tokens", (e) => { e.value = "1200"; });
+    await clickBuild(page, "#pack-build");
+    assert.match(await page.evaluate(() => location.hash), /maxTokens=1200.*build=1/);
+
+    // Before a build, the pack view says what to do; a search without a query too.
+    await goHash(page, base, `#/c/${encodeURIComponent(ids.main)}/pack`);
+    assert.match(await pageText(page), /Set the options and press Build/);
+    await goHash(page, base, `#/c/${encodeURIComponent(ids.main)}/search`);
+    assert.match(await pageText(page), /Type a query and press Search/);
+    // Empty states, in words.
+    await goHash(page, base, `#/c/${encodeURIComponent(ids.main)}/search?q=zzzqqqxxx`);
+    assert.match(await pageText(page), /No message matches\./);
+    await goHash(page, base, `#/c/${encodeURIComponent(ids.shared)}/memory`);
+    assert.match(await pageText(page), /No working memory yet\./);
+    // A failed view says so in the view, not only in the banner.
+    await goHash(page, base, "#/c/no-such-conversation-here/log");
+    assert.match(await page.$eval("#view-error", (e) => e.textContent), /could not be loaded: .*not.found/i);
+
+    // Loading, in words, while the list is on its way (its answer held back for a moment).
+    await page.setRequestInterception(true);
+    page.on("request", (r) => {
+      if (r.url().endsWith("/ListConversations")) setTimeout(() => r.continue(), 1_500);
+      else r.continue();
+    });
+    await page.evaluate(() => { location.hash = "#/?size=25"; });
+    await until(page, () => document.querySelector("#conversations-loading")?.textContent === "loading conversations…");
+    await shot(page, "loading");
+    await viewReady(page, "#/?size=25");
+    assert.equal(await page.$("#conversations-loading"), null, "the loading text is gone once the list is in");
+  } finally {
+    await close();
+  }
+});

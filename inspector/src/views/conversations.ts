@@ -30,7 +30,7 @@ export const conversationsView: View = async (ctx) => {
     e.preventDefault();
     if (openId.value) location.hash = viewHref(openId.value, "log");
   });
-  const list = h("div", { id: "conversations" });
+  const list = h("div", { id: "conversations" }, h("p", { class: "status", id: "conversations-loading" }, "loading conversations…"));
   ctx.root.append(h("h2", null, "Conversations"), h("div", { class: "toolbar" }, filters, open), list);
   const request = {
     pageSize: Number(size.value) || 0,

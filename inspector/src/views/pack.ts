@@ -12,11 +12,11 @@ import { RoleSchema } from "../../../clients/typescript/src/gen/ctxd/v1/messages
 import { h, on, replace } from "../dom.js";
 import { enumLabel, num } from "../format.js";
 import { packLog, type LoadedLog } from "../log_data.js";
-import { messageHref } from "../routes.js";
+import { messageHref, viewHref } from "../routes.js";
 import type { View, ViewContext } from "../view.js";
 import { budgetElement, statsElement } from "./pack_budget.js";
 import { packedFate, packHistory, isPinned, type Fate, type PackFacts } from "./pack_classify.js";
-import { DEFAULT_OPTIONS, packForm, packRequest, type PackOptions } from "./pack_form.js";
+import { DEFAULT_OPTIONS, optionsFromParams, optionsToParams, packForm, packRequest, type PackOptions } from "./pack_form.js";
 import { rangesElement } from "./pack_ranges.js";
 import { renderedElement, type Previous } from "./pack_rendered.js";
 import { historyFitsBadge } from "./pack_why.js";
@@ -28,7 +28,9 @@ const optionsOf = new ScopedCache<PackOptions>();
 const previousOf = new ScopedCache<Previous & { request: string }>();
 
 export const packView: View = async (ctx) => {
-  const { form, read } = packForm(optionsOf.get(ctx.id) ?? DEFAULT_OPTIONS);
+  // A link's options first (the route's parameters), then this page's last ones for the conversation.
+  const linked = optionsFromParams(ctx.params);
+  const { form, read } = packForm(linked ?? optionsOf.get(ctx.id) ?? DEFAULT_OPTIONS);
   const requestPre = h("pre", { id: "pack-request", class: "json" });
   const result = h("div", { id: "pack-result" });
   const again = form.querySelector<HTMLButtonElement>("#pack-build-again")!;
@@ -58,11 +60,20 @@ export const packView: View = async (ctx) => {
     e.preventDefault();
     const options = read();
     optionsOf.set(ctx.id, options, currentIdentity());
-    void run(packRequest(ctx.id, options));
+    // The options go into the URL (a link to this pack); a new URL re-opens the view, which builds.
+    const href = viewHref(ctx.id, "pack", optionsToParams(options));
+    if (location.hash !== href) location.hash = href;
+    else void run(packRequest(ctx.id, options));
   });
   on(again, "click", () => { if (last) void run(last); });
   ctx.root.append(h("div", { class: "pack" }, form,
     h("details", { class: "request" }, h("summary", null, "BuildContextRequest as sent (JSON)"), requestPre), result));
+  if (linked && ctx.params.get("build") === "1") {
+    await run(packRequest(ctx.id, linked));
+  } else {
+    replace(result, h("p", { class: "note", id: "pack-hint" },
+      "Set the options and press Build: the pack comes here, with where the budget went. The URL then holds the options, so a link opens this pack built."));
+  }
 };
 
 /** Builds `req`, reads the log and the conversation's stored summary watermark, and draws it

@@ -39,6 +39,36 @@ export const DEFAULT_OPTIONS: PackOptions = {
   clearArguments: false, recall: false, recallQuery: "", recallMaxTokens: 0, recallMaxItems: 0,
 };
 
+/** The options as route parameters: those that differ from the defaults, and `build=1`, so that
+ *  a link to the pack view builds that pack when opened. */
+export function optionsToParams(o: PackOptions): Record<string, string> {
+  const params: Record<string, string> = {};
+  for (const key of Object.keys(DEFAULT_OPTIONS) as (keyof PackOptions)[]) {
+    const value = o[key];
+    if (value === DEFAULT_OPTIONS[key]) continue;
+    params[key] = typeof value === "boolean" ? (value ? "1" : "0") : String(value);
+  }
+  params.build = "1";
+  return params;
+}
+
+/** The options a route's parameters name (the defaults for the others), or `undefined` when
+ *  they name none. */
+export function optionsFromParams(params: URLSearchParams): PackOptions | undefined {
+  const o: Record<string, number | string | boolean> = { ...DEFAULT_OPTIONS };
+  let named = false;
+  for (const key of Object.keys(DEFAULT_OPTIONS) as (keyof PackOptions)[]) {
+    const raw = params.get(key);
+    if (raw === null) continue;
+    named = true;
+    const fallback = DEFAULT_OPTIONS[key];
+    if (typeof fallback === "boolean") o[key] = raw === "1" || raw === "true";
+    else if (typeof fallback === "number") o[key] = Number.isFinite(Number(raw)) ? Math.max(0, Math.trunc(Number(raw))) : fallback;
+    else o[key] = raw;
+  }
+  return named || params.get("build") === "1" ? (o as unknown as PackOptions) : undefined;
+}
+
 /** The request the options stand for. */
 export function packRequest(id: string, o: PackOptions): BuildContextRequest {
   return create(BuildContextRequestSchema, {

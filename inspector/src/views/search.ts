@@ -41,7 +41,11 @@ export const searchView: View = async (ctx) => {
   const results = h("div", { id: "search-results" });
   ctx.root.append(form, results);
   const q = p.get("q");
-  if (!q) return;
+  if (!q) {
+    results.append(h("p", { class: "note", id: "search-hint" }, "Type a query and press Search: the messages that match come here, best first."));
+    return;
+  }
+  results.append(h("p", { class: "status", id: "search-loading" }, "searching…"));
   const request = {
     conversationId: ctx.id,
     query: q,
@@ -57,6 +61,7 @@ type SearchRequest = { conversationId: string; query: string; pageSize: number; 
 async function page(ctx: ViewContext, request: SearchRequest, token: string, results: HTMLElement, shown: number): Promise<void> {
   const res = await api.searchMessages({ ...request, pageToken: token });
   if (!ctx.live()) return;
+  results.querySelector("#search-loading")?.remove();
   results.querySelector(".more")?.remove();
   if (shown === 0 && res.hits.length === 0) {
     results.append(h("p", { class: "note", id: "search-empty" }, "No message matches."));
