@@ -67,12 +67,16 @@ pub(crate) async fn run(server: &Replica, quick: bool) -> anyhow::Result<()> {
     stalled_watcher(server, if quick { 2 } else { 60 }).await
 }
 
-/// This process's CPU seconds so far (/proc/self/schedstat).
+/// This process's CPU seconds so far, every thread's (/proc/self/stat: utime and stime, in
+/// clock ticks of 10 ms).
 fn own_cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<f64>().ok()))
-        .map_or(0.0, |nanos| nanos / 1e9)
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let after = stat.rfind(')').map_or("", |i| &stat[i + 2..]);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn mean(rates: &[f64]) -> f64 {
