@@ -53,7 +53,7 @@ grep -qx 'ctxd.v1.ContextService' <<<"$services" || fail "ContextService not lis
 grep -qx 'grpc.health.v1.Health' <<<"$services" || fail "Health not listed"
 
 rpcs=$(g "$addr_a" describe ctxd.v1.ContextService | grep -c '^  rpc ')
-[ "$rpcs" = 15 ] || fail "expected 15 RPCs, described $rpcs"
+[ "$rpcs" = 16 ] || fail "expected 16 RPCs, described $rpcs"
 
 out=$(g -d "{\"conversation_id\":\"$conv\",\"messages\":[
   {\"role\":\"ROLE_USER\",\"content\":\"What is the weather in Paris?\"},
@@ -108,6 +108,17 @@ out=$(g -d "{\"conversation_id\":\"$conv/fork\",\"after_sequence\":2}" "$addr_a"
 grep -q '"lastSequence": "2"' <<<"$out" || fail "RewindConversation: $out"
 out=$(g -d "{\"conversation_id\":\"$conv\",\"query\":\"weather in paris\"}" "$reader" ctxd.v1.ContextService/SearchMessages)
 grep -q '"sequence": "1"' <<<"$out" || fail "SearchMessages: $out"
+
+# WatchChanges: a watch on the reader (the other replica when there are two) sees an append made
+# on the first within its 3 s.
+g -max-time 3 -d "{\"conversation_id\":\"$conv/watched\"}" "$reader" ctxd.v1.ContextService/WatchChanges \
+  >"$workdir/watch.out" 2>&1 &
+watch=$!
+sleep 1
+g -d "{\"conversation_id\":\"$conv/watched\",\"messages\":[{\"role\":\"ROLE_USER\",\"content\":\"watched\"}]}" \
+  "$addr_a" ctxd.v1.ContextService/AppendMessage >/dev/null
+wait "$watch" || true
+grep -q '"kind": "CHANGE_KIND_APPENDED"' "$workdir/watch.out" || fail "WatchChanges: $(cat "$workdir/watch.out")"
 
 # The same port over HTTP/1.1 with curl: Connect JSON (append, BuildContext with `rendered`, a
 # refusal with its field violation), the Connect error codes, gRPC-Web's content type refused
