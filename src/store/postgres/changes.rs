@@ -19,7 +19,7 @@ use crate::{
 /// Counts a change of a conversation whose row exists, and gives its position and number: the
 /// statement locks the row (or has locked it already in this transaction), so the numbers
 /// follow commit order and positions never go down.
-const COUNT: &str = "UPDATE conversations
+pub(super) const COUNT: &str = "UPDATE conversations
      SET change_position = greatest(pg_current_xact_id()::text::bigint, change_position),
          changes = changes + 1
      WHERE tenant_id = $1 AND conversation_id = $2
@@ -30,6 +30,15 @@ const COUNT: &str = "UPDATE conversations
 pub(super) const INSERT: &str = "INSERT INTO changes (tenant_id, position, conversation_id, change,
          kind, first_sequence, last_sequence, created_at)
      VALUES ($1, $3, $2, $4, $5, $6, $7, statement_timestamp())";
+
+/// Records a change ordered by its own transaction only (`$3` its kind, no sequences): a
+/// working-memory write, which does not take the conversation's row lock (see
+/// `working_memory::store_memory`). The position is the transaction's id, evaluated in VALUES
+/// (on Citus, on the coordinator); the number is 0.
+pub(super) const INSERT_AT_TRANSACTION: &str =
+    "INSERT INTO changes (tenant_id, position, conversation_id, change,
+         kind, first_sequence, last_sequence, created_at)
+     VALUES ($1, pg_current_xact_id()::text::bigint, $2, 0, $3, 0, 0, statement_timestamp())";
 
 /// Records `change` of the conversation in the open transaction `tx`, which holds the
 /// conversation's row lock already (or takes it here, after what it locked before).

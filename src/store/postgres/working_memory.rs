@@ -8,11 +8,7 @@ use super::{
     rows::{column, memory_from_row},
 };
 use crate::{
-    domain::{
-        ConversationId, Sequence, TenantId,
-        changes::{ChangeKind, NewChange},
-        working_memory::WorkingMemory,
-    },
+    domain::{ConversationId, Sequence, TenantId, changes::ChangeKind, working_memory::WorkingMemory},
     runtime::deadline::Deadline,
     store::{MemoryBase, MemoryState, StoreError},
 };
@@ -53,6 +49,21 @@ pub(super) async fn memory_state(
     })
 }
 
+/// A first memory, stored if the conversation's removals are still those the caller read.
+const FIRST_MEMORY: &str =
+    "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
+     SELECT tenant_id, conversation_id, $3, $4, 1 FROM conversations
+     WHERE tenant_id = $1 AND conversation_id = $2 AND redactions = $5 AND rewinds = $6
+     FOR SHARE
+     ON CONFLICT (tenant_id, conversation_id) DO NOTHING
+     RETURNING version, updated_at";
+
+/// A later memory, stored if its version is still the one the caller read.
+const NEXT_MEMORY: &str = "UPDATE working_memory
+     SET document = $3, through_sequence = $4, version = version + 1, updated_at = now()
+     WHERE tenant_id = $1 AND conversation_id = $2 AND version = $5
+     RETURNING version, updated_at";
+
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %conversation, expected_version = base.version))]
 pub(super) async fn store_memory(
     pool: &Pool,
@@ -63,58 +74,38 @@ pub(super) async fn store_memory(
     deadline: Option<&Deadline>,
 ) -> Result<WorkingMemory, StoreError> {
     let (t, c) = (tenant.as_str(), conversation.as_str());
-    let mut client = pool.get().await?;
     let (document, through) = (Json(memory), memory.through_sequence.as_i64());
-    let tx = client.transaction().await?;
-    super::writes::limit(&tx, deadline).await?;
-    // The conversation's row first, as every write takes it.
-    let counted = match super::changes::count(&tx, t, c).await {
-        Err(StoreError::NotFound) => None,
-        counted => Some(counted?),
-    };
-    let row = if base.version == 0 {
-        let statement = tx
-            .prepare_cached(
-                // Selected from the conversation's row: on Citus, a statement on its shard. A
-                // first memory is checked against the redaction count (a later one against its
-                // version, which every redaction bumps), on the row locked: a redaction running
-                // now (it holds the row) is waited for and seen, and one that starts later finds
-                // this memory and forgets what it must.
-                "INSERT INTO working_memory (tenant_id, conversation_id, document, through_sequence, version)
-                 SELECT tenant_id, conversation_id, $3, $4, 1 FROM conversations
-                 WHERE tenant_id = $1 AND conversation_id = $2 AND redactions = $5 AND rewinds = $6
-                 FOR SHARE
-                 ON CONFLICT (tenant_id, conversation_id) DO NOTHING
-                 RETURNING version, updated_at",
-            )
-            .await?;
-        let (redactions, rewinds) = (base.redactions as i64, base.rewinds as i64);
+    let (redactions, rewinds, version) = (base.redactions as i64, base.rewinds as i64, base.version as i64);
+    // The compare-and-set goes out with `BEGIN`, as it did before the change feed: the least
+    // time between the caller's read and the check, so that a storm of redactions elsewhere
+    // does not starve refreshes. It does not take the conversation's row lock (a redaction takes
+    // that row first and the memory's after it): its change is ordered by its own transaction
+    // only (docs/design.md, "Change feed").
+    let (tx, row) = if base.version == 0 {
+        // Selected from the conversation's row: on Citus, a statement on its shard. A first
+        // memory is checked against the redaction count (a later one against its version, which
+        // every redaction bumps), on the row locked: a redaction running now (it holds the row)
+        // is waited for and seen, and one that starts later finds this memory and forgets what
+        // it must.
         let params: [&(dyn ToSql + Sync); 6] = [&t, &c, &document, &through, &redactions, &rewinds];
-        tx.query_opt(&statement, &params).await?
+        super::writes::Pipelined::begin(pool, deadline, FIRST_MEMORY, &params).await?
     } else {
-        let statement = tx
-            .prepare_cached(
-                "UPDATE working_memory
-                 SET document = $3, through_sequence = $4, version = version + 1, updated_at = now()
-                 WHERE tenant_id = $1 AND conversation_id = $2 AND version = $5
-                 RETURNING version, updated_at",
-            )
-            .await?;
-        let version = base.version as i64;
         let params: [&(dyn ToSql + Sync); 5] = [&t, &c, &document, &through, &version];
-        tx.query_opt(&statement, &params).await?
+        super::writes::Pipelined::begin(pool, deadline, NEXT_MEMORY, &params).await?
     };
-    if let (Some(row), Some(counted)) = (row, counted) {
-        let change = NewChange::whole(ChangeKind::MemoryUpdated);
-        super::changes::insert(&tx, t, c, counted, change).await?;
-        super::writes::commit(tx, deadline).await?;
-        return Ok(WorkingMemory {
+    if let Some(row) = row {
+        let stored = WorkingMemory {
             version: column::<i64>(&row, "version")?.max(0) as u64,
             updated_at: column(&row, "updated_at")?,
             ..memory.clone()
-        });
+        };
+        let kind = ChangeKind::MemoryUpdated.code();
+        let params: [&(dyn ToSql + Sync); 3] = [&t, &c, &kind];
+        tx.commit_after(deadline, super::changes::INSERT_AT_TRANSACTION, &params)
+            .await?;
+        return Ok(stored);
     }
-    drop(tx);
+    let client = tx.client()?;
     let current = client
         .query_opt(
             "SELECT m.version FROM conversations c
@@ -122,8 +113,9 @@ pub(super) async fn store_memory(
              WHERE c.tenant_id = $1 AND c.conversation_id = $2",
             &[&t, &c],
         )
-        .await?
-        .ok_or(StoreError::NotFound)?;
+        .await?;
+    tx.roll_back().await;
+    let current = current.ok_or(StoreError::NotFound)?;
     let current: Option<i64> = column(&current, "version")?;
     Err(StoreError::MemoryVersionMismatch {
         current: current.unwrap_or(0).max(0) as u64,

@@ -56,3 +56,79 @@ pub(super) async fn commit(
     tx.commit().await?;
     Ok(())
 }
+
+/// A write transaction opened by hand on a pooled connection, so that `BEGIN`, the call's limits
+/// and its first statement go out in one round trip (a write that must lock the conversation's
+/// row first takes it at once, as an append does). Dropped before it ended (an error between
+/// round trips), it closes the connection, which ends the transaction, instead of pooling it open.
+pub(super) struct Pipelined {
+    client: Option<deadpool_postgres::Object>,
+    ended: bool,
+}
+
+impl Pipelined {
+    /// `BEGIN` under the call's limits and `first` (prepared before, so nothing overtakes it),
+    /// pipelined; the transaction and `first`'s row, if any.
+    pub(super) async fn begin(
+        pool: &deadpool_postgres::Pool,
+        deadline: Option<&Deadline>,
+        first: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<(Self, Option<tokio_postgres::Row>), StoreError> {
+        let begin = match write_limits(deadline)? {
+            Some(limits) => format!("BEGIN; {limits}"),
+            None => "BEGIN".to_owned(),
+        };
+        let client = pool.get().await?;
+        let statement = client.prepare_cached(first).await?;
+        let tx = Self {
+            client: Some(client),
+            ended: false,
+        };
+        let client = tx.client()?;
+        let ((), row) = tokio::try_join!(client.batch_execute(&begin), client.query_opt(&statement, params))?;
+        Ok((tx, row))
+    }
+
+    /// The transaction's connection.
+    pub(super) fn client(&self) -> Result<&deadpool_postgres::Object, StoreError> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| StoreError::internal("write connection missing"))
+    }
+
+    /// Runs `last` and commits, pipelined (one round trip), once the call has claimed its commit.
+    pub(super) async fn commit_after(
+        mut self,
+        deadline: Option<&Deadline>,
+        last: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<(), StoreError> {
+        let client = self.client()?;
+        // Prepared before COMMIT is sent, so that COMMIT cannot overtake it.
+        let statement = client.prepare_cached(last).await?;
+        claim_commit(deadline)?;
+        let (_, ()) = tokio::try_join!(client.execute(&statement, params), client.batch_execute("COMMIT"))?;
+        self.ended = true;
+        Ok(())
+    }
+
+    /// Ends it without writing; if even that fails, the drop closes the connection.
+    pub(super) async fn roll_back(mut self) {
+        if let Some(client) = &self.client
+            && client.batch_execute("ROLLBACK").await.is_ok()
+        {
+            self.ended = true;
+        }
+    }
+}
+
+impl Drop for Pipelined {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && !self.ended
+        {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}

@@ -698,7 +698,8 @@ export declare enum ChangeKind {
      */
     SUMMARIZED = 8,
     /**
-     * The working memory was stored.
+     * The working memory was stored (read it again). Not ordered against the conversation's
+     * other changes: it may come just before one that committed just before it.
      *
      * @generated from enum value: CHANGE_KIND_MEMORY_UPDATED = 9;
      */
