@@ -65,8 +65,10 @@ impl ChangeKind {
 }
 
 /// A place in the change feed: every change after it is still to come. Ordered by position,
-/// then conversation, then the conversation's change number.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// then conversation (byte order; the store orders one position's changes by its collation,
+/// see `service::change_window`), then the conversation's change number; its time takes no part
+/// (see [`Ord`]).
+#[derive(Debug, Clone)]
 pub struct Cursor {
     /// Where the change's transaction stands among the others (see the module's notes).
     pub position: i64,
@@ -77,6 +79,33 @@ pub struct Cursor {
     /// When the change was made (or the cursor taken), in microseconds since the epoch: how
     /// retention tells a cursor it no longer holds.
     pub time_micros: i64,
+}
+
+impl Cursor {
+    fn key(&self) -> (i64, &str, i64) {
+        (self.position, &self.conversation, self.number)
+    }
+}
+
+impl PartialEq for Cursor {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Cursor {}
+
+impl PartialOrd for Cursor {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Cursor {
+    /// As the store compares them: the time is the cursor's, not part of its place.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
 }
 
 /// The prefix of every cursor this version writes: another format can come after it.

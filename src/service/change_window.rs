@@ -102,7 +102,17 @@ impl TenantWindow {
     /// answer, or `None` when the window no longer holds them all.
     pub(super) fn read(&self, query: &ChangeQuery) -> Option<ChangePage> {
         let window = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if query.after < window.start {
+        // Changes of one position (a group-commit batch) are in the store's order of their
+        // conversation ids, which is the database's collation, not Rust's byte order: a cursor
+        // among them is left to the store, which orders it as it ordered them.
+        let after = &query.after;
+        let tied = |c: &Cursor| {
+            c.position == after.position
+                && !after.conversation.is_empty()
+                && !c.conversation.is_empty()
+                && c.conversation != after.conversation
+        };
+        if tied(&window.start) || window.changes.iter().any(|c| tied(&c.cursor)) || *after < window.start {
             return None;
         }
         let first = window.changes.partition_point(|c| c.cursor <= query.after);
@@ -141,8 +151,10 @@ impl TenantWindow {
     fn extend(&self, page: ChangePage) {
         let mut window = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         window.changes.extend(page.changes);
+        // The store's next cursor is never before the one it read after (its order, which is
+        // not always Rust's among one position's changes: no `max` here).
         if let Some(next) = page.next {
-            window.end = next.max(window.end.clone());
+            window.end = next;
         }
         while window.changes.len() > WINDOW {
             if let Some(gone) = window.changes.pop_front() {

@@ -115,7 +115,10 @@ impl Service {
             })?;
         let start = match request.after.clone() {
             Some(after) if !after.held(options.retention, SystemTime::now()) => {
-                let since = SystemTime::now() - options.retention;
+                // An hour inside retention (a quarter of a shorter one): the consumer has that
+                // long to resync before this cursor expires too.
+                let grace = (options.retention / 4).min(Duration::from_secs(3600));
+                let since = SystemTime::now() - options.retention + grace;
                 let oldest = self.store.oldest_change(tenant, since).await?;
                 return Err(ServiceError::CursorExpired {
                     retention: options.retention,
@@ -138,12 +141,12 @@ impl Service {
             max_message_bytes: self.limits.max_response_bytes / 2,
             metrics: self.metrics.clone(),
             sender,
+            closing: self.watchers.closing.subscribe(),
         };
-        let closing = self.watchers.closing.subscribe();
         let metrics = self.metrics.clone();
         metrics.changes.watchers.inc();
         tokio::spawn(async move {
-            follower.run(closing).await;
+            follower.run().await;
             metrics.changes.watchers.dec();
             drop(slot);
         });
@@ -163,9 +166,11 @@ struct Follower {
     max_message_bytes: usize,
     metrics: Arc<super::metrics::UseCaseMetrics>,
     sender: mpsc::Sender<Result<WatchEvent, ServiceError>>,
+    /// True once the replica shuts down.
+    closing: watch::Receiver<bool>,
 }
 
-/// The consumer left: the follower stops.
+/// The consumer left (or the replica shuts down while it reads nothing): the follower stops.
 struct Gone;
 
 /// What one read found.
@@ -179,7 +184,7 @@ enum Read {
 }
 
 impl Follower {
-    async fn run(mut self, mut closing: watch::Receiver<bool>) {
+    async fn run(mut self) {
         let mut woken = self.window.subscribe();
         // The stream opens with its starting cursor: a consumer cut off before the first change
         // resumes from there, and a watch "from now" misses nothing after it.
@@ -189,7 +194,7 @@ impl Follower {
         }
         let mut idle_since = tokio::time::Instant::now();
         loop {
-            if *closing.borrow() {
+            if *self.closing.borrow() {
                 let _ = self.sender.send(Err(ServiceError::ShuttingDown)).await;
                 return;
             }
@@ -213,7 +218,7 @@ impl Follower {
             let wait = self.options.poll.min(self.options.heartbeat);
             tokio::select! {
                 _ = woken.changed() => {}
-                _ = closing.changed() => {}
+                _ = self.closing.changed() => {}
                 () = tokio::time::sleep(wait) => {}
                 () = self.sender.closed() => return,
             }
@@ -261,8 +266,9 @@ impl Follower {
             }
         }
         self.send(batch).await?;
+        // Never before the cursor read after, in the store's order (see `change_window`).
         if let Some(next) = page.next {
-            self.cursor = next.max(self.cursor.clone());
+            self.cursor = next;
         }
         Ok(read)
     }
@@ -317,10 +323,11 @@ impl Follower {
             self.metrics.changes.lag.observe(lag.as_secs_f64());
         }
         let count = batch.len() as u64;
-        self.sender
-            .send(Ok(WatchEvent::Changes(batch)))
-            .await
-            .map_err(|_| Gone)?;
+        // A consumer that reads nothing holds this send; shutdown does not wait for it.
+        tokio::select! {
+            sent = self.sender.send(Ok(WatchEvent::Changes(batch))) => sent.map_err(|_| Gone)?,
+            _ = self.closing.wait_for(|closing| *closing) => return Err(Gone),
+        }
         self.metrics.changes.delivered.inc_by(count);
         self.cursor = cursor;
         Ok(())

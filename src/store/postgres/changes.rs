@@ -251,10 +251,14 @@ pub(super) async fn oldest(
 pub(super) async fn sweep(pool: &Pool, before: SystemTime, batch: usize) -> Result<u64, StoreError> {
     let client = pool.get().await?;
     let limit = i64::try_from(batch).unwrap_or(i64::MAX);
+    // Only settled changes: one a transaction still running holds back is kept until it can be
+    // delivered (the horizon is read first, on Citus the coordinator's).
+    let horizon = settled(&client).await?;
     let old = client
         .query(
-            "SELECT tenant_id, position, conversation_id, change FROM changes WHERE created_at < $1 LIMIT $2",
-            &[&before, &limit],
+            "SELECT tenant_id, position, conversation_id, change FROM changes
+             WHERE created_at < $1 AND position < $3 LIMIT $2",
+            &[&before, &limit, &horizon],
         )
         .await?;
     let mut swept = 0;

@@ -518,12 +518,14 @@ export type Change = Message<"ctxd.v1.Change"> & {
      */
     kind: ChangeKind;
     /**
-     * The sequences it concerns (see ChangeKind); 0 when none.
+     * The first sequence it concerns (see ChangeKind); 0 when none.
      *
      * @generated from field: uint64 first_sequence = 4;
      */
     firstSequence: bigint;
     /**
+     * The last sequence it concerns (see ChangeKind); 0 when none.
+     *
      * @generated from field: uint64 last_sequence = 5;
      */
     lastSequence: bigint;
