@@ -95,6 +95,8 @@ def main():
     writer.join()
     client.delete_conversation(fork)
     client.append_message(b, [{"role": "user", "content": "Also book a hotel near the venue."}])
+    # Larger than one response (2 MiB of messages): the change carries what fits, the rest is read.
+    client.append_message(b, [{"role": "assistant", "content": f"itinerary day {day}. " * 50_000} for day in range(3)])
 
     # Started again, it resumes from the cursor it saved and stops once idle.
     second = indexer(addr, index, "--idle", "3")

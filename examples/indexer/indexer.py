@@ -68,11 +68,18 @@ def put(db, conversation_id, messages):
 
 def read_log(client, conversation_id, first, last):
     """Messages first..last of a conversation as the log holds them now ([] once it is gone)."""
-    try:
-        page = client.list_messages(conversation_id, after_sequence=first - 1, page_size=last - first + 1)
-    except ctxd.errors.NotFound:
-        return []
-    return [m for m in page.messages if m.sequence <= last]
+    messages, after = [], first - 1
+    while after < last:
+        try:
+            page = client.list_messages(conversation_id, after_sequence=after, page_size=min(last - after, 1000))
+        except ctxd.errors.NotFound:
+            return []
+        messages += [m for m in page.messages if m.sequence <= last]
+        # A page stops short of page_size when its messages are large (next_after_sequence).
+        if not page.next_after_sequence:
+            break
+        after = page.next_after_sequence
+    return messages
 
 
 def apply(db, client, change):
@@ -80,6 +87,10 @@ def apply(db, client, change):
     cid = change.conversation_id
     if change.kind == KIND.CHANGE_KIND_APPENDED:
         put(db, cid, change.messages)
+        if change.messages_truncated:
+            # An append larger than one response: the rest from the log.
+            carried = change.messages[-1].sequence if change.messages else change.first_sequence - 1
+            put(db, cid, read_log(client, cid, carried + 1, change.last_sequence))
         # Anything past the append's end was appended before a rewind this feed will deliver next.
     elif change.kind == KIND.CHANGE_KIND_REDACTED:
         # The text is gone from ctxd: take the tombstone it keeps in its place.

@@ -253,6 +253,9 @@ pub struct DeliveredChange {
     /// the change is delivered (a message redacted since comes as its tombstone, one rewound
     /// since does not come).
     pub messages: Vec<StoredMessage>,
+    /// The append's messages did not all fit one response: those after the last carried are
+    /// read with ListMessages.
+    pub messages_truncated: bool,
 }
 
 /// Microseconds since the epoch.

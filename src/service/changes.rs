@@ -23,13 +23,16 @@ use crate::{
         ConversationId, TenantId,
         changes::{ChangeKind, ChangeQuery, Cursor, DeliveredChange},
     },
+    runtime::response_budget::{Refusal, Reservation, ResponseBudget},
     store::{Store, StoreError},
 };
 
 use super::change_window::{PAGE, TenantWindow, Windows};
 
-/// A response is sent once the messages it carries reach this many bytes.
-const RESPONSE_BYTES: usize = 1 << 20;
+/// The most bytes of messages one response carries (less when `CTXD_MAX_RESPONSE_BYTES` is
+/// under twice this): well within the 4 MiB that gRPC clients accept by default. An append
+/// whose messages pass it carries those that fit, with `messages_truncated`.
+const MESSAGE_BYTES: usize = 2 << 20;
 
 /// How long a watcher waits after a store failure before reading again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -48,8 +51,8 @@ pub struct WatchRequest {
 /// What a watch stream sends.
 #[derive(Debug)]
 pub enum WatchEvent {
-    /// Changes, in order.
-    Changes(Vec<DeliveredChange>),
+    /// Changes, in order, and the replica's memory their messages hold until they are sent.
+    Changes(Vec<DeliveredChange>, Vec<Reservation>),
     /// Nothing to deliver: every change before this cursor has been delivered.
     Heartbeat(Cursor),
 }
@@ -138,7 +141,8 @@ impl Service {
             request,
             cursor: start,
             options,
-            max_message_bytes: self.limits.max_response_bytes / 2,
+            max_message_bytes: MESSAGE_BYTES.min(self.limits.max_response_bytes / 2),
+            budget: self.response_budget.clone(),
             metrics: self.metrics.clone(),
             sender,
             closing: self.watchers.closing.subscribe(),
@@ -163,7 +167,10 @@ struct Follower {
     request: WatchRequest,
     cursor: Cursor,
     options: ChangeOptions,
+    /// The most bytes of messages one response carries.
     max_message_bytes: usize,
+    /// The replica's memory for loaded messages, which the messages a watcher carries count in.
+    budget: ResponseBudget,
     metrics: Arc<super::metrics::UseCaseMetrics>,
     sender: mpsc::Sender<Result<WatchEvent, ServiceError>>,
     /// True once the replica shuts down.
@@ -240,30 +247,27 @@ impl Follower {
         };
         let page = match read {
             Ok(page) => page,
-            Err(error) => return self.wait_after(error).await,
+            Err(error) => return self.wait_after(Stalled::Store(error)).await,
         };
         let read = match page.changes.len() {
             0 => Read::Nothing,
             n if n == PAGE => Read::Full,
             _ => Read::Some,
         };
-        let mut batch = Vec::new();
-        let mut bytes = 0;
+        let mut batch = Batch::default();
         for change in page.changes {
-            let messages = match self.messages_of(&change).await {
-                Ok(messages) => messages,
+            let carried = match self.messages_of(&change).await {
+                Ok(carried) => carried,
                 Err(error) => {
                     // What was read so far goes out; the rest is read again.
                     self.send(batch).await?;
                     return self.wait_after(error).await;
                 }
             };
-            bytes += messages.iter().map(|m| m.message.loaded_bytes()).sum::<usize>();
-            batch.push(DeliveredChange { change, messages });
-            if bytes >= RESPONSE_BYTES {
+            if batch.bytes + carried.bytes > self.max_message_bytes {
                 self.send(std::mem::take(&mut batch)).await?;
-                bytes = 0;
             }
+            batch.push(change, carried);
         }
         self.send(batch).await?;
         // Never before the cursor read after, in the store's order (see `change_window`).
@@ -273,9 +277,13 @@ impl Follower {
         Ok(read)
     }
 
-    /// Logs a store failure and waits [`RETRY`] (or until the consumer leaves).
-    async fn wait_after(&self, error: StoreError) -> Result<Read, Gone> {
-        let error = crate::runtime::telemetry::ErrorChain(&error).to_string();
+    /// Logs a store failure (or memory the replica cannot give now) and waits [`RETRY`] (or
+    /// until the consumer leaves).
+    async fn wait_after(&self, error: Stalled) -> Result<Read, Gone> {
+        let error = match &error {
+            Stalled::Store(error) => crate::runtime::telemetry::ErrorChain(error).to_string(),
+            Stalled::Memory(refusal) => refusal.to_string(),
+        };
         tracing::warn!(error, "change feed read failed; reading again");
         tokio::select! {
             () = tokio::time::sleep(RETRY) => Ok(Read::Nothing),
@@ -283,53 +291,110 @@ impl Follower {
         }
     }
 
-    /// The messages an APPENDED change carries, when asked for: as the log holds them now.
-    async fn messages_of(
-        &self,
-        change: &crate::domain::changes::Change,
-    ) -> Result<Vec<crate::domain::StoredMessage>, StoreError> {
+    /// The messages an APPENDED change carries, when asked for: as the log holds them now,
+    /// those that fit one response.
+    async fn messages_of(&self, change: &crate::domain::changes::Change) -> Result<Carried, Stalled> {
         if !self.request.include_messages || change.kind != ChangeKind::Appended {
-            return Ok(Vec::new());
+            return Ok(Carried::default());
         }
         let Ok(conversation) = ConversationId::parse(change.conversation().to_owned()) else {
-            return Ok(Vec::new());
+            return Ok(Carried::default());
         };
         let count = (change.last_sequence.get() + 1).saturating_sub(change.first_sequence.get()) as usize;
         let after = change.first_sequence.minus(1);
-        match self
+        let limit = self.max_message_bytes;
+        let mut memory = self.budget.reserve().of_tenant(self.tenant.as_str());
+        // While the read runs its rows are in memory twice: as received, and decoded.
+        memory.grow(2 * limit).map_err(Stalled::Memory)?;
+        let page = match self
             .store
-            .list_messages(&self.tenant, &conversation, after, count, self.max_message_bytes)
+            .list_messages(&self.tenant, &conversation, after, count, limit)
             .await
         {
-            Ok(page) => Ok(page
-                .messages
-                .into_iter()
-                .filter(|m| m.sequence <= change.last_sequence)
-                .collect()),
+            Ok(page) => page,
             // Deleted since: the DELETED change follows.
-            Err(StoreError::NotFound) => Ok(Vec::new()),
-            Err(error) => Err(error),
+            Err(StoreError::NotFound) => return Ok(Carried::default()),
+            Err(error) => return Err(Stalled::Store(error)),
+        };
+        let mut carried = Carried::default();
+        for message in page.messages {
+            if message.sequence > change.last_sequence {
+                break;
+            }
+            let size = message.message.loaded_bytes();
+            if carried.bytes + size > limit {
+                carried.truncated = true;
+                break;
+            }
+            carried.bytes += size;
+            carried.messages.push(message);
         }
+        // A page the store cut at `limit` before the append's end.
+        let reached = carried.messages.last().map_or(after, |m| m.sequence);
+        carried.truncated |= page.has_more && reached < change.last_sequence;
+        // The messages, and their encoding.
+        memory.settle_at(2 * carried.bytes).map_err(Stalled::Memory)?;
+        carried.memory = Some(memory);
+        Ok(carried)
     }
 
-    async fn send(&mut self, batch: Vec<DeliveredChange>) -> Result<(), Gone> {
-        let Some(last) = batch.last() else {
+    async fn send(&mut self, batch: Batch) -> Result<(), Gone> {
+        let Batch { changes, memory, .. } = batch;
+        let Some(last) = changes.last() else {
             return Ok(());
         };
         let cursor = last.change.cursor.clone();
         let now = SystemTime::now();
-        for delivered in &batch {
+        for delivered in &changes {
             let lag = now.duration_since(delivered.change.time).unwrap_or_default();
             self.metrics.changes.lag.observe(lag.as_secs_f64());
         }
-        let count = batch.len() as u64;
+        let count = changes.len() as u64;
         // A consumer that reads nothing holds this send; shutdown does not wait for it.
         tokio::select! {
-            sent = self.sender.send(Ok(WatchEvent::Changes(batch))) => sent.map_err(|_| Gone)?,
+            sent = self.sender.send(Ok(WatchEvent::Changes(changes, memory))) => sent.map_err(|_| Gone)?,
             _ = self.closing.wait_for(|closing| *closing) => return Err(Gone),
         }
         self.metrics.changes.delivered.inc_by(count);
         self.cursor = cursor;
         Ok(())
+    }
+}
+
+/// Why a watcher waits before reading again.
+enum Stalled {
+    Store(StoreError),
+    /// The replica's memory for loaded messages is in use by other calls.
+    Memory(Refusal),
+}
+
+/// The messages one change carries.
+#[derive(Default)]
+struct Carried {
+    messages: Vec<crate::domain::StoredMessage>,
+    bytes: usize,
+    /// Some of the append's messages did not fit.
+    truncated: bool,
+    memory: Option<Reservation>,
+}
+
+/// The changes of one response.
+#[derive(Default)]
+struct Batch {
+    changes: Vec<DeliveredChange>,
+    /// Bytes of the messages they carry.
+    bytes: usize,
+    memory: Vec<Reservation>,
+}
+
+impl Batch {
+    fn push(&mut self, change: crate::domain::changes::Change, carried: Carried) {
+        self.bytes += carried.bytes;
+        self.memory.extend(carried.memory);
+        self.changes.push(DeliveredChange {
+            change,
+            messages: carried.messages,
+            messages_truncated: carried.truncated,
+        });
     }
 }

@@ -23,6 +23,7 @@ contract_tests!(
     a_watch_sees_its_tenant_only_and_its_conversation_when_asked,
     a_cursor_that_is_not_one_or_past_retention_is_refused,
     an_idle_stream_gets_heartbeats_to_resume_from,
+    an_append_larger_than_a_response_carries_what_fits_and_says_so,
     a_replica_serves_its_watcher_cap_and_ends_streams_when_it_shuts_down,
     the_sweep_forgets_changes_in_bounded_batches,
 );
@@ -353,6 +354,52 @@ async fn an_idle_stream_gets_heartbeats_to_resume_from(kind: StoreKind) {
     let mut resumed = open(&app, watch(&heartbeat.cursor, "", false)).await;
     let changes = take(&mut resumed, 1).await;
     assert_eq!(changes[0].conversation_id, "after");
+}
+
+/// One response carries at most 2 MiB of messages, within the 4 MiB a gRPC client accepts by
+/// default (this test's client refuses a larger one): an append of 4.5 MB carries the messages
+/// that fit, says so, and the rest is read with ListMessages; nothing is lost silently.
+async fn an_append_larger_than_a_response_carries_what_fits_and_says_so(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut stream = open(&app, watch("", "big", true)).await;
+    let texts: Vec<String> = (0..5u8)
+        .map(|i| char::from(b'a' + i).to_string().repeat(900_000))
+        .collect();
+    app.append_ok("big", texts.iter().map(|t| user(t)).collect())
+        .await;
+    app.append_ok("big", vec![user("small, after")]).await;
+    let changes = take(&mut stream, 2).await;
+    let (large, small) = (&changes[0], &changes[1]);
+    assert_eq!((large.first_sequence, large.last_sequence), (1, 5));
+    assert!(large.messages_truncated);
+    let carried: Vec<&str> = large.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(carried, texts[..2].iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!small.messages_truncated);
+    assert_eq!(small.messages.len(), 1);
+    assert_eq!(small.messages[0].content, "small, after");
+    // The rest, as the field's comment says to read it.
+    let mut rest = Vec::new();
+    let mut after = large
+        .messages
+        .last()
+        .map_or(large.first_sequence - 1, |m| m.sequence);
+    while after < large.last_sequence {
+        let page = app
+            .client
+            .clone()
+            .list_messages(proto::ListMessagesRequest {
+                conversation_id: "big".into(),
+                after_sequence: after,
+                page_size: (large.last_sequence - after) as u32,
+                ..Default::default()
+            })
+            .await
+            .expect("list")
+            .into_inner();
+        after = page.messages.last().expect("a page").sequence;
+        rest.extend(page.messages.into_iter().map(|m| m.content));
+    }
+    assert_eq!(rest, texts[2..]);
 }
 
 /// The guarantee the cursor is built on (docs/design.md, "Change feed"): a change whose

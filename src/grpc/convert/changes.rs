@@ -38,7 +38,8 @@ pub(crate) fn watch_request(request: proto::WatchChangesRequest) -> Result<Watch
 /// One stream message.
 pub(crate) fn watch_response(event: WatchEvent) -> proto::WatchChangesResponse {
     match event {
-        WatchEvent::Changes(changes) => proto::WatchChangesResponse {
+        // The messages are moved into the response; the memory they hold is counted until here.
+        WatchEvent::Changes(changes, _memory) => proto::WatchChangesResponse {
             changes: changes.into_iter().map(change).collect(),
             heartbeat: None,
         },
@@ -53,7 +54,11 @@ pub(crate) fn watch_response(event: WatchEvent) -> proto::WatchChangesResponse {
 }
 
 fn change(delivered: DeliveredChange) -> proto::Change {
-    let DeliveredChange { change, messages } = delivered;
+    let DeliveredChange {
+        change,
+        messages,
+        messages_truncated,
+    } = delivered;
     proto::Change {
         cursor: change.cursor.encode(),
         kind: kind(change.kind) as i32,
@@ -61,6 +66,7 @@ fn change(delivered: DeliveredChange) -> proto::Change {
         last_sequence: change.last_sequence.get(),
         messages: messages.into_iter().map(stored_message).collect(),
         time: Some(change.time.into()),
+        messages_truncated,
         conversation_id: change.cursor.conversation,
     }
 }

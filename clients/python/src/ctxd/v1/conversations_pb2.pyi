@@ -217,7 +217,7 @@ class WatchChangesRequest(_message.Message):
     def __init__(self, after_cursor: _Optional[str] = ..., conversation_id: _Optional[str] = ..., include_messages: _Optional[bool] = ...) -> None: ...
 
 class Change(_message.Message):
-    __slots__ = ("cursor", "conversation_id", "kind", "first_sequence", "last_sequence", "messages", "time")
+    __slots__ = ("cursor", "conversation_id", "kind", "first_sequence", "last_sequence", "messages", "time", "messages_truncated")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +225,7 @@ class Change(_message.Message):
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     conversation_id: str
     kind: ChangeKind
@@ -232,7 +233,8 @@ class Change(_message.Message):
     last_sequence: int
     messages: _containers.RepeatedCompositeFieldContainer[_messages_pb2.Message]
     time: _timestamp_pb2.Timestamp
-    def __init__(self, cursor: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., first_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    messages_truncated: bool
+    def __init__(self, cursor: _Optional[str] = ..., conversation_id: _Optional[str] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., first_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., messages_truncated: _Optional[bool] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("cursor", "time")

@@ -530,7 +530,11 @@ export type Change = Message<"ctxd.v1.Change"> & {
      */
     lastSequence: bigint;
     /**
-     * APPENDED with `include_messages` only: the appended messages.
+     * APPENDED with `include_messages` only: the appended messages as the log holds them when the
+     * change is delivered (a message redacted since comes as its tombstone; one rewound since does
+     * not come, and the REWOUND change follows). One response carries at most 2 MiB of messages
+     * (within the 4 MiB gRPC clients accept by default), so an append larger than that carries the
+     * messages that fit, in order, with `messages_truncated`.
      *
      * @generated from field: repeated ctxd.v1.Message messages = 6;
      */
@@ -541,6 +545,13 @@ export type Change = Message<"ctxd.v1.Change"> & {
      * @generated from field: google.protobuf.Timestamp time = 7;
      */
     time?: Timestamp | undefined;
+    /**
+     * Some of the append's messages did not fit one response: read those after the last one
+     * carried (after first_sequence - 1 when none is) up to last_sequence with ListMessages.
+     *
+     * @generated from field: bool messages_truncated = 8;
+     */
+    messagesTruncated: boolean;
 };
 /**
  * Describes the message ctxd.v1.Change.
