@@ -30,7 +30,8 @@ case "$cmd" in
     for node in coordinator worker-1 worker-2; do
       port=$(free_port)
       ports+=("$port")
-      as_pg "$bin/initdb" -D "$dir/$node" -U postgres --auth=trust --no-sync -E UTF8 >"$dir/$node-initdb.log" 2>&1
+      as_pg "$bin/initdb" -D "$dir/$node" -U postgres --auth=trust --no-sync -E UTF8 \
+        --locale-provider=icu --icu-locale=en-US --locale=C >"$dir/$node-initdb.log" 2>&1
       cat >>"$dir/$node/postgresql.conf" <<CONF
 shared_preload_libraries = 'citus'
 listen_addresses = '127.0.0.1'

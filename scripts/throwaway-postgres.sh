@@ -17,7 +17,9 @@ case "$cmd" in
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
     trap 'echo "throwaway-postgres: start failed; logs:" >&2; cat "$dir"/*.log >&2 2>/dev/null' ERR
-    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 >"$dir/initdb.log" 2>&1
+    # ICU en-US: text sorts as in most production databases, not in byte order.
+    as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 \
+      --locale-provider=icu --icu-locale=en-US --locale=C >"$dir/initdb.log" 2>&1
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     echo "$port" > "$dir/port"
     as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -o \

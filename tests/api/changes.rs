@@ -24,6 +24,7 @@ contract_tests!(
     a_cursor_that_is_not_one_or_past_retention_is_refused,
     an_idle_stream_gets_heartbeats_to_resume_from,
     an_append_larger_than_a_response_carries_what_fits_and_says_so,
+    a_cursor_among_one_commits_changes_resumes_without_a_gap,
     a_replica_serves_its_watcher_cap_and_ends_streams_when_it_shuts_down,
     the_sweep_forgets_changes_in_bounded_batches,
 );
@@ -246,6 +247,45 @@ async fn a_consumer_resumes_from_its_cursor_on_another_server_without_a_gap(kind
             seen[conversation], expected,
             "{conversation}: every append once, in order"
         );
+    }
+}
+
+/// Group commit writes many conversations' changes at one position, ordered among themselves by
+/// conversation in the database's collation, which is not byte order (the test cluster's is
+/// ICU en-US: "Zeta" after "alpha", "a-b" before "aB"). A consumer that resumes from any of
+/// them gets every change after it: none is skipped by a cursor compared in another order.
+async fn a_cursor_among_one_commits_changes_resumes_without_a_gap(kind: StoreKind) {
+    // A small pool: the 16 writers are more than half of it in flight, so appends batch.
+    let app = spawn_app_with(kind, &["--db-pool-size", "4"]).await;
+    const CONVERSATIONS: &[&str] = &[
+        "Zeta", "alpha", "a-b", "aB", "a_c", "B", "b", "a b", "zz", "A", "a.b", "ab", "AB", "_x", "0", "a~",
+    ];
+    let mut stream = open(&app, watch("", "", false)).await;
+    append_many(app.client.clone(), CONVERSATIONS, 8).await;
+    let all = take(&mut stream, CONVERSATIONS.len() * 8).await;
+    // `stream` stays open: the replica keeps the tenant's recent changes for its watchers, and
+    // the resumed ones read them there, as well as from the store.
+    if kind == StoreKind::Postgres {
+        // The cursor's position (its first number): batches share one.
+        let position = |cursor: &str| cursor.rsplitn(4, '.').last().map(str::to_owned);
+        let positions: std::collections::HashSet<_> = all.iter().map(|c| position(&c.cursor)).collect();
+        assert!(positions.len() < all.len(), "no two changes at one position: no batch was tested");
+    }
+    for i in 0..all.len() - 1 {
+        let mut resumed = open(&app, watch(&all[i].cursor, "", false)).await;
+        let rest = take(&mut resumed, all.len() - 1 - i).await;
+        let delivered: std::collections::HashSet<(&str, u64)> = rest
+            .iter()
+            .map(|c| (c.conversation_id.as_str(), c.first_sequence))
+            .collect();
+        for later in &all[i + 1..] {
+            assert!(
+                delivered.contains(&(later.conversation_id.as_str(), later.first_sequence)),
+                "resumed after change {i}: {} {} skipped",
+                later.conversation_id,
+                later.first_sequence
+            );
+        }
     }
 }
 

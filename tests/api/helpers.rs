@@ -432,6 +432,11 @@ fn start_cluster() -> Cluster {
         "--no-sync",
         "-E",
         "UTF8",
+        // Text sorts as most production databases sort it (en-US), not in byte order: the
+        // store's orders must hold under a collation that Rust's string order is not.
+        "--locale-provider=icu",
+        "--icu-locale=en-US",
+        "--locale=C",
     ]));
     let port = free_port();
     // A watchdog shell owns the server: when this test process exits, it stops the server and
