@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use deadpool_postgres::{GenericClient, Pool};
 use tokio_postgres::Row;
 
-use super::{errors::corrupt, rows::column};
+use super::{citus::Citus, errors::corrupt, rows::column};
 use crate::{
     domain::{
         ConversationId, Sequence, TenantId,
@@ -124,21 +124,67 @@ pub(super) const DELETED_COLUMNS: &str = "change_position, changes";
 /// The transaction's id, where the session runs (the coordinator, on Citus).
 const TRANSACTION: &str = "SELECT pg_current_xact_id()::text::bigint AS xid";
 
-/// The position below which every transaction has ended: changes there are settled.
-async fn settled<C: GenericClient + Sync>(client: &C) -> Result<i64, StoreError> {
+/// The position below which every transaction has ended and every row it wrote is visible:
+/// changes there are settled. On Citus, also below every two-phase commit the coordinator still
+/// holds in doubt (see [`super::citus`]): such a transaction has ended on the coordinator before
+/// its shards' rows are visible.
+async fn settled<C: GenericClient + Sync>(client: &C, citus: &Citus) -> Result<Settled, StoreError> {
+    if !citus.is(client).await? {
+        let row = client
+            .query_one(
+                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin",
+                &[],
+            )
+            .await?;
+        return Ok(Settled {
+            position: column(&row, "xmin")?,
+            held: false,
+        });
+    }
+    // A record's `xmin` is its transaction's id (32 bits): made whole against the snapshot's
+    // `xmax`, above every transaction it can see.
     let row = client
         .query_one(
-            "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin",
+            "SELECT least(s.xmin, d.held) AS xmin, d.held IS NOT NULL AS held
+             FROM (SELECT pg_snapshot_xmin(snapshot)::text::bigint AS xmin,
+                          pg_snapshot_xmax(snapshot)::text::bigint AS xmax
+                   FROM pg_current_snapshot() AS snapshot) s,
+             LATERAL (SELECT s.xmax - max(((s.xmax & 4294967295) - t.xmin::text::bigint + 4294967296)
+                                          % 4294967296) AS held
+                      FROM pg_catalog.pg_dist_transaction t) d",
             &[],
         )
         .await?;
-    column(&row, "xmin")
+    Ok(Settled {
+        position: column(&row, "xmin")?,
+        held: column(&row, "held")?,
+    })
+}
+
+/// Where changes are settled up to.
+struct Settled {
+    position: i64,
+    /// Citus two-phase commits hold it back.
+    held: bool,
 }
 
 /// A cursor before every change not yet settled.
-pub(super) async fn horizon(pool: &Pool) -> Result<Cursor, StoreError> {
+pub(super) async fn horizon(pool: &Pool, citus: &Citus) -> Result<Cursor, StoreError> {
     let client = pool.get().await?;
-    Ok(Cursor::before(settled(&client).await?, SystemTime::now()))
+    Ok(Cursor::before(
+        settled_now(&client, citus).await?,
+        SystemTime::now(),
+    ))
+}
+
+/// [`settled`], after Citus has forgotten the two-phase commits whose shards have committed
+/// (most of those it holds), so that the feed waits for a fork only as long as its commit takes.
+async fn settled_now<C: GenericClient + Sync>(client: &C, citus: &Citus) -> Result<i64, StoreError> {
+    let first = settled(client, citus).await?;
+    if first.held && citus.recover(client).await? {
+        return Ok(settled(client, citus).await?.position);
+    }
+    Ok(first.position)
 }
 
 const COLUMNS: &str = "position, conversation_id, change, kind, first_sequence, last_sequence, created_at";
@@ -147,11 +193,12 @@ const COLUMNS: &str = "position, conversation_id, change, kind, first_sequence, 
 /// on Citus it is the coordinator's, whose transactions end after their shards' writes.
 pub(super) async fn read(
     pool: &Pool,
+    citus: &Citus,
     tenant: &TenantId,
     query: &ChangeQuery,
 ) -> Result<ChangePage, StoreError> {
     let client = pool.get().await?;
-    let horizon = settled(&client).await?;
+    let horizon = settled_now(&client, citus).await?;
     let after = &query.after;
     let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
     let t = tenant.as_str();
@@ -248,12 +295,17 @@ pub(super) async fn oldest(
 
 /// Deletes up to `batch` changes made before `before`; returns how many. The rows are chosen
 /// first and deleted by key, so each statement is bounded.
-pub(super) async fn sweep(pool: &Pool, before: SystemTime, batch: usize) -> Result<u64, StoreError> {
+pub(super) async fn sweep(
+    pool: &Pool,
+    citus: &Citus,
+    before: SystemTime,
+    batch: usize,
+) -> Result<u64, StoreError> {
     let client = pool.get().await?;
     let limit = i64::try_from(batch).unwrap_or(i64::MAX);
     // Only settled changes: one a transaction still running holds back is kept until it can be
     // delivered (the horizon is read first, on Citus the coordinator's).
-    let horizon = settled(&client).await?;
+    let horizon = settled(&client, citus).await?.position;
     let old = client
         .query(
             "SELECT tenant_id, position, conversation_id, change FROM changes

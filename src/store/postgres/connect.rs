@@ -63,6 +63,7 @@ impl PostgresStore {
             group: std::sync::Arc::new(append::GroupCommit::new(pool.clone(), options.group_commit)),
             pool,
             gate: Default::default(),
+            citus: Default::default(),
             gate_patience: options.statement_timeout,
             cache: std::sync::Arc::new(cache::MessageCache::new(options.message_cache_bytes)),
             codes: std::sync::Arc::new(vector_codes::VectorCodes::new(VECTOR_CODE_BYTES)),

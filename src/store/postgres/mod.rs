@@ -33,6 +33,7 @@ use crate::{
 mod append;
 mod cache;
 mod changes;
+mod citus;
 mod connect;
 pub use connect::PostgresOptions;
 mod conversations;
@@ -75,6 +76,8 @@ pub struct PostgresStore {
     group: std::sync::Arc<append::GroupCommit>,
     /// Told after each write (see [`Store::change_signal`]).
     changed: std::sync::Arc<super::ChangeSignal>,
+    /// Whether the database is a Citus coordinator (see [`citus`]).
+    citus: std::sync::Arc<citus::Citus>,
 }
 
 impl PostgresStore {
@@ -394,13 +397,13 @@ impl Store for PostgresStore {
         tenant: &TenantId,
         query: &crate::domain::changes::ChangeQuery,
     ) -> Result<crate::domain::changes::ChangePage, StoreError> {
-        changes::read(&self.pool, tenant, query)
+        changes::read(&self.pool, &self.citus, tenant, query)
             .instrument(traces::db("SELECT", "changes"))
             .await
     }
 
     async fn change_horizon(&self) -> Result<crate::domain::changes::Cursor, StoreError> {
-        changes::horizon(&self.pool).await
+        changes::horizon(&self.pool, &self.citus).await
     }
 
     async fn oldest_change(
@@ -412,7 +415,7 @@ impl Store for PostgresStore {
     }
 
     async fn sweep_changes(&self, before: std::time::SystemTime, batch: usize) -> Result<u64, StoreError> {
-        changes::sweep(&self.pool, before, batch)
+        changes::sweep(&self.pool, &self.citus, before, batch)
             .instrument(traces::db("DELETE", "changes"))
             .await
     }
