@@ -13,6 +13,9 @@ pub struct ChangeMetrics {
     pub lag: Histogram,
     /// Changes the retention sweeper deleted (older than `CTXD_CHANGES_RETENTION`).
     pub deleted: IntCounter,
+    /// Pages a watcher read from the store itself: it was behind the tenant's recent changes
+    /// that the replica reads once for all its watchers.
+    pub behind_reads: IntCounter,
 }
 
 impl ChangeMetrics {
@@ -37,11 +40,16 @@ impl ChangeMetrics {
                 "ctxd_changes_deleted_total",
                 "Changes the retention sweeper deleted (older than CTXD_CHANGES_RETENTION)",
             ),
+            behind_reads: counter(
+                "ctxd_change_behind_reads_total",
+                "Pages watchers read from the store because they were behind the recent changes the replica holds for them",
+            ),
         }
     }
 
-    pub(super) fn collectors(&self) -> [Box<dyn Collector>; 4] {
+    pub(super) fn collectors(&self) -> [Box<dyn Collector>; 5] {
         [
+            Box::new(self.behind_reads.clone()),
             Box::new(self.watchers.clone()),
             Box::new(self.delivered.clone()),
             Box::new(self.lag.clone()),

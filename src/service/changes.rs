@@ -243,7 +243,10 @@ impl Follower {
         // From the window when it covers the cursor; a watcher further behind reads the store.
         let read = match self.window.read(&query) {
             Some(page) => Ok(page),
-            None => self.store.read_changes(&self.tenant, &query).await,
+            None => {
+                self.metrics.changes.behind_reads.inc();
+                self.store.read_changes(&self.tenant, &query).await
+            }
         };
         let page = match read {
             Ok(page) => page,
