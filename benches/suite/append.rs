@@ -43,7 +43,7 @@ fn content(client: usize, n: u64) -> String {
 }
 
 /// Runs `clients` tasks until `secs` pass; each calls `step` in a loop and counts successes.
-async fn rate<F, Fut>(clients: usize, secs: u64, step: F) -> anyhow::Result<f64>
+pub(crate) async fn rate<F, Fut>(clients: usize, secs: u64, step: F) -> anyhow::Result<f64>
 where
     F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,

@@ -6,9 +6,9 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, Instant, SystemTime},
+    time::{Duration, SystemTime},
 };
 
 use ctxd::proto;
@@ -92,37 +92,27 @@ fn user(text: String) -> proto::Message {
 
 /// Appends from [`CLIENTS`] clients for `secs`; the rate.
 async fn append_rate(server: &Replica, secs: u64, label: &str) -> anyhow::Result<f64> {
-    let done = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for client in 0..CLIENTS {
-        let mut c = server.client().await?;
-        let (done, stop) = (done.clone(), stop.clone());
-        let conversation = format!("changes-{label}-{client}");
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                let request = proto::AppendMessageRequest {
-                    conversation_id: conversation.clone(),
-                    messages: vec![user(format!(
-                        "message {n}: the deploy of build {client} is done."
-                    ))],
-                    ..Default::default()
-                };
-                c.append_message(request).await?;
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-            anyhow::Ok(())
-        }));
+    let mut connections = Vec::new();
+    for _ in 0..CLIENTS {
+        connections.push(server.client().await?);
     }
-    tokio::time::sleep(Duration::from_secs(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    for task in tasks {
-        task.await??;
-    }
-    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+    let connections = Arc::new(connections);
+    let label = Arc::new(label.to_owned());
+    crate::append::rate(CLIENTS, secs, move |client, n| {
+        let mut c = connections[client].clone();
+        let request = proto::AppendMessageRequest {
+            conversation_id: format!("changes-{label}-{client}"),
+            messages: vec![user(format!(
+                "message {n}: the deploy of build {client} is done."
+            ))],
+            ..Default::default()
+        };
+        async move {
+            c.append_message(request).await?;
+            Ok(())
+        }
+    })
+    .await
 }
 
 /// [`append_rate`] with [`WATCHERS`] watchers reading every change; the rate and each

@@ -47,27 +47,13 @@ where
             .min(layer.request_timeout),
         Err(message) => return refuse(Code::InvalidArgument, &message),
     };
-    if let Some(refusal) = unsupported(&parts.headers) {
-        return refuse(Code::Unimplemented, &refusal);
-    }
-    // A call the interceptor will refuse (no key, an unknown one, another tenant's header) is
-    // refused here, before its body is read, as gRPC refuses it at its headers.
-    let tenant = match (layer.tenants.check(&parts.headers), accounting) {
-        (Ok(tenant), _) => tenant.as_str().to_owned(),
-        (Err(status), Accounting::Counted) => return refuse(status.code(), status.message()),
-        (Err(_), Accounting::Exempt) => String::new(),
-    };
-    let mut reservation = match accounting {
-        Accounting::Counted => Some(
-            layer
-                .budget
-                .reserve_up_to(layer.max_request_bytes.saturating_mul(2))
-                .of_tenant(&tenant),
-        ),
-        Accounting::Exempt => None,
-    };
-    let body = match read_body(body, layer.max_request_bytes, reservation.as_mut(), deadline).await {
-        Ok(body) => body,
+    let read = checked_body(layer, &parts.headers, body, accounting, deadline).await;
+    let CheckedBody {
+        tenant,
+        body,
+        reservation,
+    } = match read {
+        Ok(read) => read,
         Err((code, message)) => return refuse(code, &message),
     };
     let message = match codec::request_bytes(method, encoding, &body) {
@@ -129,7 +115,51 @@ pub(super) fn unsupported(headers: &HeaderMap) -> Option<String> {
 
 /// The request body, whole, within `max` bytes (RESOURCE_EXHAUSTED past it, or past the memory
 /// `reservation` may take) and `wait` (DEADLINE_EXCEEDED: a body sent slowly or never ended).
-pub(super) async fn read_body(
+/// A request's body, read after its headers were checked.
+pub(super) struct CheckedBody {
+    /// The tenant the headers name (empty for an exempt call that names none).
+    pub(super) tenant: String,
+    pub(super) body: Vec<u8>,
+    /// The body's memory; drop it once the body is decoded.
+    pub(super) reservation: Option<Reservation>,
+}
+
+/// The request's body, after the checks gRPC makes at a call's headers (a call the interceptor
+/// will refuse is refused here, before its body is read), read within `wait` and counted in the
+/// tenant's share of the replica's memory, which the reservation holds until the caller drops it.
+pub(super) async fn checked_body(
+    layer: &ProtocolLayer,
+    headers: &HeaderMap,
+    body: tonic::body::Body,
+    accounting: Accounting,
+    wait: Duration,
+) -> Result<CheckedBody, (Code, String)> {
+    if let Some(refusal) = unsupported(headers) {
+        return Err((Code::Unimplemented, refusal));
+    }
+    let tenant = match (layer.tenants.check(headers), accounting) {
+        (Ok(tenant), _) => tenant.as_str().to_owned(),
+        (Err(status), Accounting::Counted) => return Err((status.code(), status.message().to_owned())),
+        (Err(_), Accounting::Exempt) => String::new(),
+    };
+    let mut reservation = match accounting {
+        Accounting::Counted => Some(
+            layer
+                .budget
+                .reserve_up_to(layer.max_request_bytes.saturating_mul(2))
+                .of_tenant(&tenant),
+        ),
+        Accounting::Exempt => None,
+    };
+    let body = read_body(body, layer.max_request_bytes, reservation.as_mut(), wait).await?;
+    Ok(CheckedBody {
+        tenant,
+        body,
+        reservation,
+    })
+}
+
+async fn read_body(
     body: tonic::body::Body,
     max: usize,
     mut reservation: Option<&mut Reservation>,

@@ -21,7 +21,8 @@ use tonic::{
 use tower::Service;
 
 use super::{
-    answer, call,
+    answer::{self, Accounting},
+    call,
     codec::{self, Encoding},
     layer::ProtocolLayer,
 };
@@ -62,26 +63,18 @@ where
         answer::refused(layer, method, started, code, message);
         Ok(ended(encoding, code, message, &[], &HeaderMap::new()))
     };
-    if let Some(refusal) = call::unsupported(&parts.headers) {
-        return end(Code::Unimplemented, &refusal);
-    }
-    let tenant = match layer.tenants.check(&parts.headers) {
-        Ok(tenant) => tenant.as_str().to_owned(),
-        Err(status) => return end(status.code(), status.message()),
-    };
-    let mut reservation = layer
-        .budget
-        .reserve_up_to(layer.max_request_bytes.saturating_mul(2))
-        .of_tenant(&tenant);
-    let body = match call::read_body(
+    let checked = call::checked_body(
+        layer,
+        &parts.headers,
         body,
-        layer.max_request_bytes,
-        Some(&mut reservation),
+        Accounting::Counted,
         layer.request_timeout,
     )
-    .await
-    {
-        Ok(body) => body,
+    .await;
+    let call::CheckedBody {
+        body, reservation, ..
+    } = match checked {
+        Ok(read) => read,
         Err((code, message)) => return end(code, &message),
     };
     let message =
