@@ -17,6 +17,16 @@ pub struct ChangeArgs {
     #[arg(long, env = "CTXD_MAX_WATCHERS", default_value_t = 1024, display_order = 61)]
     pub max_watchers: usize,
 
+    /// WatchChanges streams one tenant may hold on one replica, so that one tenant's consumers
+    /// cannot take every stream the replica serves; one more is RESOURCE_EXHAUSTED.
+    #[arg(
+        long,
+        env = "CTXD_MAX_WATCHERS_PER_TENANT",
+        default_value_t = 256,
+        display_order = 61
+    )]
+    pub max_watchers_per_tenant: usize,
+
     /// Milliseconds between a watcher's reads when no write on this replica woke it: how soon
     /// it sees what other replicas write.
     #[arg(long, env = "CTXD_CHANGES_POLL_MS", default_value_t = 250, display_order = 62)]
@@ -39,6 +49,8 @@ pub struct ChangeOptions {
     pub retention: Duration,
     /// Streams a replica serves at once.
     pub max_watchers: usize,
+    /// Streams one tenant holds on a replica at once.
+    pub max_watchers_per_tenant: usize,
     /// A watcher's read interval when nothing wakes it.
     pub poll: Duration,
     /// Heartbeat interval on an idle stream.
@@ -50,6 +62,7 @@ impl Default for ChangeOptions {
         Self {
             retention: Duration::from_secs(7 * 24 * 3600),
             max_watchers: 1024,
+            max_watchers_per_tenant: 256,
             poll: Duration::from_millis(250),
             heartbeat: Duration::from_secs(15),
         }
@@ -62,11 +75,16 @@ impl ChangeArgs {
         let mut problems = Problems::default();
         problems.positive("CTXD_CHANGES_RETENTION", self.changes_retention.as_secs());
         problems.positive("CTXD_MAX_WATCHERS", self.max_watchers as u64);
+        problems.positive(
+            "CTXD_MAX_WATCHERS_PER_TENANT",
+            self.max_watchers_per_tenant as u64,
+        );
         problems.positive("CTXD_CHANGES_POLL_MS", self.changes_poll_ms);
         problems.positive("CTXD_CHANGES_HEARTBEAT_SECS", self.changes_heartbeat_secs);
         problems.finish(ChangeOptions {
             retention: self.changes_retention,
             max_watchers: self.max_watchers,
+            max_watchers_per_tenant: self.max_watchers_per_tenant,
             poll: Duration::from_millis(self.changes_poll_ms),
             heartbeat: Duration::from_secs(self.changes_heartbeat_secs),
         })

@@ -70,6 +70,8 @@ pub struct Watch {
 pub(super) struct Watchers {
     options: ChangeOptions,
     slots: Arc<Semaphore>,
+    /// Each tenant's share of the slots.
+    tenants: Arc<super::tenant_slots::TenantSlots>,
     closing: watch::Sender<bool>,
     /// The tenants' recent changes, read once for all their watchers.
     windows: Windows,
@@ -79,6 +81,7 @@ impl Watchers {
     pub(super) fn new(options: ChangeOptions) -> Self {
         Self {
             slots: Arc::new(Semaphore::new(options.max_watchers)),
+            tenants: super::tenant_slots::TenantSlots::new(options.max_watchers_per_tenant),
             closing: watch::Sender::new(false),
             windows: Windows::default(),
             options,
@@ -116,6 +119,14 @@ impl Service {
                 what: "change watchers (CTXD_MAX_WATCHERS, for the whole replica)",
                 limit: options.max_watchers,
             })?;
+        let tenant_slot = self
+            .watchers
+            .tenants
+            .try_take(tenant)
+            .ok_or(ServiceError::TenantBusy {
+                what: "change watchers of one tenant (CTXD_MAX_WATCHERS_PER_TENANT)",
+                limit: options.max_watchers_per_tenant,
+            })?;
         let start = match request.after.clone() {
             Some(after) if !after.held(options.retention, SystemTime::now()) => {
                 // An hour inside retention (a quarter of a shorter one): the consumer has that
@@ -152,7 +163,7 @@ impl Service {
         tokio::spawn(async move {
             follower.run().await;
             metrics.changes.watchers.dec();
-            drop(slot);
+            drop((slot, tenant_slot));
         });
         Ok(Watch { events })
     }

@@ -26,6 +26,7 @@ contract_tests!(
     an_append_larger_than_a_response_carries_what_fits_and_says_so,
     a_cursor_among_one_commits_changes_resumes_without_a_gap,
     a_replica_serves_its_watcher_cap_and_ends_streams_when_it_shuts_down,
+    a_tenant_holds_at_most_its_share_of_the_watchers,
     the_sweep_forgets_changes_in_bounded_batches,
 );
 
@@ -637,6 +638,50 @@ async fn a_replica_serves_its_watcher_cap_and_ends_streams_when_it_shuts_down(ki
     let status = ended.expect_err("the stream ends with a status");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(status.message().contains("resume"), "{}", status.message());
+}
+
+/// One tenant's consumers cannot take every stream a replica serves: past its share its next
+/// watch is RESOURCE_EXHAUSTED while another tenant's is served, and a stream it closes gives
+/// its slot back.
+async fn a_tenant_holds_at_most_its_share_of_the_watchers(kind: StoreKind) {
+    let app = spawn_app_with(kind, &["--max-watchers", "4", "--max-watchers-per-tenant", "2"]).await;
+    let mut client = app.client.clone();
+    let watch_as = |tenant: &'static str| {
+        let mut client = client.clone();
+        async move {
+            client
+                .watch_changes(as_tenant(tenant, watch("", "", false)))
+                .await
+        }
+    };
+    let first = watch_as("acme").await.expect("acme's first").into_inner();
+    let _second = watch_as("acme").await.expect("acme's second");
+    let status = watch_as("acme").await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("CTXD_MAX_WATCHERS_PER_TENANT"),
+        "{}",
+        status.message()
+    );
+    let _other = watch_as("globex").await.expect("another tenant is served");
+    // A stream closed gives its slot back (once the server sees it gone).
+    drop(first);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        match watch_as("acme").await {
+            Ok(_) => break,
+            Err(status)
+                if status.code() == Code::ResourceExhausted && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(status) => panic!("the slot never came back: {status:?}"),
+        }
+    }
+    let _ = client
+        .append_message(append("c", vec![user("still served")]))
+        .await
+        .unwrap();
 }
 
 async fn the_sweep_forgets_changes_in_bounded_batches(kind: StoreKind) {
