@@ -37,6 +37,9 @@ const MESSAGE_BYTES: usize = 2 << 20;
 /// How long a watcher waits after a store failure before reading again.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// How long a watcher waits for the replica's memory for loaded messages, in use by other calls.
+const MEMORY_RETRY: Duration = Duration::from_millis(50);
+
 /// What a watch asks for.
 #[derive(Debug, Clone)]
 pub struct WatchRequest {
@@ -152,7 +155,7 @@ impl Service {
             request,
             cursor: start,
             options,
-            max_message_bytes: MESSAGE_BYTES.min(self.limits.max_response_bytes / 2),
+            max_message_bytes: message_bytes(&self.limits),
             budget: self.response_budget.clone(),
             metrics: self.metrics.clone(),
             sender,
@@ -167,6 +170,18 @@ impl Service {
         });
         Ok(Watch { events })
     }
+}
+
+/// The most bytes of messages one response carries: [`MESSAGE_BYTES`], or less where the
+/// limits are small, so that a read (reserved twice over) always fits the call's limit and a
+/// quarter of the tenant's share of the replica's memory, and a watcher never waits for memory
+/// it can never get.
+fn message_bytes(limits: &super::Limits) -> usize {
+    let share = limits.response_budget_bytes / 100 * limits.tenant_memory_percent.clamp(1, 100);
+    MESSAGE_BYTES
+        .min(limits.max_response_bytes / 2)
+        .min(share / 4)
+        .max(1)
 }
 
 /// One watcher's loop.
@@ -291,16 +306,24 @@ impl Follower {
         Ok(read)
     }
 
-    /// Logs a store failure (or memory the replica cannot give now) and waits [`RETRY`] (or
-    /// until the consumer leaves).
-    async fn wait_after(&self, error: Stalled) -> Result<Read, Gone> {
-        let error = match &error {
-            Stalled::Store(error) => crate::runtime::telemetry::ErrorChain(error).to_string(),
-            Stalled::Memory(refusal) => refusal.to_string(),
+    /// Waits before reading again (or until the consumer leaves): [`RETRY`] after a store
+    /// failure, which is logged; [`MEMORY_RETRY`] when the replica's memory for loaded messages
+    /// is in use by other calls, which lasts as long as a read does, and is no failure.
+    async fn wait_after(&self, stalled: Stalled) -> Result<Read, Gone> {
+        let (wait, then) = match &stalled {
+            Stalled::Store(error) => {
+                let error = crate::runtime::telemetry::ErrorChain(error).to_string();
+                tracing::warn!(error, "change feed read failed; reading again");
+                (RETRY, Read::Nothing)
+            }
+            Stalled::Memory(refusal) => {
+                tracing::debug!(%refusal, "change feed waits for memory to read messages");
+                // Read again at once after the wait, not at the next poll.
+                (MEMORY_RETRY, Read::Full)
+            }
         };
-        tracing::warn!(error, "change feed read failed; reading again");
         tokio::select! {
-            () = tokio::time::sleep(RETRY) => Ok(Read::Nothing),
+            () = tokio::time::sleep(wait) => Ok(then),
             () = self.sender.closed() => Err(Gone),
         }
     }

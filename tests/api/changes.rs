@@ -24,6 +24,7 @@ contract_tests!(
     a_cursor_that_is_not_one_or_past_retention_is_refused,
     an_idle_stream_gets_heartbeats_to_resume_from,
     an_append_larger_than_a_response_carries_what_fits_and_says_so,
+    a_replica_with_little_memory_still_delivers_messages,
     a_cursor_among_one_commits_changes_resumes_without_a_gap,
     a_replica_serves_its_watcher_cap_and_ends_streams_when_it_shuts_down,
     a_tenant_holds_at_most_its_share_of_the_watchers,
@@ -445,6 +446,30 @@ async fn an_append_larger_than_a_response_carries_what_fits_and_says_so(kind: St
         rest.extend(page.messages.into_iter().map(|m| m.content));
     }
     assert_eq!(rest, texts[2..]);
+}
+
+/// With little memory for loaded messages (4 MiB, 2 for one tenant) a response carries less,
+/// so that each read fits what the tenant may hold: every append still arrives, in parts, and
+/// none waits for memory it could never get.
+async fn a_replica_with_little_memory_still_delivers_messages(kind: StoreKind) {
+    let app = spawn_app_with(kind, &["--response-memory-mib", "4"]).await;
+    let mut stream = open(&app, watch("", "small-replica", true)).await;
+    let texts: Vec<String> = (0..3u8)
+        .map(|i| char::from(b'x' + i).to_string().repeat(300_000))
+        .collect();
+    for _ in 0..3 {
+        app.append_ok("small-replica", texts.iter().map(|t| user(t)).collect())
+            .await;
+    }
+    let changes = take(&mut stream, 3).await;
+    for change in &changes {
+        assert!(
+            change.messages_truncated,
+            "a quarter of 2 MiB holds one message of 300 kB"
+        );
+        assert_eq!(change.messages.len(), 1);
+        assert_eq!(change.messages[0].content, texts[0]);
+    }
 }
 
 /// On Citus a fork commits in two phases: its shards prepare, the coordinator commits, then the
