@@ -16,6 +16,9 @@ use crate::{
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// Largest page size ListMessages serves; larger requests are capped.
 pub const MAX_PAGE_SIZE: usize = 1000;
+/// The most bytes a ListMessages response holds (messages and `rendered`), where messages allow
+/// (one larger message still comes alone): within the 4 MiB gRPC clients accept by default.
+pub(super) const PAGE_BYTES: usize = 3 << 20;
 
 /// What ListMessages answers.
 #[derive(Debug)]
@@ -121,13 +124,18 @@ impl Service {
             0 => DEFAULT_PAGE_SIZE,
             n => n.min(MAX_PAGE_SIZE),
         };
-        // A page stops at the read's byte limit (with `has_more`): large messages make short
-        // pages, never a large response.
+        // A page holds what fits in the read's limit and in a response a default client
+        // accepts (with `has_more`): large messages make short pages, never a large response.
+        // A rendering comes with its page, so the page leaves it room.
+        let fits = match format {
+            Some(_) => PAGE_BYTES / 2,
+            None => PAGE_BYTES,
+        };
         let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
-        let page = self
+        let mut page = self
             .store
-            .list_messages(tenant, conversation, after, limit, read.limit)
+            .list_messages(tenant, conversation, after, limit, read.limit.min(fits))
             .await?;
         let loaded = super::packing::loaded_bytes(&page.messages);
         reservation.end_read(read, loaded)?;
@@ -135,7 +143,16 @@ impl Service {
         let rendered = match format {
             Some(format) => {
                 reservation.settle_at(3 * loaded)?;
-                let rendered = render_history(&page.messages, format);
+                let mut rendered = render_history(&page.messages, format);
+                // Escaping can make a rendering several times its text: halve the page until
+                // the two fit (a single message comes whatever its size).
+                while page.messages.len() > 1
+                    && super::packing::loaded_bytes(&page.messages) + rendered.len() > PAGE_BYTES
+                {
+                    page.messages.truncate(page.messages.len() / 2);
+                    page.has_more = true;
+                    rendered = render_history(&page.messages, format);
+                }
                 reservation.settle_at(2 * loaded + 2 * rendered.len())?;
                 Some(rendered)
             }

@@ -181,9 +181,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         deadline: Option<&Deadline>,
     ) -> Result<AppendOutcome, StoreError>;
 
-    /// Returns up to `limit` messages with a sequence greater than `after`, in order, and no
-    /// more once their size reaches `max_bytes` (see [`Message::loaded_bytes`]; the first
-    /// message always comes): a page cut that way has `has_more`.
+    /// Returns up to `limit` messages with a sequence greater than `after`, in order, that fit
+    /// in `max_bytes` (see [`Message::loaded_bytes`]): the message that would take the page past
+    /// it is left for the next page, except a page's first, which always comes. A page cut that
+    /// way has `has_more`.
     async fn list_messages(
         &self,
         tenant: &TenantId,

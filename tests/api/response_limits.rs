@@ -106,3 +106,64 @@ async fn responses_stay_within_the_response_limit_on_both_stores() {
         assert!(prepared.rendered.len() < 400_000, "{store}");
     }
 }
+
+/// A ListMessages page fits what a gRPC client accepts by default (4 MiB; this test's client
+/// refuses more): the message that would take a page past it waits for the next page, and a
+/// rendering that escaping makes large shortens its page. Every message comes exactly once.
+#[tokio::test]
+async fn list_pages_fit_a_default_client_on_both_stores() {
+    for url in [None, Some(fresh_database().await)] {
+        let store = if url.is_some() { "postgres" } else { "memory" };
+        let app = spawn_on(url, &[]).await;
+        // 5 messages of 900 kB: 4.5 MB, above 4 MiB.
+        let large: Vec<String> = (0..5u8)
+            .map(|i| char::from(b'a' + i).to_string().repeat(900_000))
+            .collect();
+        app.append_ok("large", large.iter().map(|t| user(t)).collect())
+            .await;
+        // 5 messages of 300 kB of quotes: 1.5 MB whose JSON rendering is twice that.
+        let quotes: Vec<String> = (0..5).map(|_| "\"".repeat(300_000)).collect();
+        app.append_ok("quotes", quotes.iter().map(|t| user(t)).collect())
+            .await;
+        for (conversation, texts, format) in [
+            ("large", &large, None),
+            ("large", &large, Some(proto::Format::OpenaiChat)),
+            ("quotes", &quotes, Some(proto::Format::OpenaiChat)),
+        ] {
+            let (mut after, mut seen, mut rendered, mut pages) = (0, Vec::new(), 0, 0);
+            loop {
+                let page = app
+                    .client
+                    .clone()
+                    .list_messages(proto::ListMessagesRequest {
+                        conversation_id: conversation.into(),
+                        after_sequence: after,
+                        page_size: 1_000,
+                        format: format.map(|f| f as i32),
+                    })
+                    .await
+                    .unwrap_or_else(|e| panic!("{store} {conversation} {format:?}: {e:?}"))
+                    .into_inner();
+                assert!(
+                    prost::Message::encoded_len(&page) <= 3 << 20,
+                    "{store} {conversation} {format:?}: {} bytes",
+                    prost::Message::encoded_len(&page)
+                );
+                pages += 1;
+                if format.is_some() {
+                    rendered += page.rendered.matches("\"role\"").count();
+                }
+                seen.extend(page.messages.into_iter().map(|m| m.content));
+                if page.next_after_sequence == 0 {
+                    break;
+                }
+                after = page.next_after_sequence;
+            }
+            assert_eq!(&seen, texts, "{store} {conversation} {format:?}");
+            assert!(pages > 1, "{store} {conversation} {format:?}");
+            if format.is_some() {
+                assert_eq!(rendered, 5, "{store} {conversation}: every message rendered once");
+            }
+        }
+    }
+}

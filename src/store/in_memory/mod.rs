@@ -40,7 +40,7 @@ mod state;
 mod writes;
 
 use leases::{MemoryLease, SweeperLease};
-use pages::capped;
+use pages::{capped, fitting};
 use rewrite::MemoryRewind;
 use state::{Key, State, Written};
 
@@ -113,7 +113,7 @@ impl Store for InMemoryStore {
         let CappedPage {
             messages,
             cut_by_size: reached,
-        } = capped(rest.iter().take(limit), max_bytes);
+        } = fitting(rest.iter().take(limit), max_bytes);
         Ok(MessagePage {
             messages,
             has_more: rest.len() > limit || reached,

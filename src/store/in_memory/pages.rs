@@ -47,6 +47,27 @@ pub(super) fn capped<'a>(messages: impl Iterator<Item = &'a StoredMessage>, max_
     }
 }
 
+/// Clones `messages` while they fit in `max_bytes`: the message that would take the page past it
+/// is left for the next page (a first one always comes), as PostgreSQL's fitting pages do.
+pub(super) fn fitting<'a>(messages: impl Iterator<Item = &'a StoredMessage>, max_bytes: usize) -> CappedPage {
+    let (mut out, mut bytes) = (Vec::new(), 0usize);
+    for message in messages {
+        let size = message.message.loaded_bytes();
+        if !out.is_empty() && bytes.saturating_add(size) > max_bytes {
+            return CappedPage {
+                messages: out,
+                cut_by_size: true,
+            };
+        }
+        bytes = bytes.saturating_add(size);
+        out.push(message.clone());
+    }
+    CappedPage {
+        messages: out,
+        cut_by_size: false,
+    }
+}
+
 /// The working memory of `c` and, with `messages_up_to` bytes, the messages after it.
 pub(super) fn memory_state(c: &Conversation, messages_up_to: Option<usize>) -> MemoryState {
     let memory = c.memory.clone().unwrap_or_default();

@@ -2,7 +2,7 @@
 
 use deadpool_postgres::Pool;
 
-use super::rows::{byte_limit, capped_messages, capped_page};
+use super::rows::{byte_limit, capped_messages, capped_page, fitting_page};
 use crate::{
     domain::{ConversationId, Sequence, StoredMessage, TenantId, changes::ChangeKind},
     runtime::deadline::Deadline,
@@ -19,9 +19,8 @@ pub(super) async fn list_messages(
     max_bytes: usize,
 ) -> Result<MessagePage, StoreError> {
     let client = pool.get().await?;
-    let query = capped_page(
+    let query = fitting_page(
         "tenant_id = $1 AND conversation_id = $2 AND sequence > $3",
-        "ASC",
         "$4::bigint",
         "$5::bigint",
     );

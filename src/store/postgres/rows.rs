@@ -61,6 +61,21 @@ pub(super) fn capped_page(filter: &str, order: &str, limit: &str, max_bytes: &st
     )
 }
 
+/// As [`capped_page`], but the message that would take the page past `max_bytes` is left out
+/// (a first message is always returned), and `reached` says that one was.
+pub(super) fn fitting_page(filter: &str, limit: &str, max_bytes: &str) -> String {
+    format!(
+        "SELECT {MESSAGE_COLUMNS}, coalesce(upto + next_own > {max_bytes}, false) AS reached FROM (
+             SELECT sized.*,
+                    sum(own) OVER (ORDER BY sequence ROWS UNBOUNDED PRECEDING) AS upto,
+                    lead(own) OVER (ORDER BY sequence) AS next_own
+             FROM (SELECT m.*, {MESSAGE_BYTES} AS own FROM messages m WHERE {filter}) sized
+             ORDER BY sequence LIMIT {limit}) page
+         WHERE upto <= {max_bytes} OR upto = own
+         ORDER BY sequence"
+    )
+}
+
 /// `max_bytes` as a [`capped_page`] parameter (`usize::MAX` means no limit).
 pub(super) fn byte_limit(max_bytes: usize) -> i64 {
     i64::try_from(max_bytes).unwrap_or(i64::MAX)

@@ -142,8 +142,9 @@ export type ListMessagesRequest = Message<"ctxd.v1.ListMessagesRequest"> & {
   afterSequence: bigint;
 
   /**
-   * Maximum number of messages to return (0 = 100; capped at 1000). A page also stops once its
-   * messages reach 4 MiB (at least one message comes): follow `next_after_sequence`.
+   * Maximum number of messages to return (0 = 100; capped at 1000). A page also holds only the
+   * messages that fit in 3 MiB with `rendered` (within the 4 MiB gRPC clients accept by
+   * default); a larger message comes alone: follow `next_after_sequence`.
    *
    * @generated from field: uint32 page_size = 3;
    */
