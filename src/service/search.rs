@@ -8,7 +8,8 @@ use crate::{
         context::{
             ContextPack, ContextRequest, Recall,
             recall::{
-                Found, RecallShape, add_recalled, held_verbatim, recall_query, recalled_turn, takes_recall,
+                BRIDGE_HITS, Found, RecallShape, add_recalled, bridge_query, held_verbatim, recall_query,
+                recalled_turn, takes_recall,
             },
         },
         search::{
@@ -123,6 +124,7 @@ impl Service {
             limit,
             max_bytes: read.limit,
             semantic,
+            rare_only: false,
         };
         let page = self
             .store
@@ -342,27 +344,33 @@ pub(super) async fn recall_into(
         limit: call.recall.max_items as usize,
         max_bytes: read.limit,
         semantic,
+        rare_only: false,
     };
     let page = call
         .service
         .store
         .search_messages(call.tenant, call.conversation, &spec)
         .await?;
-    let loaded = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
+    let loaded: usize = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
     reservation.end_read(read, loaded)?;
+    let bridged = bridge_hop(&call, &query, &spec, &page, reservation).await?;
+    let loaded = loaded
+        + bridged.as_ref().map_or(0, |(_, b)| {
+            b.found.iter().map(|f| f.message.message.loaded_bytes()).sum()
+        });
     let (recall, language, tokenizer) = (call.recall.clone(), call.language, call.tokenizer);
     let turn = offload(call.tenant.as_str(), loaded, move |_| {
-        let found: Vec<Found<'_>> = page
-            .found
-            .iter()
-            .map(|f| Found {
-                message: &f.message,
-                tool_name: f.tool_name.as_deref(),
-                score: f.score,
-                relevance: f.relevance,
-                chunk: f.chunk,
-            })
-            .collect();
+        let mut found: Vec<Found<'_>> = page.found.iter().map(found_of).collect();
+        if let Some((bridge, more)) = &bridged {
+            // Right after the hit they bridge from, ranked as it is.
+            let score = found.first().map_or(0.0, |f| f.score);
+            let hits = more.found.iter().map(|f| Found {
+                score,
+                bridged_by: Some((bridge, more.term_weights.as_slice())),
+                ..found_of(f)
+            });
+            found.splice(1..1, hits.collect::<Vec<_>>());
+        }
         let shape = RecallShape {
             recall: &recall,
             room,
@@ -378,4 +386,58 @@ pub(super) async fn recall_into(
         add_recalled(pack, turn);
     }
     Ok(())
+}
+
+/// The second hop of recall (see [`bridge_query`]): up to [`BRIDGE_HITS`] messages that hold
+/// what the best hit of `page` names and the question does not, with the query that found them.
+/// Lexical only, and never a message the pack or the first page already has.
+async fn bridge_hop(
+    call: &RecallCall<'_>,
+    query: &SearchQuery,
+    first: &SearchSpec,
+    page: &SearchPage,
+    reservation: &mut Reservation,
+) -> Result<Option<(SearchQuery, SearchPage)>, ServiceError> {
+    let Some(bridge) = page
+        .found
+        .first()
+        .and_then(|best| bridge_query(&best.message.message, query, call.language))
+    else {
+        return Ok(None);
+    };
+    let read = reservation.begin_read()?;
+    let mut skip = first.skip.clone();
+    skip.extend(page.found.iter().map(|f| f.message.sequence));
+    let spec = SearchSpec {
+        query: bridge,
+        roles: Vec::new(),
+        tool_names: Vec::new(),
+        skip,
+        through: first.through,
+        after: None,
+        limit: BRIDGE_HITS,
+        max_bytes: read.limit,
+        semantic: None,
+        rare_only: true,
+    };
+    let found = call
+        .service
+        .store
+        .search_messages(call.tenant, call.conversation, &spec)
+        .await?;
+    let loaded = found.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
+    reservation.end_read(read, loaded)?;
+    Ok(Some((spec.query, found)))
+}
+
+/// A hit as recall quotes it.
+fn found_of(f: &crate::store::FoundMessage) -> Found<'_> {
+    Found {
+        message: &f.message,
+        tool_name: f.tool_name.as_deref(),
+        score: f.score,
+        relevance: f.relevance,
+        chunk: f.chunk,
+        bridged_by: None,
+    }
 }

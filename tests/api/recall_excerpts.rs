@@ -1,6 +1,7 @@
 //! Recall III (docs/design.md, "Recall"): what the recalled turn carries. The excerpt holds the
 //! query's rarest words, wherever in the message they are; hits far below the best take no
-//! room; SearchMessages says how relevant each hit is. Both stores.
+//! room; the message the best hit names comes with it (the second hop); SearchMessages says how
+//! relevant each hit is. Both stores.
 
 use ctxd::proto;
 
@@ -15,6 +16,7 @@ contract_tests!(
     weak_hits_take_no_room,
     relevance_tells_a_strong_hit_from_filler,
     occurred_at_is_validated_listed_recalled_and_forked,
+    a_two_hop_answer_is_quoted_through_what_the_best_hit_names,
 );
 
 /// Small talk: `n` turns, each naming `people` (common in this conversation).
@@ -260,4 +262,28 @@ async fn occurred_at_is_validated_listed_recalled_and_forked(kind: StoreKind) {
     assert_eq!(forked.len(), 3);
     assert_eq!(forked[0].occurred_at, at(MAY_3_2023));
     assert_eq!(forked[2].occurred_at, listed[2].occurred_at);
+}
+
+/// The answer takes two messages, and the one that holds it shares no word with the question:
+/// the best hit names the sister, and recall's second hop finds where she lives.
+async fn a_two_hop_answer_is_quoted_through_what_the_best_hit_names(kind: StoreKind) {
+    let app = spawn_app(kind).await;
+    let mut log = vec![user("My sister Cosima just moved to Osaka for a new job.")];
+    log.extend(chatter(40));
+    log.push(user(
+        "Booked my flights to go see Cosima for her birthday, can't wait!",
+    ));
+    log.extend(chatter(40));
+    app.append_ok("hops", log).await;
+    let turn = recalled(&app, "hops", "Which city is she going to for the birthday?", 300).await;
+    assert!(
+        turn.content.contains("see Cosima for her birthday"),
+        "{}",
+        turn.content
+    );
+    assert!(
+        turn.content.contains("Cosima just moved to Osaka"),
+        "the second hop: {}",
+        turn.content
+    );
 }

@@ -36,6 +36,35 @@ pub const RELATIVE_FLOOR: f32 = 0.15;
 /// The most bytes one excerpt quotes: recall quotes the part that matters, not whole outputs.
 const MAX_EXCERPT_BYTES: usize = 4096;
 
+/// How many hits a bridge adds at most ([`bridge_query`]).
+pub const BRIDGE_HITS: usize = 2;
+/// The most terms a bridge query has: the longest of the best hit's words (long words are the
+/// rare ones: names, titles, places), so that its search costs what a short question costs.
+const BRIDGE_TERMS: usize = 4;
+/// How much of the best hit's text a bridge query is taken from.
+const BRIDGE_BYTES: usize = 1024;
+
+/// The second hop of a question whose answer takes two messages ("which city is she flying to
+/// for the birthday?": the flight names a sister, and another message says where the sister
+/// lives): the best hit's own words that the question does not have, at most [`BRIDGE_TERMS`]
+/// of the longest. Recall searches for them and quotes up to [`BRIDGE_HITS`] more messages
+/// after the best hit (docs/design.md, "Recall"). None when the best hit adds no word.
+pub fn bridge_query(best: &Message, query: &SearchQuery, language: Language) -> Option<SearchQuery> {
+    let text = search::searchable_text(best);
+    let words = SearchQuery::parse(search::cut_at_char(&text, BRIDGE_BYTES), language);
+    let mut terms: Vec<String> = words
+        .terms()
+        .iter()
+        .filter(|t| query.terms().binary_search(t).is_err())
+        .cloned()
+        .collect();
+    // The longest first (a stable sort: then alphabetically).
+    terms.sort_by_key(|t| std::cmp::Reverse(t.chars().count()));
+    terms.truncate(BRIDGE_TERMS);
+    let bridge = SearchQuery::from_terms(terms);
+    (!bridge.is_empty()).then_some(bridge)
+}
+
 /// What recall looks for: the request's query, else the text of the pack's newest user
 /// message (pending or stored).
 pub fn recall_query(recall: &Recall, pack: &ContextPack) -> String {
@@ -82,6 +111,9 @@ pub struct Found<'a> {
     pub relevance: f32,
     /// Its chunk nearest the query's meaning, when the semantic half found it.
     pub chunk: Option<u16>,
+    /// For a hit found by a bridge ([`bridge_query`]), that query and its terms' weights: its
+    /// excerpt is cut around them.
+    pub bridged_by: Option<(&'a SearchQuery, &'a [f32])>,
 }
 
 /// How recall is shaped for one pack.
@@ -249,9 +281,10 @@ fn quote(item: &Found<'_>, shape: &RecallShape<'_>, bytes: usize) -> Quoted {
         role => format!("message {sequence}, {}{speaker}", role.as_str()),
     };
     let text = search::searchable_text(message);
+    let (query, weights) = item.bridged_by.unwrap_or((shape.query, shape.weights));
     let weighted = search::Weighted {
-        query: shape.query,
-        weights: shape.weights,
+        query,
+        weights,
         language: shape.language,
     };
     let excerpt = match semantic_window(&text, item) {
@@ -295,7 +328,32 @@ fn turn_text(quoted: &[Quoted]) -> String {
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
-    use super::shown_time;
+    use super::{bridge_query, shown_time};
+    use crate::domain::{
+        message::{Message, Role},
+        search::{Language, SearchQuery},
+    };
+
+    #[test]
+    fn a_bridge_asks_for_the_longest_words_the_question_does_not_have() {
+        let language = Language::default();
+        let question = SearchQuery::parse("Which city is she flying to for the birthday?", language);
+        let best = Message::text(
+            Role::User,
+            "Booked my flights to go see Cosima for her birthday, can't wait!".to_owned(),
+        );
+        let bridge = bridge_query(&best, &question, language).expect("a bridge");
+        assert_eq!(bridge.terms().len(), 4);
+        assert!(
+            bridge.terms().iter().any(|t| t == "cosima"),
+            "{:?}",
+            bridge.terms()
+        );
+        assert!(!bridge.terms().iter().any(|t| t.starts_with("birthday")));
+        // A best hit that says nothing the question does not: no bridge.
+        let echo = Message::text(Role::User, "The birthday city!".to_owned());
+        assert!(bridge_query(&echo, &question, language).is_none());
+    }
 
     #[test]
     fn times_show_as_dates_with_the_time_of_day_when_asked() {

@@ -399,6 +399,14 @@ impl SearchQuery {
         self.terms.is_empty()
     }
 
+    /// The query of `terms` as [`Language::terms`] gives them (at most [`MAX_QUERY_TERMS`]).
+    pub fn from_terms(mut terms: Vec<String>) -> Self {
+        terms.sort();
+        terms.dedup();
+        terms.truncate(MAX_QUERY_TERMS);
+        Self { terms }
+    }
+
     /// The terms, sorted.
     pub fn terms(&self) -> &[String] {
         &self.terms

@@ -132,6 +132,9 @@ fn lexical(
     let rare = spec.query.only(|term| !common(term));
     let weights = search::Weights::new(&spec.query, &holders, collection);
     let every_term_common = rare.is_empty();
+    if every_term_common && spec.rare_only {
+        return (Vec::new(), weights);
+    }
     let candidate_terms = if every_term_common { &spec.query } else { &rare };
     let matches: BTreeSet<u32> = candidate_terms.terms().iter().flat_map(|t| holding(t)).collect();
     let passing = matches.into_iter().rev().filter(|&i| {

@@ -194,6 +194,9 @@ async fn candidate_rows(
     terms: &TermStatistics,
     lexemes: &[String],
 ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    if terms.every_common && spec.rare_only {
+        return Ok(Vec::new());
+    }
     let newest = match terms.every_common {
         true => search::COMMON_TERM_MESSAGES as i64,
         false => i64::MAX,
