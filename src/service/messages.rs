@@ -146,11 +146,14 @@ impl Service {
                 let mut rendered = render_history(&page.messages, format);
                 // Escaping can make a rendering several times its text: halve the page until
                 // the two fit (a single message comes whatever its size).
-                while page.messages.len() > 1
-                    && super::packing::loaded_bytes(&page.messages) + rendered.len() > PAGE_BYTES
-                {
+                let mut loaded = loaded;
+                while page.messages.len() > 1 && loaded + rendered.len() > PAGE_BYTES {
                     page.messages.truncate(page.messages.len() / 2);
                     page.has_more = true;
+                    loaded = super::packing::loaded_bytes(&page.messages);
+                    // The rendering before goes before the next is made.
+                    rendered.clear();
+                    rendered.shrink_to_fit();
                     rendered = render_history(&page.messages, format);
                 }
                 reservation.settle_at(2 * loaded + 2 * rendered.len())?;

@@ -401,11 +401,15 @@ async fn bridge_hop(
     let Some(bridge) = page
         .found
         .first()
+        .filter(|_| call.recall.max_items > 1)
         .and_then(|best| bridge_query(&best.message.message, query, call.language))
     else {
         return Ok(None);
     };
-    let read = reservation.begin_read()?;
+    // The hop is extra: without memory for it, the pack goes without it.
+    let Ok(read) = reservation.begin_read() else {
+        return Ok(None);
+    };
     let mut skip = first.skip.clone();
     skip.extend(page.found.iter().map(|f| f.message.sequence));
     let spec = SearchSpec {

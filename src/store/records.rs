@@ -244,8 +244,8 @@ pub struct SearchSpec {
     /// Stop once the hits' messages reach this many bytes (a first hit always comes).
     pub max_bytes: usize,
     /// Only messages holding a term that is not common ([`crate::domain::search::is_common`]):
-    /// a query whose every term is common finds nothing, where otherwise its newest matches
-    /// would be ranked (recall's second hop, which only wants what is rare).
+    /// a query whose every term is common has no lexical candidates, where otherwise its newest
+    /// matches would be ranked (recall's second hop, which only wants what is rare).
     pub rare_only: bool,
     /// The query's embedding, when semantic search is on: then the lexical ranking is fused
     /// with the semantic one ([`crate::domain::search::vectors`]). It may still be on its way

@@ -36,6 +36,12 @@ impl PostgresStore {
             .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
         pg_config.connect_timeout(options.connect_timeout);
         pg_config.application_name("ctxd");
+        // The pool hands out the connection used last, so the others can sit idle for long:
+        // probe them every minute (unless the URL says otherwise), so that a connection a NAT or
+        // a load balancer dropped silently is found before a query waits on it.
+        if pg_config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+            pg_config.keepalives_idle(Duration::from_secs(60));
+        }
         // After the URL's own `options`, so those stay in force (and a `statement_timeout`
         // among them gives way to the one `--request-timeout-secs` sets).
         let server_options = format!(
