@@ -41,6 +41,9 @@ pub const BRIDGE_HITS: usize = 2;
 /// The most terms a bridge query has: the longest of the best hit's words (long words are the
 /// rare ones: names, titles, places), so that its search costs what a short question costs.
 const BRIDGE_TERMS: usize = 4;
+/// The shortest word a bridge asks for: a turn number or a unit ("2", "bar") links a message
+/// to its neighbours, not to a second fact.
+const BRIDGE_MIN_CHARS: usize = 4;
 /// How much of the best hit's text a bridge query is taken from.
 const BRIDGE_BYTES: usize = 1024;
 
@@ -55,7 +58,7 @@ pub fn bridge_query(best: &Message, query: &SearchQuery, language: Language) -> 
     let mut terms: Vec<String> = words
         .terms()
         .iter()
-        .filter(|t| query.terms().binary_search(t).is_err())
+        .filter(|t| t.chars().count() >= BRIDGE_MIN_CHARS && query.terms().binary_search(t).is_err())
         .cloned()
         .collect();
     // The longest first (a stable sort: then alphabetically).
@@ -353,6 +356,9 @@ mod tests {
         // A best hit that says nothing the question does not: no bridge.
         let echo = Message::text(Role::User, "The birthday city!".to_owned());
         assert!(bridge_query(&echo, &question, language).is_none());
+        // Turn numbers and units link a message to its neighbours: no bridge of them.
+        let short = Message::text(Role::User, "Yes, 2 bar at 12.".to_owned());
+        assert!(bridge_query(&short, &question, language).is_none());
     }
 
     #[test]
