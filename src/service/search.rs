@@ -354,19 +354,16 @@ pub(super) async fn recall_into(
     let loaded: usize = page.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
     reservation.end_read(read, loaded)?;
     let bridged = bridge_hop(&call, &query, &spec, &page, reservation).await?;
-    let loaded = loaded
-        + bridged.as_ref().map_or(0, |(_, b)| {
-            b.found.iter().map(|f| f.message.message.loaded_bytes()).sum()
-        });
+    let loaded = loaded + bridged.as_ref().map_or(0, |b| b.loaded);
     let (recall, language, tokenizer) = (call.recall.clone(), call.language, call.tokenizer);
     let turn = offload(call.tenant.as_str(), loaded, move |_| {
         let mut found: Vec<Found<'_>> = page.found.iter().map(found_of).collect();
-        if let Some((bridge, more)) = &bridged {
+        if let Some(b) = &bridged {
             // Right after the hit they bridge from, ranked as it is.
             let score = found.first().map_or(0.0, |f| f.score);
-            let hits = more.found.iter().map(|f| Found {
+            let hits = b.page.found.iter().map(|f| Found {
                 score,
-                bridged_by: Some((bridge, more.term_weights.as_slice())),
+                bridged_by: Some((&b.query, b.page.term_weights.as_slice())),
                 ..found_of(f)
             });
             found.splice(1..1, hits.collect::<Vec<_>>());
@@ -389,15 +386,15 @@ pub(super) async fn recall_into(
 }
 
 /// The second hop of recall (see [`bridge_query`]): up to [`BRIDGE_HITS`] messages that hold
-/// what the best hit of `page` names and the question does not, with the query that found them.
-/// Lexical only, and never a message the pack or the first page already has.
+/// what the best hit of `page` names and the question does not. Lexical only, and never a
+/// message the pack or the first page already has.
 async fn bridge_hop(
     call: &RecallCall<'_>,
     query: &SearchQuery,
     first: &SearchSpec,
     page: &SearchPage,
     reservation: &mut Reservation,
-) -> Result<Option<(SearchQuery, SearchPage)>, ServiceError> {
+) -> Result<Option<Bridged>, ServiceError> {
     let Some(bridge) = page
         .found
         .first()
@@ -431,7 +428,20 @@ async fn bridge_hop(
         .await?;
     let loaded = found.found.iter().map(|f| f.message.message.loaded_bytes()).sum();
     reservation.end_read(read, loaded)?;
-    Ok(Some((spec.query, found)))
+    Ok(Some(Bridged {
+        query: spec.query,
+        page: found,
+        loaded,
+    }))
+}
+
+/// What the second hop found.
+struct Bridged {
+    /// The bridge's query: the bridged hits are cut around its words.
+    query: SearchQuery,
+    page: SearchPage,
+    /// The bytes its messages loaded.
+    loaded: usize,
 }
 
 /// A hit as recall quotes it.
