@@ -30,7 +30,12 @@ pub fn decode_and_validate(bytes: &[u8]) {
         && let Ok(batch) = convert::append_batch(request, &limits.append, &mut parse_memory(&limits))
     {
         let _ = batch.payload_hash();
-        if let Some(batch) = batch.count(Default::default(), None, &|| false) {
+        if let Some(batch) = batch.count(
+            Default::default(),
+            crate::domain::token_counts::Tokenizers::ALL,
+            None,
+            &|| false,
+        ) {
             let _ = crate::domain::append::plan(&batch, &Default::default());
         }
     }

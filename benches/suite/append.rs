@@ -23,7 +23,7 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
     prepare_raw_table(url).await?;
     for clients in CLIENTS {
         let cpu_before = server.cpu_seconds().unwrap_or(0.0);
-        let ours = ctxd_rate(server, clients, secs).await?;
+        let ours = ctxd_rate(server, clients, secs, content).await?;
         // The server's own CPU per append: on a 2-core box it competes with Postgres and the
         // load generator, which the raw baseline does not have to share with.
         let cpu_us = (server.cpu_seconds().unwrap_or(0.0) - cpu_before) * 1e6 / (ours * secs as f64);
@@ -33,7 +33,25 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
             ours / raw
         );
     }
+    // Counting grows with the text, and tool outputs are an agent's largest messages: what an
+    // 8 kB message costs the server under the tokenizers it counts at append (CTXD_TOKENIZERS).
+    let cpu_before = server.cpu_seconds().unwrap_or(0.0);
+    let large = ctxd_rate(server, 1, secs, large_content).await?;
+    let cpu_us = (server.cpu_seconds().unwrap_or(0.0) - cpu_before) * 1e6 / (large * secs as f64);
+    let counted = std::env::var("CTXD_TOKENIZERS").unwrap_or_else(|_| "default".into());
+    println!(
+        "8 kB messages, 1 client: AppendMessage {large:>6.0}/s ({cpu_us:.0} us ctxd CPU each; CTXD_TOKENIZERS={counted})"
+    );
     Ok(())
+}
+
+/// About 8 kB of a tool's output: log lines, numbers and paths, different for every call.
+fn large_content(client: usize, n: u64) -> String {
+    (0..64)
+        .map(|line| {
+            format!("{client}.{n}.{line} INFO checkout/tests/test_cart.py::test_total[{line}] PASSED in 0.{line:03}s; cache hit ratio 0.{n:04}\n")
+        })
+        .collect()
 }
 
 fn content(client: usize, n: u64) -> String {
@@ -72,7 +90,12 @@ where
     Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
 }
 
-async fn ctxd_rate(server: &Replica, clients: usize, secs: u64) -> anyhow::Result<f64> {
+async fn ctxd_rate(
+    server: &Replica,
+    clients: usize,
+    secs: u64,
+    content: fn(usize, u64) -> String,
+) -> anyhow::Result<f64> {
     let mut connections = Vec::new();
     for _ in 0..clients {
         connections.push(server.client().await?);
@@ -82,7 +105,7 @@ async fn ctxd_rate(server: &Replica, clients: usize, secs: u64) -> anyhow::Resul
         let mut c = connections[client].clone();
         async move {
             c.append_message(proto::AppendMessageRequest {
-                conversation_id: format!("append-{clients}-{client}"),
+                conversation_id: format!("append-{clients}-{client}-{}", content(0, 0).len()),
                 messages: vec![proto::Message {
                     role: proto::Role::User as i32,
                     content: content(client, n),

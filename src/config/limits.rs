@@ -100,6 +100,20 @@ pub struct LimitArgs {
     )]
     pub default_tokenizer: TokenizerName,
 
+    /// Tokenizers every append counts, comma-separated (o200k_base, cl100k_base, approx). The
+    /// default tokenizer and the approximation are always counted; a pack, summary or list
+    /// that needs another counts it when it first reads a message, and stores the count.
+    /// Before this setting existed every append counted all three: during a rolling upgrade
+    /// from such a version, set all three until no older replica runs.
+    #[arg(
+        long,
+        env = "CTXD_TOKENIZERS",
+        value_enum,
+        value_delimiter = ',',
+        display_order = 29
+    )]
+    pub tokenizers: Vec<TokenizerName>,
+
     /// Language SearchMessages and recall stem words in (PostgreSQL's text search
     /// configuration of that name; its stop words): simple (lower case only, for text in no
     /// single language), danish, dutch, english, french, german, hungarian, italian,
@@ -129,7 +143,7 @@ pub enum TokenizerName {
 }
 
 /// The validated limits.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LimitOptions {
     /// Messages in one AppendMessage request.
     pub max_messages_per_request: usize,
@@ -149,6 +163,8 @@ pub struct LimitOptions {
     pub tenant_memory_percent: usize,
     /// Tokenizer of requests that leave it unspecified.
     pub default_tokenizer: TokenizerName,
+    /// Tokenizers every append counts besides the default one.
+    pub tokenizers: Vec<TokenizerName>,
     /// How search stems words.
     pub search_language: Language,
 }
@@ -193,6 +209,7 @@ impl LimitArgs {
             response_memory_bytes: self.response_memory_mib.saturating_mul(1 << 20),
             tenant_memory_percent: usize::from(self.tenant_memory_percent),
             default_tokenizer: self.default_tokenizer,
+            tokenizers: self.tokenizers.clone(),
             search_language,
         })
     }

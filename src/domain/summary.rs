@@ -301,7 +301,7 @@ mod tests {
         StoredMessage {
             sequence: Sequence::parse(sequence).unwrap(),
             created_at: UNIX_EPOCH,
-            tokens: TokenCounts::of(&message),
+            tokens: TokenCounts::of(&message, crate::domain::token_counts::Tokenizers::ALL),
             reasoning_tokens: TokenCounts::default(),
             native_tokens: TokenCounts::default(),
             call_sequence: call_sequence.map(|c| Sequence::parse(c).unwrap()),

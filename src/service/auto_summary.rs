@@ -79,7 +79,7 @@ impl Service {
         auto: AutoSummarize,
     ) -> Result<(), ServiceError> {
         let tokenizer = self.limits.default_tokenizer;
-        let (state, _reservation) = self.read_summary_state(tenant, conversation).await?;
+        let (state, _reservation) = self.read_summary_state(tenant, conversation, tokenizer).await?;
         let unsummarized: usize = state
             .messages
             .iter()

@@ -87,9 +87,9 @@ impl Service {
             sent_hash = batch.idempotency_key.as_ref().map(|_| batch.payload_hash());
             self.bind_results(tenant, &mut batch).await?;
         }
-        let language = self.limits.search_language;
+        let (language, counted_by) = (self.limits.search_language, self.limits.counted_tokenizers);
         let counted = offload(tenant.as_str(), batch.text_bytes(), move |cancel| {
-            batch.count(language, sent_hash, &|| cancel.is_cancelled())
+            batch.count(language, counted_by, sent_hash, &|| cancel.is_cancelled())
         })
         .await;
         // Counting stops only once nobody waits for the answer.

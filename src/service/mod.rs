@@ -21,6 +21,7 @@ mod change_window;
 mod changes;
 mod conversations;
 mod embeddings;
+mod late_counts;
 mod messages;
 pub mod metrics;
 mod packing;

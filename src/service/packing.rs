@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use super::{
-    Service, ServiceError, offload,
+    Service, ServiceError,
+    late_counts::LateCounts,
+    offload,
     search::{RecallPlan, recall_into},
 };
 use crate::{
@@ -114,8 +116,7 @@ async fn build_context_pack(
     let conversation = request.conversation_id.clone();
     let recall = RecallPlan::of(&request, language);
     let first_page = initial_page_limit(&request);
-    // The pinned messages come with the first page, outside its byte limit: they are counted
-    // once they are in.
+    // The pinned messages come with the first page, outside its byte limit, counted once in.
     let read = reservation.begin_read()?;
     let OpenedContext {
         mut snapshot,
@@ -124,8 +125,11 @@ async fn build_context_pack(
     } = store
         .open_context(tenant, &conversation, first_page, read.limit)
         .await?;
-    let (newest, cut) = (newest.messages, newest.cut_by_size);
+    let (mut newest, cut) = (newest.messages, newest.cut_by_size);
     reservation.end_read(read, loaded_bytes(&newest) + loaded_bytes(&snapshot.pinned))?;
+    let mut late = LateCounts::under(request.tokenizer);
+    late.count(tenant.as_str(), &mut newest).await;
+    late.count(tenant.as_str(), &mut snapshot.pinned).await;
     resolve_pending_results(store, tenant, &request, &mut snapshot).await?;
 
     let format = request.format;
@@ -139,10 +143,11 @@ async fn build_context_pack(
         let read = reservation.begin_read()?;
         page.max_bytes = read.limit;
         let CappedPage {
-            messages,
+            mut messages,
             cut_by_size,
         } = store.tail(tenant, &conversation, version, page).await?;
         reservation.end_read(read, loaded_bytes(&messages))?;
+        late.count(tenant.as_str(), &mut messages).await;
         if cut_by_size {
             page.limit = messages.len();
         }
@@ -150,6 +155,7 @@ async fn build_context_pack(
         pages += 1;
     }
     let mut pack = packer.finish();
+    late.store(store, tenant, &conversation).await;
     if let Some(plan) = &recall {
         recall_into(
             plan.call(service, tenant, &conversation, deadline),

@@ -3,7 +3,7 @@
 
 use crate::{
     domain::tokenize::Tokenizer,
-    domain::{AppendLimits, search::Language},
+    domain::{AppendLimits, search::Language, token_counts::Tokenizers},
     models::summarize::{Extractor, Summarizer},
     runtime::response_budget::ResponseBudget,
 };
@@ -16,6 +16,9 @@ pub struct Limits {
     pub append: AppendLimits,
     /// Tokenizer used when a request leaves it unspecified.
     pub default_tokenizer: Tokenizer,
+    /// Tokenizers every append counts (`CTXD_TOKENIZERS`, with the default tokenizer and the
+    /// approximation always in); a read counts the others when it first needs them.
+    pub counted_tokenizers: Tokenizers,
     /// The largest response a call may answer with (BuildContext's pack and rendering,
     /// ListMessages' page, a prepared request).
     pub max_response_bytes: usize,
@@ -34,6 +37,7 @@ impl Default for Limits {
         Self {
             append: AppendLimits::default(),
             default_tokenizer: Tokenizer::O200kBase,
+            counted_tokenizers: Tokenizers::NONE.with(Tokenizer::O200kBase),
             max_response_bytes: 16 << 20,
             response_budget_bytes: 256 << 20,
             tenant_memory_percent: 50,

@@ -1,6 +1,6 @@
 //! Summarize in its three modes (server, prepare, provided) and background summarization.
 
-use super::{Service, ServiceError};
+use super::{Service, ServiceError, late_counts::LateCounts};
 use crate::{
     domain::tokenize::Tokenizer,
     domain::{
@@ -140,7 +140,9 @@ impl Service {
     ) -> Result<SummarizeOutcome, ServiceError> {
         let mut attempt = 1;
         loop {
-            let (state, reservation) = self.read_summary_state(tenant, &request.conversation).await?;
+            let (state, reservation) = self
+                .read_summary_state(tenant, &request.conversation, request.tokenizer)
+                .await?;
             if let Some(expected) = request.expected_through
                 && expected != state.watermark()
             {
@@ -165,16 +167,21 @@ impl Service {
     }
 
     /// The summary state with at most a read's worth of the messages after the watermark,
-    /// reserved: a summary over a long backlog advances through it in steps.
+    /// reserved and counted under `tokenizer`: a summary over a long backlog advances through
+    /// it in steps.
     pub(super) async fn read_summary_state(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
+        tokenizer: Tokenizer,
     ) -> Result<(SummaryState, Reservation), ServiceError> {
         let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
-        let state = self.store.summary_state(tenant, conversation, read.limit).await?;
+        let mut state = self.store.summary_state(tenant, conversation, read.limit).await?;
         reservation.end_read(read, super::packing::loaded_bytes(&state.messages))?;
+        let mut late = LateCounts::under(tokenizer);
+        late.count(tenant.as_str(), &mut state.messages).await;
+        late.store(&*self.store, tenant, conversation).await;
         Ok((state, reservation))
     }
 

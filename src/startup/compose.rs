@@ -85,11 +85,13 @@ pub(super) fn limits(options: &LimitOptions) -> Limits {
             max_read_bytes: options.max_response_bytes,
             ..AppendLimits::default()
         },
-        default_tokenizer: match options.default_tokenizer {
-            TokenizerName::O200kBase => Tokenizer::O200kBase,
-            TokenizerName::Cl100kBase => Tokenizer::Cl100kBase,
-            TokenizerName::Approx => Tokenizer::Approx,
-        },
+        default_tokenizer: tokenizer(options.default_tokenizer),
+        counted_tokenizers: options
+            .tokenizers
+            .iter()
+            .map(|name| tokenizer(*name))
+            .chain([tokenizer(options.default_tokenizer)])
+            .collect(),
         max_response_bytes: options.max_response_bytes,
         response_budget_bytes: options.response_memory_bytes,
         tenant_memory_percent: options.tenant_memory_percent,
@@ -148,4 +150,13 @@ pub(super) fn interceptor(auth: &AuthOptions) -> TenantInterceptor {
     let keys = auth.api_keys.clone();
     tracing::info!(keys = keys.len(), "API key authentication enabled");
     TenantInterceptor::with_api_keys(keys)
+}
+
+/// The tokenizer `name` configures.
+fn tokenizer(name: TokenizerName) -> Tokenizer {
+    match name {
+        TokenizerName::O200kBase => Tokenizer::O200kBase,
+        TokenizerName::Cl100kBase => Tokenizer::Cl100kBase,
+        TokenizerName::Approx => Tokenizer::Approx,
+    }
 }

@@ -13,7 +13,7 @@ use crate::{
     domain::{
         AppendOutcome, AppendRejection, ConversationId, CountedBatch, Sequence, TenantId, Violations,
         changes::{ChangePage, ChangeQuery, Cursor},
-        context::PageRequest,
+        context::{PageRequest, cost::CountedLate},
         conversation::{
             Conversation, ConversationPage, ConversationPatch, ForkRefusal, IfMissing, ListQuery,
             RewindRefusal,
@@ -337,6 +337,17 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         sequence: Sequence,
         deadline: Option<&Deadline>,
     ) -> Result<Redaction, StoreError>;
+
+    /// Keeps token counts a read made after the append (a tokenizer `CTXD_TOKENIZERS` left
+    /// out): each one only where its message is still the one it was made from (same sequence
+    /// and creation time) and has no count under that tokenizer yet. Nothing else changes: no
+    /// change is recorded, and the log's version stays (a count is what any reader would make).
+    async fn store_late_counts(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        counts: &[CountedLate],
+    ) -> Result<(), StoreError>;
 
     /// Removes the messages after `after` and what was derived from them in one transaction
     /// ([`crate::domain::conversation::rewound_memory`] for the working memory): summaries

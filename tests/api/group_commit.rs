@@ -237,7 +237,12 @@ fn plain(id: &str, content: &str) -> CountedBatch {
 fn counted(id: &str, messages: Vec<Message>) -> CountedBatch {
     let conversation = ConversationId::parse(id.to_owned()).unwrap();
     ParsedBatch::new(conversation, messages)
-        .count(Default::default(), None, &|| false)
+        .count(
+            Default::default(),
+            ctxd::domain::token_counts::Tokenizers::ALL,
+            None,
+            &|| false,
+        )
         .expect("counted")
 }
 

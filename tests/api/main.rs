@@ -41,6 +41,7 @@ mod summary;
 mod tenancy;
 mod tls;
 mod tokenize;
+mod tokenizers;
 mod traces;
 mod validation;
 mod working_memory;

@@ -168,7 +168,10 @@ async fn an_anthropic_thinking_tool_loop_comes_back_block_for_block(kind: StoreK
     assert_eq!(stored.reasoning, reply.reasoning, "stored as received");
     assert_eq!(stored.tool_calls, reply.tool_calls);
     let tokens = stored.reasoning_tokens.expect("reasoning tokens");
-    assert!(tokens.o200k_base > 0 && tokens.approx > 0, "{tokens:?}");
+    assert!(
+        tokens.o200k_base.is_some_and(|n| n > 0) && tokens.approx > 0,
+        "{tokens:?}"
+    );
 
     let response = build(&app, "claude", proto::Format::AnthropicMessages).await;
     let pack = without_cache_control(parsed(&response));

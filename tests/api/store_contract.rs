@@ -107,7 +107,14 @@ pub(crate) fn batch(id: &str, messages: Vec<Message>) -> CountedBatch {
 }
 
 fn counted(batch: ParsedBatch) -> CountedBatch {
-    batch.count(Default::default(), None, &|| false).expect("counted")
+    batch
+        .count(
+            Default::default(),
+            ctxd::domain::token_counts::Tokenizers::NONE.with(ctxd::domain::tokenize::Tokenizer::O200kBase),
+            None,
+            &|| false,
+        )
+        .expect("counted")
 }
 
 /// A batch of `messages` under the idempotency key `key`.
@@ -763,7 +770,10 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
     let mut anchors = 0;
     for (stored, message) in page.messages.iter().zip(&sent) {
         let expected = end
-            .place(message, TokenCounts::of(message).approx)
+            .place(
+                message,
+                TokenCounts::of(message, ctxd::domain::token_counts::Tokenizers::ALL).approx,
+            )
             .anchor(message);
         assert_eq!(stored.turn_anchor, expected, "sequence {}", stored.sequence);
         assert_eq!(
@@ -840,7 +850,10 @@ async fn migration_4_places_existing_logs_like_appends_do() {
     let mut end = LogEnd::default();
     for (stored, message) in page.messages.iter().zip(&sent) {
         let expected = end
-            .place(message, TokenCounts::of(message).approx)
+            .place(
+                message,
+                TokenCounts::of(message, ctxd::domain::token_counts::Tokenizers::ALL).approx,
+            )
             .anchor(message);
         assert_eq!(stored.turn_anchor, expected, "sequence {}", stored.sequence);
     }

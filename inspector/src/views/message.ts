@@ -69,10 +69,15 @@ function occurredApart(m: { createdAt?: { seconds: bigint; nanos: number }; occu
     && (m.occurredAt.seconds !== m.createdAt?.seconds || m.occurredAt.nanos !== m.createdAt?.nanos);
 }
 
-/** Token counts as `o200k 12 · cl100k 12 · approx 9`. */
+/** Token counts as `o200k 12 · cl100k 12 · approx 9`, leaving out a count the server has not
+ * made yet (a tokenizer CTXD_TOKENIZERS leaves out, until a pack first needs it). */
 export function tokens(t: TokenCounts | undefined): string {
   if (!t) return "tokens —";
-  return `o200k ${num(t.o200kBase)} · cl100k ${num(t.cl100kBase)} · approx ${num(t.approx)}`;
+  const counts: [string, number | undefined][] = [["o200k", t.o200kBase], ["cl100k", t.cl100kBase], ["approx", t.approx]];
+  return counts
+    .filter((c): c is [string, number] => c[1] !== undefined)
+    .map(([name, n]) => `${name} ${num(n)}`)
+    .join(" · ");
 }
 
 /** A usage block as `usage in 1,200 (cached 1,000) · out 80 (reasoning 20)`. */

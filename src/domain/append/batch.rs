@@ -10,7 +10,7 @@ use crate::domain::{
     ids::{ConversationId, IdempotencyKey, Sequence},
     message::{Message, Role},
     search::{Language, SearchDocument},
-    token_counts::TokenCounts,
+    token_counts::{TokenCounts, Tokenizers},
     usage::Usage,
 };
 
@@ -80,7 +80,8 @@ impl ParsedBatch {
         payload_hash(self.messages.iter().map(|m| &m.message))
     }
 
-    /// Counts every message under every tokenizer and makes its search document in
+    /// Counts every message under the tokenizers of `counted_by` (and the approximation;
+    /// the others are counted when a read first needs them) and makes its search document in
     /// `language` (CPU work: callers with large batches run it off the async executor),
     /// stopping between messages once `cancelled` says nobody waits for the counts any more
     /// (`None`). `sent_hash` is the payload hash fixed before the server bound anything in the
@@ -89,6 +90,7 @@ impl ParsedBatch {
     pub fn count(
         self,
         language: Language,
+        counted_by: Tokenizers,
         sent_hash: Option<PayloadHash>,
         cancelled: &dyn Fn() -> bool,
     ) -> Option<CountedBatch> {
@@ -116,7 +118,7 @@ impl ParsedBatch {
                 return None;
             }
             counted.push(CountedMessage {
-                tokens: TokenCounts::of(&message),
+                tokens: TokenCounts::of(&message, counted_by),
                 reasoning_tokens: TokenCounts::of_native(&message),
                 native_tokens: TokenCounts::of_native_json(&message),
                 search: match message.exclude_from_context {

@@ -28,7 +28,7 @@ fn log(texts: &[(Role, String)]) -> Vec<StoredMessage> {
         .enumerate()
         .map(|(i, (role, text))| {
             let message = Message::text(*role, text.clone());
-            let tokens = TokenCounts::of(&message);
+            let tokens = TokenCounts::of(&message, crate::domain::token_counts::Tokenizers::ALL);
             StoredMessage {
                 sequence: Sequence::parse(i as u64 + 1).unwrap(),
                 created_at: UNIX_EPOCH,

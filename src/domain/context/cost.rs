@@ -1,47 +1,40 @@
 //! What a message costs in a context pack: its rendered text and its tokens under each
 //! tokenizer, with the chat framing of [`crate::domain::tokenize`].
 
-use std::borrow::Cow;
+use std::{borrow::Cow, time::SystemTime};
 
 use crate::{
     domain::tokenize::{ATTACHMENT_TOKENS, MESSAGE_OVERHEAD, NAME_OVERHEAD, TOOL_CALL_OVERHEAD, Tokenizer},
     domain::{
         format::Format,
-        message::{AttachmentSource, Message},
-        token_counts::TokenCounts,
+        ids::Sequence,
+        message::{AttachmentSource, Message, StoredMessage},
+        token_counts::{TokenCounts, Tokenizers},
     },
 };
 
 /// Counting, beside the framing it counts.
 impl TokenCounts {
-    /// Counts `message` under every tokenizer.
-    pub fn of(message: &Message) -> Self {
+    /// Counts `message` under the tokenizers of `counted` (and the approximation).
+    pub fn of(message: &Message, counted: Tokenizers) -> Self {
         let text = context_text(message);
-        let [o200k_base, cl100k_base, approx] =
-            Tokenizer::ALL.map(|t| saturate(message_cost_with_text(message, &text, t)));
-        Self {
-            o200k_base,
-            cl100k_base,
-            approx,
-        }
+        TokenCounts::by(counted, |t| saturate(message_cost_with_text(message, &text, t)))
     }
 
     /// Counts what `message`'s reasoning, signatures and item ids add to a pack of their
-    /// provider, under every tokenizer (see [`native_cost`]).
+    /// provider, under every tokenizer (see [`native_cost`]). These counts are stored in the
+    /// `native` data, which PostgreSQL keeps byte for byte and a late count could not rewrite:
+    /// they are all made at append.
     pub fn of_native(message: &Message) -> Self {
         if message.native_provider().is_none() {
             return Self::default();
         }
-        let [o200k_base, cl100k_base, approx] = Tokenizer::ALL.map(|t| saturate(native_cost(message, t)));
-        Self {
-            o200k_base,
-            cl100k_base,
-            approx,
-        }
+        TokenCounts::by(Tokenizers::ALL, |t| saturate(native_cost(message, t)))
     }
 
     /// Counts what `message`'s native JSON adds to a pack of its format beyond the modeled
-    /// fields: the text of [`crate::domain::native::NativeContent::extra_text`].
+    /// fields: the text of [`crate::domain::native::NativeContent::extra_text`], under every
+    /// tokenizer (as [`Self::of_native`]).
     pub fn of_native_json(message: &Message) -> Self {
         let Some(native) = &message.native else {
             return Self::default();
@@ -50,13 +43,53 @@ impl TokenCounts {
         if extra.is_empty() {
             return Self::default();
         }
-        let [o200k_base, cl100k_base, approx] = Tokenizer::ALL.map(|t| saturate(t.count(&extra)));
-        Self {
-            o200k_base,
-            cl100k_base,
-            approx,
-        }
+        TokenCounts::by(Tokenizers::ALL, |t| saturate(t.count(&extra)))
     }
+}
+
+/// Counting a tokenizer that was left out at append, when a read first needs it.
+impl StoredMessage {
+    /// Counts the message under `tokenizer` if its append did not, and says what it counted.
+    pub fn count_under(&mut self, tokenizer: Tokenizer) -> Option<CountedLate> {
+        if !self.tokens.uncounted.contains(tokenizer) {
+            return None;
+        }
+        let text = context_text(&self.message);
+        let tokens = saturate(message_cost_with_text(&self.message, &text, tokenizer));
+        self.tokens.set(tokenizer, tokens);
+        Some(CountedLate {
+            sequence: self.sequence,
+            created_at: self.created_at,
+            tokenizer,
+            tokens,
+        })
+    }
+
+    /// Takes `late`'s count where this is the message it was made from (same sequence and
+    /// creation time) and has none under its tokenizer; says whether it took it.
+    pub fn keep_late(&mut self, late: &CountedLate) -> bool {
+        let made_from = self.sequence == late.sequence && self.created_at == late.created_at;
+        if !made_from || !self.tokens.uncounted.contains(late.tokenizer) {
+            return false;
+        }
+        self.tokens.set(late.tokenizer, late.tokens);
+        true
+    }
+}
+
+/// The count of one message under one tokenizer, made after its append (see
+/// [`StoredMessage::count_under`]), for the store to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountedLate {
+    /// The message.
+    pub sequence: Sequence,
+    /// Its creation time: a message rewound and appended again at the same sequence is
+    /// another message, and takes none of these counts.
+    pub created_at: SystemTime,
+    /// The tokenizer counted.
+    pub tokenizer: Tokenizer,
+    /// Its tokens under `tokenizer`, as [`TokenCounts::of`] counts them.
+    pub tokens: u32,
 }
 
 /// Clamps a token count into the stored width.

@@ -234,7 +234,7 @@ fn build_log(events: &[Event]) -> Vec<StoredMessage> {
         .into_iter()
         .enumerate()
         .map(|(i, (message, call_sequence))| {
-            let tokens = TokenCounts::of(&message);
+            let tokens = TokenCounts::of(&message, crate::domain::token_counts::Tokenizers::ALL);
             StoredMessage {
                 sequence: Sequence::parse(i as u64 + 1).unwrap(),
                 created_at: UNIX_EPOCH,

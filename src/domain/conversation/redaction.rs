@@ -4,15 +4,19 @@
 
 use super::REDACTED_CONTENT;
 use crate::domain::{
-    Message, Sequence, StoredMessage, ToolCall, token_counts::TokenCounts, working_memory::WorkingMemory,
+    Message, Sequence, StoredMessage, ToolCall,
+    token_counts::{TokenCounts, Tokenizers},
+    working_memory::WorkingMemory,
 };
 
 /// The stored message as a redaction leaves it: a [`tombstone`] at the same log position, its
-/// tokens recounted and no native data left to count.
+/// tokens recounted and no native data left to count. The tombstone is counted under every
+/// tokenizer: a count made after an append is stored only where none is (see
+/// [`crate::domain::context::cost::CountedLate`]), so none made from the old text can land on it.
 pub fn redacted(stored: &StoredMessage) -> StoredMessage {
     let message = tombstone(&stored.message);
     StoredMessage {
-        tokens: TokenCounts::of(&message),
+        tokens: TokenCounts::of(&message, Tokenizers::ALL),
         reasoning_tokens: TokenCounts::default(),
         native_tokens: TokenCounts::default(),
         message,

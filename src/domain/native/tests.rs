@@ -24,7 +24,7 @@ fn stored(json: &Value, format: Format) -> Vec<StoredMessage> {
         .map(|(i, message)| StoredMessage {
             sequence: Sequence::ZERO.plus(i as u64 + 1),
             created_at: SystemTime::UNIX_EPOCH,
-            tokens: TokenCounts::of(&message),
+            tokens: TokenCounts::of(&message, crate::domain::token_counts::Tokenizers::ALL),
             reasoning_tokens: TokenCounts::of_native(&message),
             native_tokens: TokenCounts::of_native_json(&message),
             call_sequence: None,

@@ -5,7 +5,7 @@ use super::fields::{format_to_proto, role_to_proto};
 use crate::{
     domain::{
         Attachment, AttachmentSource, LlmError, Message, Provider, Reasoning, StoredMessage, ToolCall,
-        context::TokenCounts,
+        context::TokenCounts, tokenize::Tokenizer,
     },
     proto,
 };
@@ -60,8 +60,8 @@ pub(super) fn tool_call_to_proto(call: ToolCall) -> proto::ToolCall {
 /// The wire form of token counts.
 pub(super) fn tokens_to_proto(tokens: TokenCounts) -> proto::TokenCounts {
     proto::TokenCounts {
-        o200k_base: tokens.o200k_base,
-        cl100k_base: tokens.cl100k_base,
+        o200k_base: tokens.counted(Tokenizer::O200kBase),
+        cl100k_base: tokens.counted(Tokenizer::Cl100kBase),
         approx: tokens.approx,
     }
 }

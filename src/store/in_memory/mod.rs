@@ -19,7 +19,7 @@ use crate::{
     domain::{
         AppendOutcome, ConversationId, CountedBatch, Sequence, TenantId,
         changes::{ChangeKind, ChangePage, ChangeQuery, Cursor, NewChange},
-        context::{ContextSnapshot, PageRequest, SummarySection},
+        context::{ContextSnapshot, PageRequest, SummarySection, cost::CountedLate},
         conversation::{self, ConversationPage, ConversationPatch, IfMissing, ListQuery},
         summary::Summary,
         working_memory::WorkingMemory,
@@ -353,6 +353,18 @@ impl Store for InMemoryStore {
         let change = NewChange::new(ChangeKind::Redacted, sequence, sequence);
         conversations.changes.record(&key, change, SystemTime::now());
         Ok(redaction)
+    }
+
+    async fn store_late_counts(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        counts: &[CountedLate],
+    ) -> Result<(), StoreError> {
+        if let Some(entry) = self.write().get_mut(&key(tenant, conversation)) {
+            entry.keep_late_counts(counts);
+        }
+        Ok(())
     }
 
     async fn rewind_conversation(

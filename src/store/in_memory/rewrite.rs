@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use crate::{
     domain::{
         CallState, PayloadHash, Sequence,
-        context::anchor::LogEnd,
+        context::{anchor::LogEnd, cost::CountedLate},
         conversation::{self, ForkPlan, ForkSource, ForkTx, RewindTx},
         working_memory::WorkingMemory,
     },
@@ -163,6 +163,18 @@ impl Conversation {
                 .map_or(Sequence::ZERO, |s| s.through_sequence),
             memory_version: self.memory.as_ref().map_or(0, |m| m.version),
         })
+    }
+
+    /// Keeps `counts` where their message is still there and lacks them (see
+    /// [`crate::store::Store::store_late_counts`]).
+    pub(super) fn keep_late_counts(&mut self, counts: &[CountedLate]) {
+        for late in counts {
+            let index = (late.sequence.get() as usize).checked_sub(1);
+            let Some(stored) = index.and_then(|i| self.messages.get_mut(i)) else {
+                continue;
+            };
+            stored.keep_late(late);
+        }
     }
 
     /// Removes the messages after `after` (within the log: [`conversation::rewind`] checked)

@@ -22,7 +22,10 @@ use std::sync::{
 use lru::LruCache;
 
 use crate::{
-    domain::{ConversationId, Sequence, StoredMessage, TenantId, context::PageRequest},
+    domain::{
+        ConversationId, Sequence, StoredMessage, TenantId,
+        context::{PageRequest, cost::CountedLate},
+    },
     store::{CacheStats, CappedPage, LogVersion},
 };
 
@@ -195,9 +198,56 @@ impl MessageCache {
         // Freed outside the lock.
         drop(freed);
     }
+
+    /// Puts counts made after the append (see [`crate::store::Store::store_late_counts`])
+    /// into the conversation's run. Counts of a message under a tokenizer are the same whoever
+    /// makes them, so the run keeps its version.
+    pub(super) fn keep_late_counts(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        counts: &[CountedLate],
+    ) {
+        let key = (tenant.clone(), conversation.clone());
+        let Some(current) = self.lock().runs.peek(&key).cloned() else {
+            return;
+        };
+        let Some(patched) = current.with_late_counts(counts) else {
+            return;
+        };
+        let mut inner = self.lock();
+        if let Some(now) = inner.runs.peek_mut(&key)
+            && Arc::ptr_eq(now, &current)
+        {
+            *now = Arc::new(patched);
+        }
+    }
 }
 
 impl Run {
+    /// This run with `counts` kept in its messages, if any of them takes one.
+    fn with_late_counts(&self, counts: &[CountedLate]) -> Option<Run> {
+        let mut messages = self.messages.clone();
+        let mut changed = false;
+        for late in counts {
+            let Ok(at) = messages.binary_search_by_key(&late.sequence, |m| m.sequence) else {
+                continue;
+            };
+            let mut message = StoredMessage::clone(&messages[at]);
+            if message.keep_late(late) {
+                messages[at] = Arc::new(message);
+                changed = true;
+            }
+        }
+        changed.then_some(Run {
+            version: self.version,
+            lo: self.lo,
+            hi: self.hi,
+            messages,
+            bytes: self.bytes,
+        })
+    }
+
     /// The version its messages were read under.
     pub(super) fn version(&self) -> LogVersion {
         self.version

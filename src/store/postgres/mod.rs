@@ -21,7 +21,7 @@ use super::{
 use crate::{
     domain::{
         AppendOutcome, ConversationId, CountedBatch, Sequence, TenantId,
-        context::PageRequest,
+        context::{PageRequest, cost::CountedLate},
         conversation::{Conversation, ConversationPage, ConversationPatch, IfMissing, ListQuery},
         summary::Summary,
         working_memory::WorkingMemory,
@@ -40,6 +40,7 @@ mod conversations;
 mod errors;
 mod fork;
 mod gate;
+mod late_counts;
 mod leases;
 mod messages;
 mod migrations;
@@ -322,6 +323,19 @@ impl Store for PostgresStore {
             .instrument(traces::db("UPDATE", "messages"))
             .await;
         self.told(written)
+    }
+
+    async fn store_late_counts(
+        &self,
+        tenant: &TenantId,
+        conversation: &ConversationId,
+        counts: &[CountedLate],
+    ) -> Result<(), StoreError> {
+        late_counts::store(&self.pool, tenant, conversation, counts)
+            .instrument(traces::db("UPDATE", "messages"))
+            .await?;
+        self.cache.keep_late_counts(tenant, conversation, counts);
+        Ok(())
     }
 
     async fn rewind_conversation(

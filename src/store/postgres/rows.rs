@@ -16,6 +16,7 @@ use crate::{
         context::{TokenCounts, anchor::LogPosition},
         message::{Attachment, LlmError, Message, Reasoning, ToolCall, Usage},
         native::NativeContent,
+        tokenize::Tokenizer,
         working_memory::WorkingMemory,
     },
     store::{CappedPage, StoreError},
@@ -204,8 +205,9 @@ impl MessageColumns {
             usage: native.usage,
             occurred_at: native.occurred_at.map(from_micros),
         };
-        let count =
-            |index: usize| -> Result<u32, StoreError> { at(row, index).map(|n: i32| n.max(0) as u32) };
+        let count = |index: usize| -> Result<Option<u32>, StoreError> {
+            at(row, index).map(|n: Option<i32>| n.map(|n| n.max(0) as u32))
+        };
         let offset = |index: usize| -> Result<Option<u64>, StoreError> {
             at(row, index).map(|v: Option<i64>| v.map(|v| v.max(0) as u64))
         };
@@ -217,11 +219,12 @@ impl MessageColumns {
         Ok(StoredMessage {
             sequence: Sequence::from_stored(at(row, self.sequence)?),
             created_at: at(row, self.created_at)?,
-            tokens: TokenCounts {
-                o200k_base: count(self.tokens[0])?,
-                cl100k_base: count(self.tokens[1])?,
-                approx: count(self.tokens[2])?,
-            },
+            tokens: [
+                count(self.tokens[0])?,
+                count(self.tokens[1])?,
+                count(self.tokens[2])?,
+            ]
+            .into(),
             reasoning_tokens: native.tokens.into(),
             native_tokens: native.json_tokens.into(),
             call_sequence: call_sequence.map(Sequence::from_stored),
@@ -232,7 +235,7 @@ impl MessageColumns {
 }
 
 /// The `native` column: a message's reasoning, the text's item id and signature, and their
-/// token counts (o200k, cl100k, approx); NULL when the message has none.
+/// token counts (o200k, cl100k, approx: always all three); NULL when the message has none.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct NativeColumn {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -333,25 +336,33 @@ pub(super) fn native_column(
         content_item_id: &message.content_item_id,
         content_signature: &message.content_signature,
         content_phase: &message.content_phase,
-        tokens: [tokens.o200k_base, tokens.cl100k_base, tokens.approx],
+        tokens: Tokenizer::ALL.map(|t| tokens.get(t)),
         json: message.native.as_ref(),
-        json_tokens: [
-            json_tokens.o200k_base,
-            json_tokens.cl100k_base,
-            json_tokens.approx,
-        ],
+        json_tokens: Tokenizer::ALL.map(|t| json_tokens.get(t)),
         usage: message.usage,
         occurred_at: message.occurred_at.map(to_micros),
     }))
 }
 
+/// Counts as the `native` column stores them: o200k, cl100k and approx.
 impl From<[u32; 3]> for TokenCounts {
-    fn from([o200k_base, cl100k_base, approx]: [u32; 3]) -> Self {
-        TokenCounts {
-            o200k_base,
-            cl100k_base,
-            approx,
+    fn from(counts: [u32; 3]) -> Self {
+        counts.map(Some).into()
+    }
+}
+
+/// Counts as the messages table stores them: o200k, cl100k and approx, none where not
+/// counted yet.
+impl From<[Option<u32>; 3]> for TokenCounts {
+    fn from(stored: [Option<u32>; 3]) -> Self {
+        let mut counts = TokenCounts::default();
+        for (tokenizer, count) in Tokenizer::ALL.into_iter().zip(stored) {
+            match count {
+                Some(count) => counts.set(tokenizer, count),
+                None => counts.uncounted = counts.uncounted.with(tokenizer),
+            }
         }
+        counts
     }
 }
 
@@ -382,9 +393,9 @@ pub(super) struct Columns<'a> {
     pinned: Vec<bool>,
     errors: Vec<Option<Json<&'a LlmError>>>,
     response_ids: Vec<&'a str>,
-    o200k: Vec<i32>,
-    cl100k: Vec<i32>,
-    approx: Vec<i32>,
+    o200k: Vec<Option<i32>>,
+    cl100k: Vec<Option<i32>>,
+    approx: Vec<Option<i32>>,
     native: Vec<Option<Json<NativeRef<'a>>>>,
     loaded_bytes: Vec<i32>,
 }
@@ -393,10 +404,10 @@ impl<'a> Columns<'a> {
     pub(super) fn of(batch: &'a CountedBatch) -> Self {
         let counted = &batch.messages;
         let m: Vec<&'a Message> = counted.iter().map(|c| &c.message).collect();
-        let count = |pick: fn(&TokenCounts) -> u32| -> Vec<i32> {
+        let count = |tokenizer: Tokenizer| -> Vec<Option<i32>> {
             counted
                 .iter()
-                .map(|c| i32::try_from(pick(&c.tokens)).unwrap_or(i32::MAX))
+                .map(|c| c.tokens.counted(tokenizer).map(stored_count))
                 .collect()
         };
         Columns {
@@ -411,9 +422,9 @@ impl<'a> Columns<'a> {
             pinned: m.iter().map(|m| m.pinned).collect(),
             errors: m.iter().map(|m| m.error.as_ref().map(Json)).collect(),
             response_ids: m.iter().map(|m| m.response_id.as_str()).collect(),
-            o200k: count(|t| t.o200k_base),
-            cl100k: count(|t| t.cl100k_base),
-            approx: count(|t| t.approx),
+            o200k: count(Tokenizer::O200kBase),
+            cl100k: count(Tokenizer::Cl100kBase),
+            approx: count(Tokenizer::Approx),
             native: counted
                 .iter()
                 .map(|c| native_column(&c.message, c.reasoning_tokens, c.native_tokens))
@@ -443,4 +454,9 @@ impl<'a> Columns<'a> {
             &self.loaded_bytes[i],
         ]
     }
+}
+
+/// A token count in its `integer` column.
+pub(super) fn stored_count(count: u32) -> i32 {
+    i32::try_from(count).unwrap_or(i32::MAX)
 }

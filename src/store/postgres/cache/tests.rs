@@ -13,7 +13,7 @@ fn message(sequence: u64, excluded: bool) -> StoredMessage {
     StoredMessage {
         sequence: Sequence::parse(sequence).unwrap(),
         created_at: SystemTime::UNIX_EPOCH,
-        tokens: TokenCounts::of(&message),
+        tokens: TokenCounts::of(&message, crate::domain::token_counts::Tokenizers::ALL),
         reasoning_tokens: TokenCounts::default(),
         native_tokens: TokenCounts::default(),
         call_sequence: None,
@@ -189,4 +189,40 @@ fn the_cache_stays_within_its_capacity() {
     let c = ConversationId::parse("c").unwrap();
     learn(&off, (&t, &c), 0, (1, 2), &read(1, 2));
     assert!(off.run(&t, &c).is_none());
+}
+
+#[test]
+fn counts_made_late_reach_the_run_of_the_message_they_were_made_from() {
+    use crate::domain::{context::cost::CountedLate, tokenize::Tokenizer};
+    let cache = MessageCache::new(1 << 20);
+    let (t, c) = ids();
+    let uncounted = |s: u64| {
+        let mut m = message(s, false);
+        m.tokens.uncounted = m.tokens.uncounted.with(Tokenizer::Cl100kBase);
+        m
+    };
+    let messages: Vec<StoredMessage> = (1..=5).rev().map(uncounted).collect();
+    learn(&cache, (&t, &c), 1, (1, 5), &messages);
+    let late = |s: u64, created_at: SystemTime| CountedLate {
+        sequence: seq(s),
+        created_at,
+        tokenizer: Tokenizer::Cl100kBase,
+        tokens: 40 + s as u32,
+    };
+    let another_message = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
+    cache.keep_late_counts(
+        &t,
+        &c,
+        &[late(2, SystemTime::UNIX_EPOCH), late(4, another_message)],
+    );
+    let run = cache.run(&t, &c).expect("the run stays");
+    assert_eq!(run.version(), version(1));
+    let page = run.page(&request(6, 0, 10)).unwrap();
+    let counted = |s: u64| {
+        let m = page.messages.iter().find(|m| m.sequence == seq(s)).unwrap();
+        m.tokens.counted(Tokenizer::Cl100kBase)
+    };
+    assert_eq!(counted(2), Some(42));
+    assert_eq!(counted(4), None, "another message at that sequence takes none");
+    assert_eq!(counted(3), None);
 }

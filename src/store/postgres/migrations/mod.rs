@@ -116,6 +116,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "changes",
         sql: include_str!("0019_changes.sql"),
     },
+    Migration {
+        version: 20,
+        name: "tokenizers",
+        sql: include_str!("0020_tokenizers.sql"),
+    },
 ];
 
 /// Every migration, for the SQL rules' test (`super::sql_rules`).

@@ -301,7 +301,9 @@ export type LlmError = Message$1<"ctxd.v1.LlmError"> & {
  */
 export declare const LlmErrorSchema: GenMessage<LlmError>;
 /**
- * Token counts of a stored message, computed once at append time.
+ * Token counts of a stored message, computed once: at append time under the tokenizers the
+ * server counts (`CTXD_TOKENIZERS`; its default tokenizer and `approx` always), and under any
+ * other when a BuildContext or Summarize first needs it. A count not made yet is absent.
  *
  * @generated from message ctxd.v1.TokenCounts
  */
@@ -309,15 +311,15 @@ export type TokenCounts = Message$1<"ctxd.v1.TokenCounts"> & {
     /**
      * Tokens under o200k_base, including the per-message chat overhead.
      *
-     * @generated from field: uint32 o200k_base = 1;
+     * @generated from field: optional uint32 o200k_base = 1;
      */
-    o200kBase: number;
+    o200kBase?: number | undefined;
     /**
      * Tokens under cl100k_base, including the per-message chat overhead.
      *
-     * @generated from field: uint32 cl100k_base = 2;
+     * @generated from field: optional uint32 cl100k_base = 2;
      */
-    cl100kBase: number;
+    cl100kBase?: number | undefined;
     /**
      * Tokens under the approximate tokenizer, including the per-message chat overhead.
      *

@@ -1,0 +1,67 @@
+//! Token counts a read needs that its messages' append left out (`CTXD_TOKENIZERS`): counted
+//! when a pack or summary first reads the message, on the CPU pool when there is much text,
+//! and stored so that later reads find them (docs/design.md, "Token counts").
+
+use super::offload;
+use crate::{
+    domain::{ConversationId, StoredMessage, TenantId, context::cost::CountedLate, tokenize::Tokenizer},
+    store::Store,
+};
+
+/// What one read counted late under its tokenizer.
+pub(super) struct LateCounts {
+    tokenizer: Tokenizer,
+    counted: Vec<CountedLate>,
+}
+
+impl LateCounts {
+    /// Nothing counted yet under `tokenizer`.
+    pub(super) fn under(tokenizer: Tokenizer) -> Self {
+        LateCounts {
+            tokenizer,
+            counted: Vec::new(),
+        }
+    }
+
+    /// Counts `messages` under the tokenizer where their append did not.
+    pub(super) async fn count(&mut self, owner: &str, messages: &mut Vec<StoredMessage>) {
+        let tokenizer = self.tokenizer;
+        let uncounted = |m: &StoredMessage| m.tokens.uncounted.contains(tokenizer);
+        let bytes: usize = messages
+            .iter()
+            .filter(|m| uncounted(m))
+            .map(|m| m.message.loaded_bytes())
+            .sum();
+        if !messages.iter().any(uncounted) {
+            return;
+        }
+        let taken = std::mem::take(messages);
+        let (taken, counted) = offload(owner, bytes, move |_| {
+            let mut taken = taken;
+            let counted: Vec<CountedLate> = taken
+                .iter_mut()
+                .filter_map(|m| m.count_under(tokenizer))
+                .collect();
+            (taken, counted)
+        })
+        .await;
+        *messages = taken;
+        self.counted.extend(counted);
+    }
+
+    /// Stores what was counted. A failure is logged, not returned: the read has its counts,
+    /// and the next one counts again.
+    pub(super) async fn store(self, store: &dyn Store, tenant: &TenantId, conversation: &ConversationId) {
+        if self.counted.is_empty() {
+            return;
+        }
+        if let Err(error) = store.store_late_counts(tenant, conversation, &self.counted).await {
+            tracing::warn!(
+                error = %error,
+                tokenizer = self.tokenizer.name(),
+                messages = self.counted.len(),
+                "token counts made after the append were not stored"
+            );
+        }
+    }
+}
