@@ -7,7 +7,12 @@
 //! the conversation's own term statistics ([`Weights`]), from the same figures. Both stores
 //! therefore find the same messages in the same order, with bit-identical scores.
 
-use std::{collections::HashSet, fmt::Write as _, str::FromStr, sync::OnceLock};
+use std::{
+    collections::{HashMap, HashSet},
+    fmt::Write as _,
+    str::FromStr,
+    sync::OnceLock,
+};
 
 use crate::domain::message::{Message, Role};
 
@@ -89,7 +94,7 @@ pub fn semantic_text(text: &str, query: &SearchQuery, holders: &TermHolders, lan
         let (word, after) = rest.split_at(word_len);
         let mut common = false;
         if !word.is_empty() {
-            language.terms(word, |term, _| common |= dropped.contains(term.as_str()));
+            language.terms(word, |term, _| common |= dropped.contains(term));
         }
         if !common {
             out.push_str(word);
@@ -198,22 +203,47 @@ impl Language {
 
     /// The words of `text` as this language indexes them, with their 1-based positions
     /// (stop words take a position but yield no term, as in PostgreSQL).
-    fn terms(self, text: &str, mut each: impl FnMut(String, usize)) {
+    fn terms(self, text: &str, mut each: impl FnMut(&str, usize)) {
+        self.numbered_terms(text, |term, _, position| each(term, position));
+    }
+
+    /// [`Self::terms`], each term with its number: 0 for the text's first distinct term, 1 for
+    /// the next, and so on.
+    ///
+    /// Each distinct word is lowered, looked up among the stop words and stemmed once per
+    /// text: a message repeats its words (a tool's output most of all), and stemming was the
+    /// largest part of an append's CPU for an 8 kB output (docs/benchmarks.md, "Append at the
+    /// limit"). The hashers are seeded per process: their keys are the caller's words.
+    fn numbered_terms(self, text: &str, mut each: impl FnMut(&str, usize, usize)) {
+        type Seeded = foldhash::fast::RandomState;
         let stemming = self
             .stemming()
             .map(|(algorithm, _)| (rust_stemmers::Stemmer::create(algorithm), self.stop_words()));
+        let mut words_seen: HashMap<&str, Option<usize>, Seeded> = HashMap::default();
+        let mut numbers: HashMap<Box<str>, usize, Seeded> = HashMap::default();
+        let mut terms: Vec<Box<str>> = Vec::new();
         for (position, word) in words(text).enumerate() {
             if word.len() > MAX_WORD_BYTES {
                 continue;
             }
-            let word = word.to_lowercase();
-            let term = match &stemming {
-                None => word,
-                Some((_, stop)) if stop.contains(word.as_str()) => continue,
-                Some((stemmer, _)) => stemmer.stem(&word).into_owned(),
-            };
-            if !term.is_empty() {
-                each(term, position + 1);
+            let number = *words_seen.entry(word).or_insert_with(|| {
+                let word = word.to_lowercase();
+                let term = match &stemming {
+                    None => word,
+                    Some((_, stop)) if stop.contains(word.as_str()) => return None,
+                    Some((stemmer, _)) => stemmer.stem(&word).into_owned(),
+                };
+                if term.is_empty() {
+                    return None;
+                }
+                let term = term.into_boxed_str();
+                Some(*numbers.entry(term.clone()).or_insert_with(|| {
+                    terms.push(term);
+                    terms.len() - 1
+                }))
+            });
+            if let Some(number) = number {
+                each(&terms[number], number, position + 1);
             }
         }
     }
@@ -305,22 +335,23 @@ impl SearchDocument {
         Self::of_text(&searchable_text(message), language)
     }
 
-    /// The document of a text.
+    /// The document of a text: its first [`MAX_DOCUMENT_TERMS`] distinct terms.
     pub fn of_text(text: &str, language: Language) -> Self {
-        let mut terms: std::collections::BTreeMap<String, Vec<u16>> = Default::default();
-        language.terms(text, |term, position| {
+        let mut entries: Vec<(Box<str>, Vec<u16>)> = Vec::new();
+        language.numbered_terms(text, |term, number, position| {
             let position = u16::try_from(position).unwrap_or(MAX_POSITION).min(MAX_POSITION);
-            if terms.len() >= MAX_DOCUMENT_TERMS && !terms.contains_key(&term) {
-                return;
+            if number == entries.len() && number < MAX_DOCUMENT_TERMS {
+                entries.push((term.into(), Vec::new()));
             }
-            let positions = terms.entry(term).or_default();
+            let Some((_, positions)) = entries.get_mut(number) else {
+                return;
+            };
             if positions.len() < MAX_POSITIONS && positions.last() != Some(&position) {
                 positions.push(position);
             }
         });
-        Self {
-            entries: terms.into_iter().map(|(t, p)| (t.into_boxed_str(), p)).collect(),
-        }
+        entries.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        Self { entries }
     }
 
     /// No term: nothing can find it.
@@ -386,8 +417,8 @@ impl SearchQuery {
         let mut terms: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
         language.terms(cut_at_char(text, MAX_SEARCHED_BYTES), |term, _| {
-            if terms.len() < MAX_QUERY_TERMS && seen.insert(term.clone()) {
-                terms.push(term);
+            if terms.len() < MAX_QUERY_TERMS && seen.insert(term.to_owned()) {
+                terms.push(term.to_owned());
             }
         });
         terms.sort();

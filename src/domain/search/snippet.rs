@@ -33,7 +33,7 @@ impl Weighted<'_> {
     fn mask(&self, text: &str) -> u64 {
         let mut mask = 0u64;
         self.language.terms(text, |term, _| {
-            if let Ok(i) = self.query.terms().binary_search(&term) {
+            if let Ok(i) = self.query.terms().binary_search_by(|t| t.as_str().cmp(term)) {
                 mask |= 1 << (i % 64);
             }
         });
