@@ -7,7 +7,8 @@ use std::{
     sync::OnceLock,
 };
 
-use super::MAX_WORD_BYTES;
+/// Words longer than this (hashes, base64, minified code) are not indexed.
+pub const MAX_WORD_BYTES: usize = 64;
 
 /// How words are normalized: a Snowball stemmer with the language's stop words (PostgreSQL's
 /// own lists), or `simple` (lower case only), for text that is not in one language.

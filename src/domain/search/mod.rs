@@ -17,8 +17,8 @@ mod rank;
 mod snippet;
 pub mod vectors;
 
-pub use language::Language;
 use language::is_word_char;
+pub use language::{Language, MAX_WORD_BYTES};
 pub use rank::{Collection, Weights};
 pub use snippet::{Weighted, excerpt, snippet};
 
@@ -30,8 +30,6 @@ pub const MAX_SEARCHED_BYTES: usize = 64 * 1024;
 /// store's RSS, 19x in PostgreSQL's table and index). Prose of that length holds 2,000 to
 /// 3,000 distinct words; a message's first 2,048 are what a search of it is about.
 pub const MAX_DOCUMENT_TERMS: usize = 2_048;
-/// Words longer than this (hashes, base64, minified code) are not indexed.
-pub const MAX_WORD_BYTES: usize = 64;
 /// The most distinct terms a query looks for; the rest of a longer query is ignored.
 pub const MAX_QUERY_TERMS: usize = 32;
 /// A term more messages of the conversation hold than this is *common* there, as a stop word
