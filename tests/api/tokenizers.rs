@@ -16,6 +16,7 @@ use crate::{
 
 contract_tests!(
     a_tokenizer_left_out_is_counted_when_a_pack_first_needs_it_and_kept,
+    a_summary_under_a_tokenizer_left_out_keeps_the_same_window,
     counts_made_late_land_only_on_the_message_they_were_made_from,
 );
 
@@ -124,6 +125,41 @@ async fn a_tokenizer_left_out_is_counted_when_a_pack_first_needs_it_and_kept(kin
     // A pack under the tokenizer counted at append is the same on both.
     let o200k = build(&eager, proto::Tokenizer::O200kBase).await;
     assert_eq!(build(&lazy, proto::Tokenizer::O200kBase).await.stats, o200k.stats);
+}
+
+/// A summary keeping the newest `keep` cl100k_base tokens verbatim.
+async fn summarize(app: &TestApp, keep: u32) -> Option<proto::Summary> {
+    app.client
+        .clone()
+        .summarize(proto::SummarizeRequest {
+            conversation_id: "weather".into(),
+            keep_recent_tokens: keep,
+            tokenizer: proto::Tokenizer::Cl100kBase as i32,
+            mode: proto::SummarizeMode::Server as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("Summarize succeeds")
+        .into_inner()
+        .summary
+}
+
+async fn a_summary_under_a_tokenizer_left_out_keeps_the_same_window(kind: StoreKind) {
+    let lazy = spawn_app(kind).await;
+    let eager = spawn_app_with(kind, &["--tokenizers", "cl100k_base"]).await;
+    for app in [&lazy, &eager] {
+        app.append_ok("weather", conversation()).await;
+    }
+    // Room for the last two messages only: a window counted as nothing would fold nothing.
+    let keep = counts(&eager).await[3..]
+        .iter()
+        .map(|(tokens, _)| tokens.cl100k_base.expect("counted"))
+        .sum();
+    let summary = summarize(&eager, keep).await.expect("a summary");
+    assert_eq!(summary.through_sequence, 3);
+    let late = summarize(&lazy, keep).await.expect("a summary");
+    assert_eq!((late.through_sequence, late.text), (summary.through_sequence, summary.text));
+    assert_eq!(counts(&lazy).await[..3], counts(&eager).await[..3], "kept");
 }
 
 fn stored(messages: Vec<StoredMessage>) -> StoredMessage {
