@@ -101,8 +101,9 @@ pub struct LimitArgs {
     pub default_tokenizer: TokenizerName,
 
     /// Tokenizers every append counts, comma-separated (o200k_base, cl100k_base, approx). The
-    /// default tokenizer and the approximation are always counted; a pack, summary or list
-    /// that needs another counts it when it first reads a message, and stores the count.
+    /// default tokenizer and the approximation are always counted; a pack or summary that
+    /// needs another counts it when it first reads a message, and stores the count
+    /// (ListMessages shows a count not made yet as absent).
     /// Before this setting existed every append counted all three: during a rolling upgrade
     /// from such a version, set all three until no older replica runs.
     #[arg(

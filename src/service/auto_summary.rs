@@ -79,7 +79,9 @@ impl Service {
         auto: AutoSummarize,
     ) -> Result<(), ServiceError> {
         let tokenizer = self.limits.default_tokenizer;
-        let (state, _reservation) = self.read_summary_state(tenant, conversation, tokenizer).await?;
+        let (state, _reservation) = self
+            .read_summary_state(tenant, conversation, Some(tokenizer))
+            .await?;
         let unsummarized: usize = state
             .messages
             .iter()

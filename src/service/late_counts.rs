@@ -23,10 +23,12 @@ impl LateCounts {
         }
     }
 
-    /// Counts `messages` under the tokenizer where their append did not.
+    /// Counts `messages` under the tokenizer where their append did not (excluded messages
+    /// aside: no pack or summary counts them).
     pub(super) async fn count(&mut self, owner: &str, messages: &mut Vec<StoredMessage>) {
         let tokenizer = self.tokenizer;
-        let uncounted = |m: &StoredMessage| m.tokens.uncounted.contains(tokenizer);
+        let uncounted =
+            |m: &StoredMessage| !m.message.exclude_from_context && m.tokens.uncounted.contains(tokenizer);
         let bytes: usize = messages
             .iter()
             .filter(|m| uncounted(m))
@@ -40,6 +42,7 @@ impl LateCounts {
             let mut taken = taken;
             let counted: Vec<CountedLate> = taken
                 .iter_mut()
+                .filter(|m| !m.message.exclude_from_context)
                 .filter_map(|m| m.count_under(tokenizer))
                 .collect();
             (taken, counted)

@@ -140,8 +140,13 @@ impl Service {
     ) -> Result<SummarizeOutcome, ServiceError> {
         let mut attempt = 1;
         loop {
+            // A provided summary is stored as given: nothing is counted for it.
+            let counted = match request.mode {
+                SummarizeMode::Provided { .. } => None,
+                _ => Some(request.tokenizer),
+            };
             let (state, reservation) = self
-                .read_summary_state(tenant, &request.conversation, request.tokenizer)
+                .read_summary_state(tenant, &request.conversation, counted)
                 .await?;
             if let Some(expected) = request.expected_through
                 && expected != state.watermark()
@@ -167,21 +172,23 @@ impl Service {
     }
 
     /// The summary state with at most a read's worth of the messages after the watermark,
-    /// reserved and counted under `tokenizer`: a summary over a long backlog advances through
-    /// it in steps.
+    /// reserved and counted under `tokenizer` (if any): a summary over a long backlog advances
+    /// through it in steps.
     pub(super) async fn read_summary_state(
         &self,
         tenant: &TenantId,
         conversation: &ConversationId,
-        tokenizer: Tokenizer,
+        tokenizer: Option<Tokenizer>,
     ) -> Result<(SummaryState, Reservation), ServiceError> {
         let mut reservation = self.response_budget.reserve().of_tenant(tenant.as_str());
         let read = reservation.begin_read()?;
         let mut state = self.store.summary_state(tenant, conversation, read.limit).await?;
         reservation.end_read(read, super::packing::loaded_bytes(&state.messages))?;
-        let mut late = LateCounts::under(tokenizer);
-        late.count(tenant.as_str(), &mut state.messages).await;
-        late.store(&*self.store, tenant, conversation).await;
+        if let Some(tokenizer) = tokenizer {
+            let mut late = LateCounts::under(tokenizer);
+            late.count(tenant.as_str(), &mut state.messages).await;
+            late.store(&*self.store, tenant, conversation).await;
+        }
         Ok((state, reservation))
     }
 

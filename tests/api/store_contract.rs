@@ -58,7 +58,7 @@ pub(crate) async fn store_of(kind: StoreKind) -> Arc<dyn Store> {
 }
 
 /// A PostgreSQL store on `url`, migrated.
-async fn postgres_store(url: String) -> Arc<dyn Store> {
+pub(crate) async fn postgres_store(url: String) -> Arc<dyn Store> {
     let options = PostgresOptions {
         url,
         pool_size: 4,

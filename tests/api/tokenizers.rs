@@ -158,7 +158,10 @@ async fn a_summary_under_a_tokenizer_left_out_keeps_the_same_window(kind: StoreK
     let summary = summarize(&eager, keep).await.expect("a summary");
     assert_eq!(summary.through_sequence, 3);
     let late = summarize(&lazy, keep).await.expect("a summary");
-    assert_eq!((late.through_sequence, late.text), (summary.through_sequence, summary.text));
+    assert_eq!(
+        (late.through_sequence, late.text),
+        (summary.through_sequence, summary.text)
+    );
     assert_eq!(counts(&lazy).await[..3], counts(&eager).await[..3], "kept");
 }
 
@@ -243,4 +246,52 @@ async fn counts_made_late_land_only_on_the_message_they_were_made_from(kind: Sto
     let tombstone = stored(tombstone.messages);
     assert!(tombstone.tokens.uncounted.is_empty());
     assert_eq!(tombstone.tokens, redaction.message.tokens);
+}
+
+/// A late count is best effort: a message another transaction holds (a rewind, a redaction)
+/// is skipped, not waited for, so a pack never waits on a write for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_count_skips_a_message_a_write_holds_instead_of_waiting() {
+    let url = crate::helpers::fresh_database().await;
+    let store = crate::store_contract::postgres_store(url.clone()).await;
+    let t = tenant("t");
+    let appended = batch("c", vec![Message::text(Role::User, "held words".into())]);
+    let conversation = appended.conversation_id.clone();
+    store.append_messages(&t, &appended, None).await.unwrap();
+    let read = async || {
+        let page = store
+            .list_messages(&t, &conversation, Sequence::ZERO, 10, usize::MAX)
+            .await
+            .expect("listed");
+        stored(page.messages)
+    };
+    let late = read().await.count_under(Tokenizer::Cl100kBase).expect("counted");
+
+    let (holder, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    holder
+        .batch_execute("BEGIN; SELECT 1 FROM messages FOR UPDATE")
+        .await
+        .unwrap();
+    let stored_while_held = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        store.store_late_counts(&t, &conversation, &[late]),
+    )
+    .await
+    .expect("the write does not wait for the row");
+    stored_while_held.unwrap();
+    assert_eq!(
+        read().await.tokens.counted(Tokenizer::Cl100kBase),
+        None,
+        "skipped"
+    );
+
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    store.store_late_counts(&t, &conversation, &[late]).await.unwrap();
+    assert_eq!(
+        read().await.tokens.counted(Tokenizer::Cl100kBase),
+        Some(late.tokens)
+    );
 }

@@ -101,13 +101,31 @@ impl Language {
     }
 
     /// The words of `text` as this language indexes them, with their 1-based positions
-    /// (stop words take a position but yield no term, as in PostgreSQL).
+    /// (stop words take a position but yield no term, as in PostgreSQL). Queries, excerpts
+    /// and snippets read short texts word by word through this; documents go through
+    /// [`Self::numbered_terms`].
     pub(super) fn terms(self, text: &str, mut each: impl FnMut(&str, usize)) {
-        self.numbered_terms(text, |term, _, position| each(term, position));
+        let stemming = self
+            .stemming()
+            .map(|(algorithm, _)| (rust_stemmers::Stemmer::create(algorithm), self.stop_words()));
+        for (position, word) in words(text).enumerate() {
+            if word.len() > MAX_WORD_BYTES {
+                continue;
+            }
+            let word = word.to_lowercase();
+            let term = match &stemming {
+                None => std::borrow::Cow::Borrowed(word.as_str()),
+                Some((_, stop)) if stop.contains(word.as_str()) => continue,
+                Some((stemmer, _)) => stemmer.stem(&word),
+            };
+            if !term.is_empty() {
+                each(&term, position + 1);
+            }
+        }
     }
 
-    /// [`Self::terms`], each term with its number: 0 for the text's first distinct term, 1 for
-    /// the next, and so on.
+    /// [`Self::terms`] for a whole message, each term with its number: 0 for the text's first
+    /// distinct term, 1 for the next, and so on.
     ///
     /// Each distinct word is lowered, looked up among the stop words and stemmed once per
     /// text: a message repeats its words (a tool's output most of all), and stemming was the

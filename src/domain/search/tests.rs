@@ -1,3 +1,5 @@
+use proptest::strategy::Strategy as _;
+
 use super::*;
 use crate::domain::message::ToolCall;
 
@@ -192,4 +194,65 @@ fn the_embedded_query_leaves_out_what_the_conversation_says_all_the_time() {
         messages: 600,
     };
     assert_eq!(semantic_text(text, &q, &all, Language::English), text);
+}
+
+/// A document as the word-by-word path would build it: every term in a sorted map, its
+/// first-seen ones up to the cap.
+fn document_word_by_word(text: &str, language: Language) -> SearchDocument {
+    let mut terms: std::collections::BTreeMap<String, Vec<u16>> = Default::default();
+    let mut order = 0;
+    language.terms(text, |term, position| {
+        let position = u16::try_from(position).unwrap_or(MAX_POSITION).min(MAX_POSITION);
+        if !terms.contains_key(term) {
+            if order >= MAX_DOCUMENT_TERMS {
+                return;
+            }
+            order += 1;
+            terms.insert(term.to_owned(), Vec::new());
+        }
+        let positions = terms.get_mut(term).unwrap();
+        if positions.len() < MAX_POSITIONS && positions.last() != Some(&position) {
+            positions.push(position);
+        }
+    });
+    SearchDocument {
+        entries: terms.into_iter().map(|(t, p)| (t.into_boxed_str(), p)).collect(),
+    }
+}
+
+proptest::proptest! {
+    /// Stemming each distinct word once per document (and numbering terms) changes nothing:
+    /// repeats in any case, stop words, long words, scripts, past the term cap and past the
+    /// positions' caps.
+    #[test]
+    fn documents_are_the_same_as_word_by_word(
+        words in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::sample::select(vec![
+                    "The", "the", "THE", "running", "Runs", "ran", "Zürich", "zürich", "naïve", "日本語",
+                    "x", "1", "2291", "INV", "connection", "connected", "connects", "a", "is",
+                ]).prop_map(str::to_owned),
+                "[a-zA-Z]{1,12}",
+                "[a-z]{65,70}",
+            ],
+            0..400,
+        ),
+        separator in proptest::sample::select(vec![" ", ", ", "-", "\n", "。"]),
+        language in proptest::sample::select(Language::ALL.to_vec()),
+    ) {
+        let text = words.join(separator);
+        proptest::prop_assert_eq!(SearchDocument::of_text(&text, language), document_word_by_word(&text, language));
+    }
+}
+
+#[test]
+fn documents_past_the_term_cap_keep_their_first_terms_as_word_by_word() {
+    let text: String = (0..MAX_DOCUMENT_TERMS + 300)
+        .map(|i| format!("w{i} w{} ", i / 2))
+        .collect();
+    for language in [Language::Simple, Language::English] {
+        let document = SearchDocument::of_text(&text, language);
+        assert_eq!(document.len(), MAX_DOCUMENT_TERMS);
+        assert_eq!(document, document_word_by_word(&text, language));
+    }
 }

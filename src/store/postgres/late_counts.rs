@@ -11,25 +11,34 @@ use crate::{
     store::StoreError,
 };
 
-/// The statement keeping `tokenizer`'s counts in its column. `$3` to `$5` are the messages'
-/// sequences, creation times and counts. The creation time tells a message from one appended
-/// at the same sequence after a rewind; a redaction counts every tokenizer, so the NULL test
-/// leaves its tombstone alone.
+/// The statement keeping a tokenizer's counts in `column`. `$3` to `$5` are the messages'
+/// sequences (ascending, distinct), creation times and counts. The creation time tells a
+/// message from one appended at the same sequence after a rewind; a redaction counts every
+/// tokenizer, so the NULL test leaves its tombstone alone. A row another transaction holds (a
+/// rewind, a redaction, another replica's same write) is skipped, not waited for: a read never
+/// waits on a write for this, nor deadlocks with one, and the next read counts that one again.
+macro_rules! update_sql {
+    ($column:literal) => {
+        concat!(
+            "UPDATE messages m SET ", $column, " = u.tokens
+             FROM unnest($3::bigint[], $4::timestamptz[], $5::integer[]) AS u(sequence, created_at, tokens)
+             WHERE m.tenant_id = $1 AND m.conversation_id = $2 AND m.sequence = u.sequence
+                 AND m.created_at = u.created_at AND m.", $column, " IS NULL
+                 AND m.sequence IN (
+                     SELECT l.sequence FROM messages l
+                     WHERE l.tenant_id = $1 AND l.conversation_id = $2 AND l.sequence = ANY($3)
+                         AND l.", $column, " IS NULL
+                     ORDER BY l.sequence
+                     FOR UPDATE SKIP LOCKED)"
+        )
+    };
+}
+
+/// [`update_sql!`] for `tokenizer` (none for the approximation, always counted at append).
 fn update_sql(tokenizer: Tokenizer) -> Option<&'static str> {
     match tokenizer {
-        Tokenizer::O200kBase => Some(
-            "UPDATE messages m SET tokens_o200k = u.tokens
-             FROM unnest($3::bigint[], $4::timestamptz[], $5::integer[]) AS u(sequence, created_at, tokens)
-             WHERE m.tenant_id = $1 AND m.conversation_id = $2 AND m.sequence = u.sequence
-                 AND m.created_at = u.created_at AND m.tokens_o200k IS NULL",
-        ),
-        Tokenizer::Cl100kBase => Some(
-            "UPDATE messages m SET tokens_cl100k = u.tokens
-             FROM unnest($3::bigint[], $4::timestamptz[], $5::integer[]) AS u(sequence, created_at, tokens)
-             WHERE m.tenant_id = $1 AND m.conversation_id = $2 AND m.sequence = u.sequence
-                 AND m.created_at = u.created_at AND m.tokens_cl100k IS NULL",
-        ),
-        // Always counted at append.
+        Tokenizer::O200kBase => Some(update_sql!("tokens_o200k")),
+        Tokenizer::Cl100kBase => Some(update_sql!("tokens_cl100k")),
         Tokenizer::Approx => None,
     }
 }
@@ -43,7 +52,10 @@ pub(super) async fn store(
 ) -> Result<(), StoreError> {
     let client = pool.get().await?;
     for tokenizer in Tokenizer::ALL {
-        let of_tokenizer: Vec<&CountedLate> = counts.iter().filter(|c| c.tokenizer == tokenizer).collect();
+        let mut of_tokenizer: Vec<&CountedLate> =
+            counts.iter().filter(|c| c.tokenizer == tokenizer).collect();
+        of_tokenizer.sort_by_key(|c| c.sequence);
+        of_tokenizer.dedup_by_key(|c| c.sequence);
         let Some(sql) = update_sql(tokenizer).filter(|_| !of_tokenizer.is_empty()) else {
             continue;
         };
