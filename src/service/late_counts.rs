@@ -27,22 +27,20 @@ impl LateCounts {
     /// aside: no pack or summary counts them).
     pub(super) async fn count(&mut self, owner: &str, messages: &mut Vec<StoredMessage>) {
         let tokenizer = self.tokenizer;
-        let uncounted =
-            |m: &StoredMessage| !m.message.exclude_from_context && m.tokens.uncounted.contains(tokenizer);
-        let bytes: usize = messages
-            .iter()
-            .filter(|m| uncounted(m))
-            .map(|m| m.message.loaded_bytes())
-            .sum();
-        if !messages.iter().any(uncounted) {
+        if !messages.iter().any(|m| needs(m, tokenizer)) {
             return;
         }
+        let bytes: usize = messages
+            .iter()
+            .filter(|m| needs(m, tokenizer))
+            .map(|m| m.message.loaded_bytes())
+            .sum();
         let taken = std::mem::take(messages);
         let (taken, counted) = offload(owner, bytes, move |_| {
             let mut taken = taken;
             let counted: Vec<CountedLate> = taken
                 .iter_mut()
-                .filter(|m| !m.message.exclude_from_context)
+                .filter(|m| needs(m, tokenizer))
                 .filter_map(|m| m.count_under(tokenizer))
                 .collect();
             (taken, counted)
@@ -67,4 +65,10 @@ impl LateCounts {
             );
         }
     }
+}
+
+/// Whether `message` is counted late under `tokenizer`: not yet, and not excluded (no pack or
+/// summary counts an excluded message).
+fn needs(message: &StoredMessage, tokenizer: Tokenizer) -> bool {
+    !message.message.exclude_from_context && message.tokens.uncounted.contains(tokenizer)
 }

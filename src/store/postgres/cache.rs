@@ -1,11 +1,11 @@
 //! The replica's cache of decoded messages (docs/design.md, "Database work per call").
 //!
 //! Stored messages are immutable: only a redaction or a rewind changes or removes one, and both
-//! count themselves on the conversation row (a token count made after the append fills in what
-//! any reader would compute, so it patches the run in place, [`MessageCache::keep_late_counts`]), as a new creation time marks a deleted id that came
-//! back ([`LogVersion`]). BuildContext reads that version in the one statement every call makes;
-//! the cache keeps, per conversation, one run of the log's tail decoded under one version and
-//! serves it only to calls that read the same version, so the database reads only messages newer
+//! count themselves on the conversation row, as a new creation time marks a deleted id that came
+//! back ([`LogVersion`]). (A token count made after the append fills in what any reader would
+//! compute, so it patches the run in place: [`MessageCache::keep_late_counts`].) BuildContext
+//! reads that version in the one statement every call makes; the cache keeps, per
+//! conversation, one run of the log's tail decoded under one version and serves it only to calls that read the same version, so the database reads only messages newer
 //! than the run. Another replica's redaction, rewind, delete or the retention sweeper's delete
 //! changes the version every replica reads next, and the stale run is never served again.
 //!
