@@ -162,8 +162,15 @@ def make_sessions(rng, total):
     return sessions
 
 
-def filler_text(rng):
-    """A small-talk turn (unrendered): a reaction, a remark or a question, or a mix."""
+def filler_text(rng, dense=False):
+    """A small-talk turn (unrendered): a reaction, a remark or a question, or a mix. `dense`:
+    two to four remarks, sometimes with a question, as the turns of a chat where every turn
+    says something (the answer sits among long messages, not among "Lol.")."""
+    if dense:
+        text = " ".join(rng.sample(bank.SMALLTALK, rng.randint(2, 4)))
+        if rng.random() < 0.3:
+            text += " " + rng.choice(bank.QUESTIONS)
+        return text
     r = rng.random()
     if r < 0.25:
         text = rng.choice(bank.SHORT)
@@ -182,7 +189,8 @@ def filler_text(rng):
     return text
 
 
-def make_conversation(rng, conv_id, names, close_share=0.5, long_share=0.4, speaker_in_text=False):
+def make_conversation(rng, conv_id, names, close_share=0.5, long_share=0.4, speaker_in_text=False,
+                      dense=False):
     sessions = make_sessions(rng, rng.randint(500, 700))
     n_sess = len(sessions)
     asked_span = n_sess - 2    # no evidence in the last two sessions (the pack's history)
@@ -275,7 +283,7 @@ def make_conversation(rng, conv_id, names, close_share=0.5, long_share=0.4, spea
             sp = sess.speakers[k]
             pool = (bank.GREETINGS if k == 0 else bank.GREETING_REPLIES if k == 1 else
                     bank.FAREWELLS if k == last - 1 else bank.FAREWELL_REPLIES if k == last else None)
-            text = Filler(rng).render(rng.choice(pool) if pool else filler_text(rng), O=names[1 - sp])
+            text = Filler(rng).render(rng.choice(pool) if pool else filler_text(rng, dense), O=names[1 - sp])
             sess.turns[k] = (sp, cap(text), ("filler",))
 
     # Some evidence comes inside a longer message: small talk before it (and sometimes after),
@@ -339,7 +347,7 @@ def make_conversation(rng, conv_id, names, close_share=0.5, long_share=0.4, spea
     return {"id": conv_id, "participants": list(names), "messages": messages, "questions": questions}
 
 
-def generate(n, seed, close_share=0.5, long_share=0.4, speaker_in_text=False):
+def generate(n, seed, close_share=0.5, long_share=0.4, speaker_in_text=False, dense=False):
     names = list(bank.NAMES)
     random.Random(f"{seed}-names").shuffle(names)
     if 2 * n > len(names):
@@ -348,7 +356,7 @@ def generate(n, seed, close_share=0.5, long_share=0.4, speaker_in_text=False):
     else:
         pairs = [(names[2 * i], names[2 * i + 1]) for i in range(n)]
     return [make_conversation(random.Random(f"{seed}-conv-{i}"), f"conv-{i:02d}", pairs[i], close_share,
-                              long_share, speaker_in_text)
+                              long_share, speaker_in_text, dense)
             for i in range(n)]
 
 
@@ -405,10 +413,14 @@ def main():
     ap.add_argument("--speaker-in-text", action="store_true",
                     help="start each message with its speaker's name (the set before Recall III) "
                          "instead of keeping the speaker in `name`")
+    ap.add_argument("--dense", action="store_true",
+                    help="small-talk turns of two to four remarks instead of short reactions: every "
+                         "turn says something, as in long real chats")
     ap.add_argument("-o", "--output",
                     default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "devset.jsonl"))
     args = ap.parse_args()
-    convs = generate(args.conversations, args.seed, args.close_share, args.long_share, args.speaker_in_text)
+    convs = generate(args.conversations, args.seed, args.close_share, args.long_share, args.speaker_in_text,
+                     args.dense)
     for c in convs:
         check(c)
     with open(args.output, "w", encoding="utf-8") as f:

@@ -274,7 +274,9 @@ def metric(text, name):
 
 def wait_for_embeddings(metrics_url, timeout):
     """Polls ctxd's metrics until its embedding backlog is done: nothing queued, no worker busy,
-    the count of embedded messages steady for two polls."""
+    and the count of embedded messages above 0 and steady for two polls (a conversation waits a
+    moment before it is queued, so an idle server right after the appends has not started). An
+    error when nothing at all was embedded in 120 s: a hybrid run that would be lexical in truth."""
     deadline, steady, last = time.monotonic() + timeout, 0, None
     t0 = time.perf_counter()
     while time.monotonic() < deadline:
@@ -283,7 +285,10 @@ def wait_for_embeddings(metrics_url, timeout):
         queued = metric(text, "ctxd_embedding_queue_conversations")
         busy = metric(text, "ctxd_embedding_workers_busy")
         done = metric(text, "ctxd_embedded_messages_total")
-        steady = steady + 1 if (queued == 0 and busy == 0 and done == last) else 0
+        if done == 0 and time.perf_counter() - t0 > 120:
+            sys.exit("error: ctxd embedded nothing in 120 s: is CTXD_EMBEDDINGS_URL right (it ends in "
+                     "/v1)? See ctxd's log")
+        steady = steady + 1 if (queued == 0 and busy == 0 and done == last and done > 0) else 0
         if steady >= 2:
             print(f"  embeddings done: {int(done)} messages in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr)
