@@ -1,5 +1,7 @@
 //! AppendMessage throughput at 1, 8 and 32 concurrent clients, against raw single-row INSERT
-//! transactions at the same concurrency on the same database.
+//! transactions at the same concurrency on the same database, with the CPU each call costs the
+//! server, PostgreSQL and the load generator: on a machine where the three share the cores,
+//! those bound the rate the machine can reach at all.
 
 use std::{
     sync::{
@@ -11,7 +13,11 @@ use std::{
 
 use ctxd::proto;
 
-use crate::{Scale, replica::Replica};
+use crate::{
+    Scale,
+    machine::{Cluster, Snapshot, Spent},
+    replica::Replica,
+};
 
 const CLIENTS: [usize; 3] = [1, 8, 32];
 
@@ -21,28 +27,47 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
         "# AppendMessage (one user message per call, each client its own conversation and connection), {secs} s each"
     );
     prepare_raw_table(url).await?;
+    let (db, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    let cluster = Cluster::find(&db).await?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     for clients in CLIENTS {
-        let cpu_before = server.cpu_seconds().unwrap_or(0.0);
-        let ours = ctxd_rate(server, clients, secs, content).await?;
-        // The server's own CPU per append: on a 2-core box it competes with Postgres and the
-        // load generator, which the raw baseline does not have to share with.
-        let cpu_us = (server.cpu_seconds().unwrap_or(0.0) - cpu_before) * 1e6 / (ours * secs as f64);
-        let raw = raw_rate(url, clients, secs).await?;
+        let (ours, spent) = ctxd_rate(server, &cluster, clients, secs, content).await?;
+        let (raw, raw_spent) = raw_rate(server, &cluster, url, clients, secs).await?;
         println!(
-            "clients={clients:>2}  AppendMessage {ours:>8.0}/s ({cpu_us:.0} us ctxd CPU each)  raw INSERT {raw:>8.0}/s  ratio {:.2}  (target at 32 clients >= 0.5)",
+            "clients={clients:>2}  AppendMessage {ours:>8.0}/s ({})  raw INSERT {raw:>8.0}/s (PostgreSQL {:.0} us, load generator {:.0} us)  ratio {:.2}  (target at 32 clients >= 0.5)",
+            shares(&spent),
+            raw_spent.database,
+            raw_spent.generator,
             ours / raw
         );
+        if clients == CLIENTS[CLIENTS.len() - 1] {
+            // The server, PostgreSQL and the load generator share this machine's cores.
+            let most = cores * 1e6 / spent.total();
+            println!(
+                "  all three together: {:.0} us of CPU per append; {cores:.0} cores at that cost reach at most {most:.0} appends/s, a ratio of at most {:.2}",
+                spent.total(),
+                most / raw
+            );
+        }
     }
     // Counting grows with the text, and tool outputs are an agent's largest messages: what an
     // 8 kB message costs the server under the tokenizers it counts at append (CTXD_TOKENIZERS).
-    let cpu_before = server.cpu_seconds().unwrap_or(0.0);
-    let large = ctxd_rate(server, 1, secs, large_content).await?;
-    let cpu_us = (server.cpu_seconds().unwrap_or(0.0) - cpu_before) * 1e6 / (large * secs as f64);
+    let (large, spent) = ctxd_rate(server, &cluster, 1, secs, large_content).await?;
     let counted = std::env::var("CTXD_TOKENIZERS").unwrap_or_else(|_| "default".into());
     println!(
-        "8 kB messages, 1 client: AppendMessage {large:>6.0}/s ({cpu_us:.0} us ctxd CPU each; CTXD_TOKENIZERS={counted})"
+        "8 kB messages, 1 client: AppendMessage {large:>6.0}/s ({:.0} us ctxd CPU each; CTXD_TOKENIZERS={counted})",
+        spent.server
     );
     Ok(())
+}
+
+/// A call's CPU, as the phase line prints it.
+fn shares(spent: &Spent) -> String {
+    format!(
+        "ctxd {:.0} us, PostgreSQL {:.0} us, load generator {:.0} us CPU each",
+        spent.server, spent.database, spent.generator
+    )
 }
 
 /// About 8 kB of a tool's output: log lines, numbers and paths, different for every call.
@@ -92,16 +117,19 @@ where
 
 async fn ctxd_rate(
     server: &Replica,
+    cluster: &Cluster,
     clients: usize,
     secs: u64,
     content: fn(usize, u64) -> String,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, Spent)> {
     let mut connections = Vec::new();
     for _ in 0..clients {
         connections.push(server.client().await?);
     }
     let connections = Arc::new(connections);
-    rate(clients, secs, move |client, n| {
+    let before = Snapshot::take(server, cluster);
+    let started = Instant::now();
+    let per_second = rate(clients, secs, move |client, n| {
         let mut c = connections[client].clone();
         async move {
             c.append_message(proto::AppendMessageRequest {
@@ -117,7 +145,9 @@ async fn ctxd_rate(
             Ok(())
         }
     })
-    .await
+    .await?;
+    let calls = per_second * started.elapsed().as_secs_f64();
+    Ok((per_second, before.per_call(server, cluster, calls)))
 }
 
 /// A copy of the messages table (same columns, defaults and indexes) for the raw baseline.
@@ -133,7 +163,13 @@ async fn prepare_raw_table(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn raw_rate(url: &str, clients: usize, secs: u64) -> anyhow::Result<f64> {
+async fn raw_rate(
+    server: &Replica,
+    cluster: &Cluster,
+    url: &str,
+    clients: usize,
+    secs: u64,
+) -> anyhow::Result<(f64, Spent)> {
     let mut connections = Vec::new();
     for _ in 0..clients {
         let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
@@ -148,15 +184,25 @@ async fn raw_rate(url: &str, clients: usize, secs: u64) -> anyhow::Result<f64> {
         connections.push((client, insert));
     }
     let connections = Arc::new(connections);
-    rate(clients, secs, move |client, n| {
+    let before = Snapshot::take(server, cluster);
+    let started = Instant::now();
+    let per_second = rate(clients, secs, {
         let connections = connections.clone();
-        async move {
-            let (c, insert) = &connections[client];
-            let conversation = format!("raw-{clients}-{client}");
-            c.execute(insert, &[&conversation, &(n as i64), &content(client, n)])
-                .await?;
-            Ok(())
+        move |client, n| {
+            let connections = connections.clone();
+            async move {
+                let (c, insert) = &connections[client];
+                let conversation = format!("raw-{clients}-{client}");
+                c.execute(insert, &[&conversation, &(n as i64), &content(client, n)])
+                    .await?;
+                Ok(())
+            }
         }
     })
-    .await
+    .await?;
+    let calls = per_second * started.elapsed().as_secs_f64();
+    // Measured while the connections are still open: a backend that ended is not counted.
+    let spent = before.per_call(server, cluster, calls);
+    drop(connections);
+    Ok((per_second, spent))
 }

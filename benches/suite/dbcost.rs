@@ -21,49 +21,14 @@ use std::{
 use ctxd::proto;
 use tonic::Request;
 
-use crate::replica::{Replica, percentile};
+use crate::{
+    machine::Cluster,
+    replica::{Replica, percentile},
+};
 
 const HISTORY: usize = 244;
 
-/// The cluster's processes: the postmaster and its children (backends, WAL writer,
-/// checkpointer, autovacuum).
-struct Cluster {
-    postmaster: u32,
-}
-
 impl Cluster {
-    async fn find(db: &tokio_postgres::Client) -> anyhow::Result<Self> {
-        let backend: i32 = db.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
-        Ok(Self {
-            postmaster: parent_of(backend as u32)
-                .ok_or_else(|| anyhow::anyhow!("no PPid for the backend"))?,
-        })
-    }
-
-    /// The postmaster and its children now.
-    fn processes(&self) -> Vec<u32> {
-        let mut pids = vec![self.postmaster];
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            for entry in entries.flatten() {
-                if let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>()
-                    && parent_of(pid) == Some(self.postmaster)
-                {
-                    pids.push(pid);
-                }
-            }
-        }
-        pids
-    }
-
-    /// Nanoseconds `pids` have run on a CPU so far (`/proc/PID/schedstat`, exact, unlike the
-    /// 10 ms ticks of `/proc/PID/stat`).
-    fn cpu_nanos(pids: &[u32]) -> u64 {
-        pids.iter()
-            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok())
-            .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
-            .sum()
-    }
-
     /// The cluster's CPU per call of `calls` runs of `call`, in microseconds, and the calls'
     /// p50 latency. Before each call `between` runs, unmeasured (a chat's appends between its
     /// BuildContext calls): only the CPU spent during the calls themselves is counted.
@@ -91,25 +56,14 @@ impl Cluster {
             if n % 50 == 0 {
                 pids = self.processes();
             }
-            let before = Self::cpu_nanos(&pids);
+            let before = Cluster::cpu_nanos(&pids);
             let started = Instant::now();
             call(calls + n).await?;
             latencies.push(started.elapsed());
-            nanos += Self::cpu_nanos(&pids).saturating_sub(before);
+            nanos += Cluster::cpu_nanos(&pids).saturating_sub(before);
         }
         Ok((nanos as f64 / calls as f64 / 1e3, percentile(&mut latencies, 0.5)))
     }
-}
-
-/// The parent of process `pid`, from /proc.
-fn parent_of(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Nothing between calls.

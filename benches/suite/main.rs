@@ -15,6 +15,7 @@ mod changes;
 mod conversations;
 mod dbcost;
 mod embeddings;
+mod machine;
 mod memory;
 mod protocols;
 #[path = "../../tests/support/replica.rs"]
