@@ -91,6 +91,32 @@ where
     F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
 {
+    Ok(counted(clients, secs, step).await?.0)
+}
+
+/// [`rate`], and what the server, the cluster and this process spent per call meanwhile.
+async fn metered<F, Fut>(
+    server: &Replica,
+    cluster: &Cluster,
+    clients: usize,
+    secs: u64,
+    step: F,
+) -> anyhow::Result<(f64, Spent)>
+where
+    F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let before = Snapshot::take(server, cluster);
+    let (per_second, calls) = counted(clients, secs, step).await?;
+    Ok((per_second, before.per_call(server, cluster, calls as f64)))
+}
+
+/// [`rate`] with the number of successful calls.
+async fn counted<F, Fut>(clients: usize, secs: u64, step: F) -> anyhow::Result<(f64, u64)>
+where
+    F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
@@ -112,7 +138,8 @@ where
     for task in tasks {
         task.await??;
     }
-    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+    let done = done.load(Ordering::Relaxed);
+    Ok((done as f64 / started.elapsed().as_secs_f64(), done))
 }
 
 async fn ctxd_rate(
@@ -127,9 +154,7 @@ async fn ctxd_rate(
         connections.push(server.client().await?);
     }
     let connections = Arc::new(connections);
-    let before = Snapshot::take(server, cluster);
-    let started = Instant::now();
-    let per_second = rate(clients, secs, move |client, n| {
+    metered(server, cluster, clients, secs, move |client, n| {
         let mut c = connections[client].clone();
         async move {
             c.append_message(proto::AppendMessageRequest {
@@ -145,9 +170,7 @@ async fn ctxd_rate(
             Ok(())
         }
     })
-    .await?;
-    let calls = per_second * started.elapsed().as_secs_f64();
-    Ok((per_second, before.per_call(server, cluster, calls)))
+    .await
 }
 
 /// A copy of the messages table (same columns, defaults and indexes) for the raw baseline.
@@ -184,25 +207,19 @@ async fn raw_rate(
         connections.push((client, insert));
     }
     let connections = Arc::new(connections);
-    let before = Snapshot::take(server, cluster);
-    let started = Instant::now();
-    let per_second = rate(clients, secs, {
-        let connections = connections.clone();
-        move |client, n| {
-            let connections = connections.clone();
-            async move {
-                let (c, insert) = &connections[client];
-                let conversation = format!("raw-{clients}-{client}");
-                c.execute(insert, &[&conversation, &(n as i64), &content(client, n)])
-                    .await?;
-                Ok(())
-            }
+    let steps = connections.clone();
+    let measured = metered(server, cluster, clients, secs, move |client, n| {
+        let connections = steps.clone();
+        async move {
+            let (c, insert) = &connections[client];
+            let conversation = format!("raw-{clients}-{client}");
+            c.execute(insert, &[&conversation, &(n as i64), &content(client, n)])
+                .await?;
+            Ok(())
         }
     })
-    .await?;
-    let calls = per_second * started.elapsed().as_secs_f64();
-    // Measured while the connections are still open: a backend that ended is not counted.
-    let spent = before.per_call(server, cluster, calls);
+    .await;
+    // Measured while the connections were still open: a backend that ended is not counted.
     drop(connections);
-    Ok((per_second, spent))
+    measured
 }
