@@ -112,7 +112,10 @@ fn bm25_weighs_rare_terms_saturates_repeats_and_normalizes_length() {
     assert!((f64::from(name) - 2f64.ln()).abs() < 1e-6, "{name}");
     // Repeats saturate towards k1 + 1 = 1.9 times one occurrence: 50 of them score 1.87.
     let name_repeated = weights.score(20, |i| if i == 1 { 50 } else { 0 });
-    assert!(name_repeated < 1.9 * name && name_repeated > 1.85 * name, "{name_repeated}");
+    assert!(
+        name_repeated < 1.9 * name && name_repeated > 1.85 * name,
+        "{name_repeated}"
+    );
     assert!(rare > name_repeated * 3.0);
     // A short message with the name only does not outrank a long one with the rare word.
     assert!(weights.score(2, |i| u32::from(i == 1)) < weights.score(200, |i| u32::from(i == 0)));
