@@ -44,6 +44,15 @@ impl Citus {
         Ok(*found)
     }
 
+    /// Whether the database is a Citus coordinator, asked with a connection of `pool` the first
+    /// time only.
+    pub(super) async fn is_in(&self, pool: &deadpool_postgres::Pool) -> Result<bool, StoreError> {
+        match self.known.get() {
+            Some(known) => Ok(*known),
+            None => self.is(&pool.get().await?).await,
+        }
+    }
+
     /// Runs the coordinator's recovery of two-phase commits now: the records of transactions
     /// whose shards have committed are deleted (and shards left prepared by a lost connection
     /// are committed). False when this role may not run it (it takes `GRANT EXECUTE ON FUNCTION

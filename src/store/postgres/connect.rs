@@ -68,11 +68,16 @@ impl PostgresStore {
             .recycle_timeout(Some(options.connect_timeout))
             .build()
             .map_err(|e| StoreError::Internal { source: Box::new(e) })?;
+        let citus = std::sync::Arc::<super::citus::Citus>::default();
         Ok(Self {
-            group: std::sync::Arc::new(append::GroupCommit::new(pool.clone(), options.group_commit)),
+            group: std::sync::Arc::new(append::GroupCommit::new(
+                pool.clone(),
+                options.group_commit,
+                citus.clone(),
+            )),
             pool,
             gate: Default::default(),
-            citus: Default::default(),
+            citus,
             gate_patience: options.statement_timeout,
             cache: std::sync::Arc::new(cache::MessageCache::new(options.message_cache_bytes)),
             codes: std::sync::Arc::new(vector_codes::VectorCodes::new(VECTOR_CODE_BYTES)),

@@ -1,6 +1,7 @@
 //! AppendMessage on PostgreSQL: the store's side of the append ([`AppendTx`]), which
 //! [`drive`] runs. The claim is one statement ([`ALLOCATE`]) sent with `BEGIN`; a batch that
-//! needs no state goes out as its rows with `COMMIT`: two round trips in all.
+//! needs no state goes out as its rows with `COMMIT`: two round trips in all. One message that
+//! needs no state takes one round trip on plain PostgreSQL ([`one_trip`]).
 
 use std::collections::HashMap;
 
@@ -13,6 +14,7 @@ use super::{
 };
 mod group;
 mod insert;
+mod one_trip;
 mod placement;
 
 pub(super) use group::GroupCommit;
@@ -125,10 +127,14 @@ impl<'a> Allocation<'a> {
 #[tracing::instrument(skip_all, fields(tenant = %tenant, conversation_id = %batch.conversation_id, count = batch.messages.len()))]
 pub(super) async fn append_messages(
     pool: &Pool,
+    citus: &super::citus::Citus,
     tenant: &TenantId,
     batch: &CountedBatch,
     deadline: Option<&Deadline>,
 ) -> Result<AppendOutcome, StoreError> {
+    if one_trip::fits(batch) && !citus.is_in(pool).await? {
+        return one_trip::append(pool, tenant, batch, deadline).await;
+    }
     let tx = PostgresAppend {
         pool,
         tenant,

@@ -72,6 +72,8 @@ const MIN_WORK_LEFT: Duration = Duration::from_millis(50);
 #[derive(Debug)]
 pub(in crate::store::postgres) struct GroupCommit {
     pool: Pool,
+    /// Whether the database is a Citus coordinator: a lone append takes two round trips there.
+    citus: Arc<crate::store::postgres::citus::Citus>,
     queue: OnceLock<mpsc::Sender<Member>>,
     /// Appends on their way through this store.
     in_flight: AtomicUsize,
@@ -109,8 +111,13 @@ impl Drop for Flight<'_> {
 
 impl GroupCommit {
     /// Group commit over `pool`, or none when `enabled` is false.
-    pub(in crate::store::postgres) fn new(pool: Pool, enabled: bool) -> Self {
+    pub(in crate::store::postgres) fn new(
+        pool: Pool,
+        enabled: bool,
+        citus: Arc<crate::store::postgres::citus::Citus>,
+    ) -> Self {
         Self {
+            citus,
             company: min_company(pool.status().max_size),
             pool,
             queue: OnceLock::new(),
@@ -159,7 +166,7 @@ impl GroupCommit {
                 }
             }
         }
-        super::append_messages(&self.pool, tenant, batch, deadline).await
+        super::append_messages(&self.pool, &self.citus, tenant, batch, deadline).await
     }
 
     fn may_join(&self, batch: &CountedBatch, deadline: Option<&Deadline>) -> bool {

@@ -1,0 +1,106 @@
+//! A one-message append that needs no stored state, in one round trip on plain PostgreSQL:
+//! `BEGIN` with the call's limits, one statement that claims and writes (the conversation's
+//! upsert, the message row and the change row as data-modifying CTEs) and `COMMIT`, pipelined.
+//! PostgreSQL's CPU per lone append falls by about a fifth against the two round trips of
+//! [`super::drive`]'s path, and so does the append's latency (docs/benchmarks.md, "Append at
+//! the limit"). Citus cannot run data-modifying CTEs on one shard, so there every append takes
+//! the two round trips.
+
+use std::sync::LazyLock;
+
+use deadpool_postgres::{Object, Pool};
+use tokio_postgres::types::ToSql;
+
+use super::{ALLOCATE, Allocation, insert};
+use crate::{
+    domain::{AppendOutcome, CountedBatch, Sequence, TenantId, append::needs_state, changes::ChangeKind},
+    runtime::deadline::Deadline,
+    store::{
+        StoreError,
+        postgres::rows::{Columns, column},
+    },
+};
+
+/// [`ALLOCATE`] (`$1..=$12`), then the message row from what it returned (`$13..=$28` its
+/// [`Columns`], `$29` its offset and `$30` its newest earlier turn start within the batch,
+/// `$31` its search document) and the change row (`$32` its kind). The parameters of the
+/// `SELECT`s are cast: they take no type from a target column there. The log positions are
+/// [`super::placement::Placement::after`]'s arithmetic, with the log's end before the batch
+/// `token_offset - $6`.
+static STATEMENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH a AS ({ALLOCATE}),
+         m AS (INSERT INTO messages (tenant_id, conversation_id, sequence, role, content, name,
+                 tool_calls, tool_call_id, attachments, metadata, exclude_from_context, pinned, error,
+                 response_id, tokens_o200k, tokens_cl100k, tokens_approx, native, loaded_bytes,
+                 call_sequence, token_offset, previous_turn_offset, search, created_at)
+             SELECT $1, $2, a.last_sequence, $13::text, $14::text, $15::text, $16::jsonb, $17::text,
+                 $18::jsonb, $19::jsonb, $20::boolean, $21::boolean, $22::jsonb, $23::text,
+                 $24::integer, $25::integer, $26::integer, $27::json, $28::integer, NULL,
+                 a.token_offset - $6 + $29::bigint,
+                 coalesce(a.token_offset - $6 + $30::bigint, a.turn_offset_before),
+                 $31::text::tsvector, now()
+             FROM a),
+         c AS (INSERT INTO changes (tenant_id, position, conversation_id, change, kind,
+                 first_sequence, last_sequence, created_at)
+             SELECT $1, a.change_position, $2, a.changes, $32::smallint, a.last_sequence,
+                 a.last_sequence, statement_timestamp()
+             FROM a)
+         SELECT last_sequence FROM a"
+    )
+});
+
+/// Whether `batch` may take [`append`]: one message, and nothing [`needs_state`] reads.
+pub(super) fn fits(batch: &CountedBatch) -> bool {
+    batch.messages.len() == 1 && !needs_state(batch)
+}
+
+/// Appends a batch that [`fits`] in one round trip. The commit is claimed before anything is
+/// sent: from then on the call answers with what the database did, and the statement runs
+/// under the call's deadline (`SET LOCAL statement_timeout`), so a write that outlived its
+/// caller fails instead of committing late.
+pub(super) async fn append(
+    pool: &Pool,
+    tenant: &TenantId,
+    batch: &CountedBatch,
+    deadline: Option<&Deadline>,
+) -> Result<AppendOutcome, StoreError> {
+    let allocation = Allocation::of(tenant, batch);
+    let begin = match crate::store::postgres::writes::write_limits(deadline)? {
+        Some(limits) => format!("BEGIN; {limits}"),
+        None => "BEGIN".to_owned(),
+    };
+    let client = pool.get().await?;
+    let statement = client.prepare_cached(&STATEMENT).await?;
+    let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());
+    let columns = Columns::of(batch);
+    let search = insert::search_column(t, c, batch);
+    let kind = ChangeKind::Appended.code();
+    let mut params: Vec<&(dyn ToSql + Sync)> = allocation.params().to_vec();
+    params.extend(columns.row(0));
+    params.push(&allocation.relative.offsets[0]);
+    params.push(&allocation.relative.previous_turns[0]);
+    params.push(&search[0]);
+    params.push(&kind);
+    crate::store::claim_commit(deadline)?;
+    let sent = tokio::try_join!(
+        client.batch_execute(&begin),
+        client.query_opt(&statement, &params),
+        client.batch_execute("COMMIT")
+    );
+    let row = match sent {
+        Ok(((), row, ())) => row.ok_or(StoreError::Expired)?,
+        Err(error) => {
+            // Whatever the connection's transaction came to, it is not pooled again.
+            drop(Object::take(client));
+            return Err(error.into());
+        }
+    };
+    let last = Sequence::from_stored(column::<i64>(&row, "last_sequence")?);
+    Ok(AppendOutcome {
+        first_sequence: last,
+        last_sequence: last,
+        conversation_last_sequence: last,
+        replayed: false,
+    })
+}
