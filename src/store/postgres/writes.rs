@@ -36,6 +36,15 @@ pub(super) fn write_limits(deadline: Option<&Deadline>) -> Result<Option<String>
     Ok(Some(format!("SET LOCAL statement_timeout = {ms}")))
 }
 
+/// `BEGIN`, with [`write_limits`] after it when the call has a deadline: the opening of every
+/// write transaction that is pipelined with its first statements.
+pub(super) fn begin_text(deadline: Option<&Deadline>) -> Result<String, StoreError> {
+    Ok(match write_limits(deadline)? {
+        Some(limits) => format!("BEGIN; {limits}"),
+        None => "BEGIN".to_owned(),
+    })
+}
+
 /// Bounds the open transaction `tx` by the call's deadline (see [`write_limits`]).
 pub(super) async fn limit(
     tx: &deadpool_postgres::Transaction<'_>,
@@ -75,10 +84,7 @@ impl Pipelined {
         first: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<(Self, Option<tokio_postgres::Row>), StoreError> {
-        let begin = match write_limits(deadline)? {
-            Some(limits) => format!("BEGIN; {limits}"),
-            None => "BEGIN".to_owned(),
-        };
+        let begin = begin_text(deadline)?;
         let client = pool.get().await?;
         let statement = client.prepare_cached(first).await?;
         let tx = Self {

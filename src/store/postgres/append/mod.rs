@@ -197,10 +197,7 @@ impl AppendTx for PostgresAppend<'_> {
     /// `BEGIN` (with the call's limits) and [`ALLOCATE`], in one round trip.
     async fn claim(&mut self, batch: &CountedBatch) -> Result<Sequence, StoreError> {
         let allocation = Allocation::of(self.tenant, batch);
-        let begin = match super::writes::write_limits(self.deadline)? {
-            Some(limits) => format!("BEGIN; {limits}"),
-            None => "BEGIN".to_owned(),
-        };
+        let begin = super::writes::begin_text(self.deadline)?;
         let client = self.pool.get().await?;
         let allocate = client.prepare_cached(ALLOCATE).await?;
         self.inserts = MessageRows::prepare(&client, batch.messages.len()).await?;

@@ -66,10 +66,7 @@ pub(super) async fn append(
     deadline: Option<&Deadline>,
 ) -> Result<AppendOutcome, StoreError> {
     let allocation = Allocation::of(tenant, batch);
-    let begin = match crate::store::postgres::writes::write_limits(deadline)? {
-        Some(limits) => format!("BEGIN; {limits}"),
-        None => "BEGIN".to_owned(),
-    };
+    let begin = crate::store::postgres::writes::begin_text(deadline)?;
     let client = pool.get().await?;
     let statement = client.prepare_cached(&STATEMENT).await?;
     let (t, c) = (tenant.as_str(), batch.conversation_id.as_str());

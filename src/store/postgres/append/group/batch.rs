@@ -127,10 +127,8 @@ impl OpenBatch {
             .iter()
             .filter_map(|m| m.deadline.as_ref())
             .min_by_key(|d| d.work_left());
-        let begin = match crate::store::postgres::writes::write_limits(earliest) {
-            Ok(Some(limits)) => format!("BEGIN; {limits}"),
-            Ok(None) => "BEGIN".to_owned(),
-            Err(_) => return Err(members),
+        let Ok(begin) = crate::store::postgres::writes::begin_text(earliest) else {
+            return Err(members);
         };
         let Some(client) = self.client.as_ref() else {
             return Err(members);
