@@ -32,7 +32,7 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
     let cluster = Cluster::find(&db).await?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     for clients in CLIENTS {
-        let (ours, spent) = ctxd_rate(server, &cluster, clients, secs, content).await?;
+        let (ours, spent) = ctxd_rate(server, &cluster, clients, secs, content, false).await?;
         let (raw, raw_spent) = raw_rate(server, &cluster, url, clients, secs).await?;
         println!(
             "clients={clients:>2}  AppendMessage {ours:>8.0}/s ({})  raw INSERT {raw:>8.0}/s (PostgreSQL {:.0} us, load generator {:.0} us)  ratio {:.2}  (target at 32 clients >= 0.5)",
@@ -53,12 +53,21 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
     }
     // Counting grows with the text, and tool outputs are an agent's largest messages: what an
     // 8 kB message costs the server under the tokenizers it counts at append (CTXD_TOKENIZERS).
-    let (large, spent) = ctxd_rate(server, &cluster, 1, secs, large_content).await?;
+    let (large, spent) = ctxd_rate(server, &cluster, 1, secs, large_content, false).await?;
     let counted = std::env::var("CTXD_TOKENIZERS").unwrap_or_else(|_| "default".into());
     println!(
         "8 kB messages, 1 client: AppendMessage {large:>6.0}/s ({:.0} us ctxd CPU each; CTXD_TOKENIZERS={counted})",
         spent.server
     );
+    // The clients send an idempotency key with every append, so that a retry is never stored
+    // twice: such an append has its record to write (and may not join a batch).
+    for clients in [1, 32] {
+        let (keyed, spent) = ctxd_rate(server, &cluster, clients, secs, content, true).await?;
+        println!(
+            "with an idempotency key, clients={clients:>2}: AppendMessage {keyed:>8.0}/s ({})",
+            shares(&spent)
+        );
+    }
     Ok(())
 }
 
@@ -148,6 +157,7 @@ async fn ctxd_rate(
     clients: usize,
     secs: u64,
     content: fn(usize, u64) -> String,
+    keyed: bool,
 ) -> anyhow::Result<(f64, Spent)> {
     let mut connections = Vec::new();
     for _ in 0..clients {
@@ -158,12 +168,16 @@ async fn ctxd_rate(
         let mut c = connections[client].clone();
         async move {
             c.append_message(proto::AppendMessageRequest {
-                conversation_id: format!("append-{clients}-{client}-{}", content(0, 0).len()),
+                conversation_id: format!("append-{clients}-{client}-{}-{keyed}", content(0, 0).len()),
                 messages: vec![proto::Message {
                     role: proto::Role::User as i32,
                     content: content(client, n),
                     ..Default::default()
                 }],
+                idempotency_key: match keyed {
+                    true => format!("bench-{client}-{n}"),
+                    false => String::new(),
+                },
                 ..Default::default()
             })
             .await?;

@@ -148,6 +148,30 @@ async fn an_idempotent_replay_returns_the_original_sequences_and_stores_nothing(
         .collect();
     assert_eq!(contents, ["before", "a", "b", "after"]);
 
+    // A one-message keyed append (PostgreSQL writes it and its record in one statement, which
+    // a stored key fails): retried many times over, each retry answered alike and the
+    // connections it used still good for the next append.
+    let single = proto::AppendMessageRequest {
+        idempotency_key: "turn-8".into(),
+        ..append("idem", vec![user("single")])
+    };
+    let original = client.append_message(single.clone()).await.unwrap().into_inner();
+    assert_eq!((original.first_sequence, original.replayed), (5, false));
+    for _ in 0..40 {
+        let replay = client.append_message(single.clone()).await.unwrap().into_inner();
+        assert_eq!((replay.first_sequence, replay.conversation_last_sequence), (5, 5));
+        assert!(replay.replayed);
+    }
+    assert_eq!(app.append_ok("idem", vec![user("next")]).await.first_sequence, 6);
+    let contents: Vec<String> = app
+        .all_messages("idem")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(contents, ["before", "a", "b", "after", "single", "next"]);
+
     // Concurrent retries of one request: one effect, identical answers.
     let concurrent = proto::AppendMessageRequest {
         idempotency_key: "burst".into(),
@@ -173,7 +197,7 @@ async fn an_idempotent_replay_returns_the_original_sequences_and_stores_nothing(
     }
     assert_eq!(originals, 1, "exactly one request takes effect");
     assert_eq!(answers.len(), 1, "every retry gets the same answer");
-    assert_eq!(app.all_messages("idem").await.unwrap().len(), 5);
+    assert_eq!(app.all_messages("idem").await.unwrap().len(), 7);
 }
 
 async fn reusing_an_idempotency_key_with_a_different_payload_fails_precondition(kind: StoreKind) {

@@ -139,13 +139,18 @@ pub(crate) async fn concurrent_appenders(replicas: &[Replica], total: usize) -> 
     Ok(report)
 }
 
-/// 32 identical requests with one idempotency key, at once, across the 3 replicas.
-pub(crate) async fn idempotent_retries(replicas: &[Replica]) -> anyhow::Result<Report> {
-    let mut report = Report::new("32 identical requests, one idempotency key, 3 replicas");
-    let conversation = "reliability-idempotency";
+/// 32 identical requests of `count` messages with one idempotency key, at once, across the 3
+/// replicas. One message takes PostgreSQL's one-round-trip path, whose statement a stored key
+/// fails; more take the path that reads the record first.
+pub(crate) async fn idempotent_retries(replicas: &[Replica], count: usize) -> anyhow::Result<Report> {
+    let mut report = Report::new(match count {
+        1 => "32 identical requests of 1 message, one idempotency key, 3 replicas",
+        _ => "32 identical requests of several messages, one idempotency key, 3 replicas",
+    });
+    let conversation = format!("reliability-idempotency-{count}");
     let request = proto::AppendMessageRequest {
-        conversation_id: conversation.into(),
-        messages: (0..3).map(|i| user(format!("retried message {i}"))).collect(),
+        conversation_id: conversation.clone(),
+        messages: (0..count).map(|i| user(format!("retried message {i}"))).collect(),
         idempotency_key: "turn-0001".into(),
         ..Default::default()
     };
@@ -173,17 +178,17 @@ pub(crate) async fn idempotent_retries(replicas: &[Replica]) -> anyhow::Result<R
         .map(|r| (r.first_sequence, r.last_sequence, r.conversation_last_sequence))
         .collect();
     let originals = ok.iter().filter(|r| !r.replayed).count();
-    let stored = all_messages(&mut replicas[1].client().await?, conversation).await?;
+    let stored = all_messages(&mut replicas[1].client().await?, &conversation).await?;
 
     report.figure("answers OK", format!("{} of {APPENDERS}", ok.len()));
     report.figure("distinct answers (sequences)", distinct.len());
     report.figure("answers not marked replayed", originals);
-    report.figure("messages stored (batch of 3)", stored.len());
+    report.figure(&format!("messages stored (batch of {count})"), stored.len());
     report.expect(failed.is_empty(), format!("failed: {:?}", failed.first()));
     report.expect(distinct.len() == 1, "answers differ");
     report.expect(originals == 1, "exactly one answer should be the original");
     report.expect(
-        stored.len() == 3,
+        stored.len() == count,
         "the batch took effect more than once (or not at all)",
     );
     Ok(report)

@@ -160,7 +160,8 @@ async fn run(scale: Scale, full: bool) -> anyhow::Result<()> {
     let mut reports = Vec::new();
     if wanted("appenders") {
         reports.push(appenders::concurrent_appenders(&replicas, scale.appends).await?);
-        reports.push(appenders::idempotent_retries(&replicas).await?);
+        reports.push(appenders::idempotent_retries(&replicas, 3).await?);
+        reports.push(appenders::idempotent_retries(&replicas, 1).await?);
     }
     if wanted("race") {
         reports.push(race::summarize_racing_appenders(&replicas, scale.race_appends).await?);

@@ -150,8 +150,15 @@ pub fn plan(batch: &CountedBatch, state: &AppendState) -> Result<AppendPlan, App
 /// batch without idempotency key, sequence guard or tool call ids, which any conversation
 /// accepts as is (the stores' one-statement fast path).
 pub fn needs_state(batch: &CountedBatch) -> bool {
-    batch.idempotency.is_some()
-        || batch.expected_last_sequence.is_some()
+    batch.idempotency.is_some() || needs_state_beyond_key(batch)
+}
+
+/// Whether [`plan`] needs state other than the record under the batch's idempotency key: a
+/// sequence guard, an `occurred_at` to check against the log's last time, or tool call ids. A
+/// keyed batch without them is written as it is unless its key was stored before (a store may
+/// try the write and fall back to [`super::drive`] when the key is taken).
+pub fn needs_state_beyond_key(batch: &CountedBatch) -> bool {
+    batch.expected_last_sequence.is_some()
         || batch
             .iter_messages()
             .next()

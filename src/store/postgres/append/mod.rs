@@ -1,7 +1,8 @@
 //! AppendMessage on PostgreSQL: the store's side of the append ([`AppendTx`]), which
 //! [`drive`] runs. The claim is one statement ([`ALLOCATE`]) sent with `BEGIN`; a batch that
 //! needs no state goes out as its rows with `COMMIT`: two round trips in all. One message that
-//! needs no state takes one round trip on plain PostgreSQL ([`one_trip`]).
+//! needs no state but its idempotency record takes one round trip on plain PostgreSQL
+//! ([`one_trip`]).
 
 use std::collections::HashMap;
 
@@ -132,8 +133,13 @@ pub(super) async fn append_messages(
     batch: &CountedBatch,
     deadline: Option<&Deadline>,
 ) -> Result<AppendOutcome, StoreError> {
-    if one_trip::fits(batch) && !citus.is_in(pool).await? {
-        return one_trip::append(pool, tenant, batch, deadline).await;
+    // One round trip where it can; when the batch's key was stored before, the path below reads
+    // the record, and replays or refuses.
+    if one_trip::fits(batch)
+        && !citus.is_in(pool).await?
+        && let Some(outcome) = one_trip::append(pool, tenant, batch, deadline).await?
+    {
+        return Ok(outcome);
     }
     let tx = PostgresAppend {
         pool,
