@@ -32,7 +32,7 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
     let cluster = Cluster::find(&db).await?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     for clients in CLIENTS {
-        let (ours, spent) = ctxd_rate(server, &cluster, clients, secs, content, false).await?;
+        let (ours, spent) = ctxd_rate(server, &cluster, clients, secs, content, CallShape::default()).await?;
         let (raw, raw_spent) = raw_rate(server, &cluster, url, clients, secs).await?;
         println!(
             "clients={clients:>2}  AppendMessage {ours:>8.0}/s ({})  raw INSERT {raw:>8.0}/s (PostgreSQL {:.0} us, load generator {:.0} us)  ratio {:.2}  (target at 32 clients >= 0.5)",
@@ -53,7 +53,7 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
     }
     // Counting grows with the text, and tool outputs are an agent's largest messages: what an
     // 8 kB message costs the server under the tokenizers it counts at append (CTXD_TOKENIZERS).
-    let (large, spent) = ctxd_rate(server, &cluster, 1, secs, large_content, false).await?;
+    let (large, spent) = ctxd_rate(server, &cluster, 1, secs, large_content, CallShape::default()).await?;
     let counted = std::env::var("CTXD_TOKENIZERS").unwrap_or_else(|_| "default".into());
     println!(
         "8 kB messages, 1 client: AppendMessage {large:>6.0}/s ({:.0} us ctxd CPU each; CTXD_TOKENIZERS={counted})",
@@ -61,14 +61,39 @@ pub(crate) async fn run(server: &Replica, url: &str, scale: Scale) -> anyhow::Re
     );
     // The clients send an idempotency key with every append, so that a retry is never stored
     // twice: such an append has its record to write (and may not join a batch).
-    for clients in [1, 32] {
-        let (keyed, spent) = ctxd_rate(server, &cluster, clients, secs, content, true).await?;
+    // The Agents SDK session also sends the last sequence it saw (a guard), and a turn is
+    // often stored as the question and its reply together.
+    for (clients, guarded, pair) in [
+        (1, false, false),
+        (32, false, false),
+        (1, true, false),
+        (1, true, true),
+    ] {
+        let shape = CallShape {
+            keyed: true,
+            guarded,
+            pair,
+        };
+        let (keyed, spent) = ctxd_rate(server, &cluster, clients, secs, content, shape).await?;
+        let guard = if guarded { " and a guard" } else { "" };
+        let what = if pair { "2 messages" } else { "1 message" };
         println!(
-            "with an idempotency key, clients={clients:>2}: AppendMessage {keyed:>8.0}/s ({})",
+            "{what} with an idempotency key{guard}, clients={clients:>2}: AppendMessage {keyed:>8.0}/s ({})",
             shares(&spent)
         );
     }
     Ok(())
+}
+
+/// What an append asks the store to check besides the messages.
+#[derive(Debug, Clone, Copy, Default)]
+struct CallShape {
+    /// An idempotency key on every call, as the clients send.
+    keyed: bool,
+    /// The expected last sequence.
+    guarded: bool,
+    /// A user message and an assistant reply in each call.
+    pair: bool,
 }
 
 /// A call's CPU, as the phase line prints it.
@@ -157,7 +182,7 @@ async fn ctxd_rate(
     clients: usize,
     secs: u64,
     content: fn(usize, u64) -> String,
-    keyed: bool,
+    shape: CallShape,
 ) -> anyhow::Result<(f64, Spent)> {
     let mut connections = Vec::new();
     for _ in 0..clients {
@@ -168,16 +193,22 @@ async fn ctxd_rate(
         let mut c = connections[client].clone();
         async move {
             c.append_message(proto::AppendMessageRequest {
-                conversation_id: format!("append-{clients}-{client}-{}-{keyed}", content(0, 0).len()),
-                messages: vec![proto::Message {
-                    role: proto::Role::User as i32,
-                    content: content(client, n),
-                    ..Default::default()
-                }],
-                idempotency_key: match keyed {
+                conversation_id: format!("append-{clients}-{client}-{}-{shape:?}", content(0, 0).len()),
+                messages: [proto::Role::User, proto::Role::Assistant]
+                    .into_iter()
+                    .take(if shape.pair { 2 } else { 1 })
+                    .map(|role| proto::Message {
+                        role: role as i32,
+                        content: content(client, n),
+                        ..Default::default()
+                    })
+                    .collect(),
+                idempotency_key: match shape.keyed {
                     true => format!("bench-{client}-{n}"),
                     false => String::new(),
                 },
+                // Each client's conversation is its own: the n-th call follows n - 1 messages.
+                expected_last_sequence: shape.guarded.then_some((n - 1) * if shape.pair { 2 } else { 1 }),
                 ..Default::default()
             })
             .await?;

@@ -8,7 +8,9 @@ use tonic_types::StatusExt;
 
 use crate::{
     contract_tests,
-    helpers::{StoreKind, append, assert_field_violation, assistant_calling, spawn_app, tool_result, user},
+    helpers::{
+        StoreKind, append, assert_field_violation, assistant, assistant_calling, spawn_app, tool_result, user,
+    },
 };
 
 contract_tests!(
@@ -255,6 +257,31 @@ async fn expected_last_sequence_zero_appends_only_to_an_empty_conversation(kind:
         client.append_message(create).await.unwrap_err().code(),
         Code::Aborted
     );
+    // A guard past 0 on a conversation that does not exist: refused, and nothing created.
+    let ahead = proto::AppendMessageRequest {
+        expected_last_sequence: Some(3),
+        ..append("never", vec![user("hi"), assistant("hello")])
+    };
+    let status = client.append_message(ahead).await.unwrap_err();
+    assert_eq!(status.code(), Code::Aborted);
+    assert!(status.message().contains("is 0"), "{}", status.message());
+    assert_eq!(
+        app.all_messages("never").await.unwrap_err().code(),
+        Code::NotFound
+    );
+    // A keyed, guarded append retried after the conversation moved on: replayed, not refused.
+    let guarded = proto::AppendMessageRequest {
+        expected_last_sequence: Some(1),
+        idempotency_key: "guarded-turn".into(),
+        ..append("new", vec![user("second"), assistant("reply")])
+    };
+    let first = client.append_message(guarded.clone()).await.unwrap().into_inner();
+    assert_eq!((first.first_sequence, first.last_sequence), (2, 3));
+    app.append_ok("new", vec![user("later")]).await;
+    let retry = client.append_message(guarded).await.unwrap().into_inner();
+    assert!(retry.replayed);
+    assert_eq!((retry.first_sequence, retry.last_sequence), (2, 3));
+    assert_eq!(app.all_messages("new").await.unwrap().len(), 4);
 }
 
 async fn a_tool_result_may_answer_a_call_made_earlier_in_the_same_request(kind: StoreKind) {

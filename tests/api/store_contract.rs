@@ -702,9 +702,10 @@ async fn store_reads_stop_at_their_byte_limit(kind: StoreKind) {
     assert_eq!((state.messages.len(), state.complete), (10, true));
 }
 
-/// Turn anchors are a property of the log (docs/design.md, "Cache-stable packs"): whatever the batches and the
-/// append path (the one-statement path for plain batches, the transaction for tool calls and
-/// idempotency keys), each stored message carries the anchor that placing the whole log one
+/// Turn anchors are a property of the log (docs/design.md, "Cache-stable packs"): whatever the
+/// batches and the append path (on PostgreSQL, the one statement for batches of up to 16
+/// messages, keyed or not; the transaction for tool calls and longer batches; a group
+/// commit's batch), each stored message carries the anchor that placing the whole log one
 /// message at a time gives; the same on both stores.
 async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
     let store = store_of(kind).await;
@@ -733,6 +734,25 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
             3 => keyed_batch("c", &format!("key-{round}"), messages),
             _ => batch("c", messages),
         };
+        sent.extend(batch.iter_messages().cloned());
+        store.append_messages(&t, &batch, None).await.unwrap();
+    }
+    // One message at a time and small keyed batches (PostgreSQL's one-statement path).
+    let singles = [
+        batch("c", vec![text(Role::User, "a single question")]),
+        keyed_batch(
+            "c",
+            "single-key",
+            vec![text(Role::Assistant, &"a keyed reply ".repeat(30))],
+        ),
+        batch("c", vec![excluded.clone()]),
+        keyed_batch(
+            "c",
+            "pair-key",
+            vec![text(Role::User, "and then?"), text(Role::Assistant, "then this")],
+        ),
+    ];
+    for batch in singles {
         sent.extend(batch.iter_messages().cloned());
         store.append_messages(&t, &batch, None).await.unwrap();
     }
@@ -784,7 +804,7 @@ async fn store_places_turn_anchors_where_the_log_says(kind: StoreKind) {
         anchors += usize::from(expected.is_some());
     }
     assert_eq!(
-        anchors, 32,
+        anchors, 34,
         "every user message that is not excluded starts a turn"
     );
 }

@@ -15,8 +15,7 @@ mod validate;
 pub use batch::{BatchFacts, CountedBatch, CountedMessage, Idempotency, ParsedBatch, ParsedMessage};
 pub use drive::{AppendTx, StoredState, drive};
 pub use plan::{
-    AppendPlan, AppendRejection, AppendState, IdempotencyRecord, WritePlan, needs_state,
-    needs_state_beyond_key, plan,
+    AppendPlan, AppendRejection, AppendState, IdempotencyRecord, WritePlan, needs_state, plan, reads_the_log,
 };
 pub use provider_checks::{MAX_REASONING_BLOCKS, parse_native};
 pub use validate::{MAX_CLOCK_SKEW, check_batch_size, check_message, check_times};

@@ -150,19 +150,18 @@ pub fn plan(batch: &CountedBatch, state: &AppendState) -> Result<AppendPlan, App
 /// batch without idempotency key, sequence guard or tool call ids, which any conversation
 /// accepts as is (the stores' one-statement fast path).
 pub fn needs_state(batch: &CountedBatch) -> bool {
-    batch.idempotency.is_some() || needs_state_beyond_key(batch)
+    batch.idempotency.is_some() || batch.expected_last_sequence.is_some() || reads_the_log(batch)
 }
 
-/// Whether [`plan`] needs state other than the record under the batch's idempotency key: a
-/// sequence guard, an `occurred_at` to check against the log's last time, or tool call ids. A
-/// keyed batch without them is written as it is unless its key was stored before (a store may
-/// try the write and fall back to [`super::drive`] when the key is taken).
-pub fn needs_state_beyond_key(batch: &CountedBatch) -> bool {
-    batch.expected_last_sequence.is_some()
-        || batch
-            .iter_messages()
-            .next()
-            .is_some_and(|m| m.occurred_at.is_some())
+/// Whether [`plan`] reads the stored log itself: the time of its last message (the batch's
+/// first message has an `occurred_at`) or the state of the calls the batch mentions. A batch
+/// that does not is decided by its key's record and its guard alone, which a store may check in
+/// the write itself, falling back to [`super::drive`] when either does not hold.
+pub fn reads_the_log(batch: &CountedBatch) -> bool {
+    batch
+        .iter_messages()
+        .next()
+        .is_some_and(|m| m.occurred_at.is_some())
         || batch
             .iter_messages()
             .any(|m| !m.tool_calls.is_empty() || m.tool_call_id.is_some())
