@@ -215,11 +215,12 @@ pub(super) async fn append(
     let key = (batch.idempotency.as_ref()).map(|k| (k.key.as_str(), &k.payload_hash.0[..]));
     let guard = batch.expected_last_sequence.map(Sequence::as_i64);
     let mut params: Vec<&(dyn ToSql + Sync)> = allocation.params().to_vec();
-    for i in 0..batch.messages.len() {
+    let relative = &allocation.relative;
+    for (i, document) in search.iter().enumerate() {
         params.extend(columns.row(i));
-        params.push(&allocation.relative.offsets[i]);
-        params.push(&allocation.relative.previous_turns[i]);
-        params.push(&search[i]);
+        params.push(&relative.offsets[i]);
+        params.push(&relative.previous_turns[i]);
+        params.push(document);
     }
     params.push(&kind);
     if let Some((key, hash)) = &key {
