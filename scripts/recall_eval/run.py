@@ -323,7 +323,7 @@ def main():
     ap.add_argument("--budget", type=int, default=2000, help="BuildContext budget.max_tokens")
     ap.add_argument("--recall-tokens", type=int, default=800, help="BuildContext recall.max_tokens")
     ap.add_argument("--recall-items", type=int, default=0,
-                    help="BuildContext recall.max_items (0 = the server's default, 5)")
+                    help="BuildContext recall.max_items (0 = the server's default, 40)")
     ap.add_argument("--batch-size", type=int, default=100, help="messages per AppendMessage (max 100 by default)")
     ap.add_argument("--run-prefix", help="conversation id prefix (default: recall-eval-<time>-<pid>)")
     ap.add_argument("--keep", action="store_true", help="keep the conversations (default: delete them)")

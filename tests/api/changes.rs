@@ -396,10 +396,20 @@ async fn an_idle_stream_gets_heartbeats_to_resume_from(kind: StoreKind) {
     };
     drop(stream);
     app.append_ok("after", vec![user("after the heartbeat")]).await;
-    // Resumed from the heartbeat: what came after it, and nothing before.
+    // Resumed from the heartbeat: what came after it. At least once, as above: a heartbeat
+    // sent while another test's transaction was open on a shared cluster may sit before the
+    // change that came first, which then comes again; nothing else does.
     let mut resumed = open(&app, watch(&heartbeat.cursor, "", false)).await;
-    let changes = take(&mut resumed, 1).await;
-    assert_eq!(changes[0].conversation_id, "after");
+    let mut seen = Vec::new();
+    while !seen.iter().any(|c: &proto::Change| c.conversation_id == "after") {
+        seen.extend(take(&mut resumed, 1).await);
+    }
+    let order: Vec<&str> = seen.iter().map(|c| c.conversation_id.as_str()).collect();
+    assert!(
+        order.iter().all(|&id| id == "before" || id == "after") && order.last() == Some(&"after"),
+        "{order:?}"
+    );
+    assert!(order.len() <= 2, "{order:?}");
 }
 
 /// One response carries at most 2 MiB of messages, within the 4 MiB a gRPC client accepts by

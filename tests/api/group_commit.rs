@@ -6,7 +6,7 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use ctxd::{
-    domain::{ConversationId, CountedBatch, Message, ParsedBatch, Role, Sequence, TenantId},
+    domain::{ConversationId, CountedBatch, IdempotencyKey, Message, ParsedBatch, Role, Sequence, TenantId},
     runtime::deadline::Deadline,
     store::{self, PostgresOptions, Store, StoreError},
 };
@@ -190,6 +190,104 @@ async fn an_append_whose_deadline_passes_in_a_batch_is_never_stored() {
     }
 }
 
+/// Keyed and guarded appends (what the clients send) join batches too: each key's record is
+/// written with its rows, a retry of any of them is replayed with its first answer, and a guard
+/// that does not hold is refused; nothing is stored twice or out of turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn keyed_and_guarded_appends_join_batches_and_their_retries_replay() {
+    let (store, db, t) = seeded().await;
+    let mut tasks = JoinSet::new();
+    for c in 0..CONVERSATIONS {
+        let (store, t) = (store.clone(), t.clone());
+        tasks.spawn(async move {
+            let mut last = 1;
+            let mut sent = Vec::new();
+            for round in 0..ROUNDS {
+                let batch = checked(&format!("c{c}"), c, round, last);
+                let outcome = store.append_messages(&t, &batch, None).await.unwrap();
+                assert!(!outcome.replayed);
+                assert_eq!(outcome.first_sequence.get(), last + 1, "c{c} round {round}");
+                last = outcome.last_sequence.get();
+                sent.push((batch, outcome));
+            }
+            (c, sent)
+        });
+    }
+    let sent = tasks.join_all().await;
+    let rows = written(&db, &t).await;
+    let transactions: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+    let appends = CONVERSATIONS * ROUNDS;
+    if !on_citus(&db).await {
+        assert!(
+            transactions.len() < appends * 3 / 4,
+            "{} transactions for {appends} keyed, guarded appends: they shared transactions",
+            transactions.len()
+        );
+    }
+    // Every append retried at once, with its guard now stale: each replayed as first answered.
+    let mut retries = JoinSet::new();
+    for (c, sent) in sent {
+        let (store, t) = (store.clone(), t.clone());
+        retries.spawn(async move {
+            let last = sent.last().map(|(_, o)| o.last_sequence.get()).unwrap_or(1);
+            for (batch, first) in &sent {
+                let replay = store.append_messages(&t, batch, None).await.unwrap();
+                assert!(replay.replayed, "c{c}");
+                assert_eq!(
+                    (replay.first_sequence, replay.last_sequence),
+                    (first.first_sequence, first.last_sequence)
+                );
+            }
+            // A guard behind the log, under a new key: refused, nothing stored.
+            let stale = checked(&format!("c{c}"), c, ROUNDS, last - 1);
+            let refused = store.append_messages(&t, &stale, None).await.unwrap_err();
+            assert!(
+                matches!(refused, StoreError::SequenceMismatch { .. }),
+                "c{c}: {refused:?}"
+            );
+        });
+    }
+    retries.join_all().await;
+    assert_eq!(written(&db, &t).await.len(), rows.len(), "retries stored nothing");
+    let records: i64 = db
+        .query_one(
+            "SELECT count(*) FROM idempotency_keys WHERE tenant_id = $1",
+            &[&t.as_str()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(records as usize, appends);
+}
+
+/// The transaction of each message after the seeded first.
+async fn written(db: &tokio_postgres::Client, t: &TenantId) -> Vec<tokio_postgres::Row> {
+    db.query(
+        "SELECT xmin::text FROM messages WHERE tenant_id = $1 AND sequence > 1",
+        &[&t.as_str()],
+    )
+    .await
+    .unwrap()
+}
+
+/// [`round_batch`] under the key `r<round>` and the guard `last`.
+fn checked(id: &str, c: usize, round: usize, last: u64) -> CountedBatch {
+    let conversation = ConversationId::parse(id.to_owned()).unwrap();
+    let parsed = ParsedBatch {
+        idempotency_key: IdempotencyKey::parse_optional(format!("r{round}")).unwrap(),
+        expected_last_sequence: Some(Sequence::from_stored(last as i64)),
+        ..ParsedBatch::new(conversation, round_messages(c, round))
+    };
+    parsed
+        .count(
+            Default::default(),
+            ctxd::domain::token_counts::Tokenizers::ALL,
+            None,
+            &|| false,
+        )
+        .expect("counted")
+}
+
 /// A stored message as compared: sequence, content, token offset, previous turn start.
 type Stored = (i64, String, i64, Option<i64>);
 
@@ -215,8 +313,13 @@ async fn seed(store: &Arc<dyn Store>, t: &TenantId) {
 
 /// Round `round` of conversation `c`: one to three messages, turns of differing lengths.
 fn round_batch(id: &str, c: usize, round: usize) -> CountedBatch {
+    counted(id, round_messages(c, round))
+}
+
+/// The messages of [`round_batch`].
+fn round_messages(c: usize, round: usize) -> Vec<Message> {
     let count = 1 + (c + round) % 3;
-    let messages = (0..count)
+    (0..count)
         .map(|i| {
             let role = if (round + i).is_multiple_of(2) {
                 Role::User
@@ -226,8 +329,7 @@ fn round_batch(id: &str, c: usize, round: usize) -> CountedBatch {
             let words = "words ".repeat(1 + (c * round + i) % 9);
             Message::text(role, format!("round {round} message {i}: {words}"))
         })
-        .collect();
-    counted(id, messages)
+        .collect()
 }
 
 fn plain(id: &str, content: &str) -> CountedBatch {

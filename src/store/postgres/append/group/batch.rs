@@ -1,11 +1,14 @@
 //! One batch of a group commit: its transaction, from the lock of its conversations to
 //! `COMMIT` (see [`super`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::{Object, Pool};
 
-use super::member::{Member, Verdict};
+use super::{
+    member::{Member, Verdict},
+    records::{self, Keys, Records},
+};
 use crate::{
     domain::{
         CountedBatch, Sequence, WritePlan,
@@ -136,13 +139,41 @@ impl OpenBatch {
         let Ok(lock) = client.prepare_cached(LOCK).await else {
             return Err(members);
         };
+        let keys = Keys::of(&members);
+        let stored = match keys.is_empty() {
+            true => None,
+            false => match client.prepare_cached(records::STORED).await {
+                Ok(statement) => Some(statement),
+                Err(_) => return Err(members),
+            },
+        };
         let tenants: Vec<&str> = members.iter().map(|m| m.key().0).collect();
         let conversations: Vec<&str> = members.iter().map(|m| m.key().1).collect();
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&tenants, &conversations];
-        let locked = tokio::try_join!(client.batch_execute(&begin), client.query(&lock, &params));
-        let Ok(((), rows)) = locked else {
+        // The records are read after the lock, in the same round trip.
+        let locked = tokio::try_join!(
+            client.batch_execute(&begin),
+            client.query(&lock, &params),
+            async {
+                match &stored {
+                    Some(statement) => client.query(statement, &keys.params()).await,
+                    None => Ok(Vec::new()),
+                }
+            }
+        );
+        let Ok(((), rows, stored)) = locked else {
             return Err(members);
         };
+        // A member whose key has a record takes the single path, which replays or refuses.
+        let replays: HashSet<(String, String)> = stored
+            .iter()
+            .filter_map(|row| {
+                Some((
+                    column(row, "tenant_id").ok()?,
+                    column(row, "conversation_id").ok()?,
+                ))
+            })
+            .collect();
         let mut states = HashMap::new();
         for row in &rows {
             if let Ok(state) = LockedRow::of(row) {
@@ -152,7 +183,8 @@ impl OpenBatch {
         let mut planned = Vec::new();
         for member in members {
             let key = (member.key().0.to_owned(), member.key().1.to_owned());
-            match states.remove(&key).and_then(|state| state.plan(&member.batch)) {
+            let state = states.remove(&key).filter(|_| !replays.contains(&key));
+            match state.and_then(|state| state.plan(&member.batch)) {
                 Some((write, placement, change)) => planned.push(Planned {
                     member,
                     write,
@@ -224,6 +256,16 @@ impl OpenBatch {
             .await
             .map_err(|_| Unsent::Refused)?;
         let changes = Changes::of(claimed);
+        let records = Records::of(claimed.iter().map(|p| (&p.member, &p.write)));
+        let insert_records = match records.is_empty() {
+            true => None,
+            false => Some(
+                client
+                    .prepare_cached(records::INSERT)
+                    .await
+                    .map_err(|_| Unsent::Refused)?,
+            ),
+        };
         let mut inserts = Vec::with_capacity(claimed.len());
         for planned in claimed {
             let count = planned.member.batch.messages.len();
@@ -239,12 +281,18 @@ impl OpenBatch {
             .iter()
             .zip(&inserts)
             .map(|(rows, prepared)| rows.send(client, prepared));
-        // try_join polls all four at once: the update, every member's rows, the changes and
-        // COMMIT are sent, in order, before any answer is read.
-        let ((), (), (), ()) = tokio::try_join!(
+        // try_join polls all at once: the update, every member's rows, the changes, the keys'
+        // records and COMMIT are sent, in order, before any answer is read.
+        let ((), (), (), (), ()) = tokio::try_join!(
             async { client.execute(&update, &allocations.params()).await.map(|_| ()) },
             async { futures_util::future::try_join_all(writes).await.map(|_| ()) },
             async { client.execute(&record, &changes.params()).await.map(|_| ()) },
+            async {
+                match &insert_records {
+                    Some(statement) => client.execute(statement, &records.params()).await.map(|_| ()),
+                    None => Ok(()),
+                }
+            },
             client.batch_execute("COMMIT")
         )
         .map_err(|error| match error.code() {
@@ -307,8 +355,9 @@ impl LockedRow {
         })
     }
 
-    /// The member's write as the single path would plan it from this state, or `None` when
-    /// it is not a plain write (past its expire time, or refused: the single path answers).
+    /// The member's write as the single path would plan it from this state (its key has no
+    /// record), or `None` when it is not a write (past its expire time, or refused, as for a
+    /// guard that does not hold: the single path answers).
     fn plan(self, batch: &CountedBatch) -> Option<(WritePlan, Placement, (i64, i64))> {
         if !self.live {
             return None;

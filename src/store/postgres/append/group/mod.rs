@@ -1,4 +1,4 @@
-//! Group commit (issue 62): concurrent plain appends to different conversations share one
+//! Group commit (issue 62): concurrent appends to different conversations share one
 //! transaction, so `BEGIN`, the statement limit, the conversations' update and `COMMIT` are
 //! paid once per batch, not once per append. A batch is two round trips, as one append is:
 //! the rows of its conversations locked with `SKIP LOCKED`, then the update, every member's
@@ -13,8 +13,10 @@
 //!   deadline;
 //! - on Citus the batch would span shards, so it is off there (every append takes the single
 //!   path, one shard each);
-//! - only appends that need no stored state join (no idempotency key, expected sequence, time
-//!   or tool call), so idempotency and `expected_last_sequence` go the single path unchanged.
+//! - only appends that read nothing of the stored log join (no time to check, no tool call or
+//!   result); a keyed member's record is read after the lock and written with its rows (one
+//!   whose key has a record takes the single path, which replays or refuses), and a guard is
+//!   checked against the locked row (one that does not hold takes the single path too).
 //!
 //! A lone append never waits for company: it joins only while others are in flight on this
 //! replica, as many as half its connections ([`min_company`]).
@@ -32,13 +34,14 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    domain::{AppendOutcome, CountedBatch, TenantId, append::needs_state},
+    domain::{AppendOutcome, CountedBatch, TenantId, append::reads_the_log},
     runtime::deadline::Deadline,
     store::StoreError,
 };
 
 mod batch;
 mod member;
+mod records;
 
 use batch::commit;
 use member::{Member, Verdict};
@@ -171,7 +174,7 @@ impl GroupCommit {
 
     fn may_join(&self, batch: &CountedBatch, deadline: Option<&Deadline>) -> bool {
         !self.off.load(Ordering::Relaxed)
-            && !needs_state(batch)
+            && !reads_the_log(batch)
             && batch.messages.len() <= super::insert::ROWS_PER_INSERT
             && batch
                 .messages
