@@ -8,7 +8,9 @@
 //!   with the read growing alike;
 //! - AppendMessage of one message against a gapless append by hand (bump a counter row and
 //!   insert the row, one transaction), and against the same made searchable (the row's
-//!   `to_tsvector` into the GIN-indexed `search` column, as ctxd's messages are);
+//!   `to_tsvector` into the GIN-indexed `search` column, as ctxd's messages are); then the
+//!   same appends through a replica with embeddings on (a fast local fake model), during the
+//!   calls and counting every message's vector write after them;
 //! - ListConversations' first page against one read of the page from the activity index.
 //!
 //! Latencies are printed beside the costs (one client, one call at a time).
@@ -71,7 +73,12 @@ async fn nothing(_: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    server: &Replica,
+    url: &str,
+    out: &std::path::Path,
+    quick: bool,
+) -> anyhow::Result<()> {
     let calls = if quick { 200 } else { 3_000 };
     let (db, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
@@ -171,22 +178,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
     .await?;
     let appended = format!("dbcost-append-{run}");
     let (ours, ours_p50) = cluster
-        .per_call(calls, nothing, |n| {
-            let (mut api, appended) = (api.clone(), appended.clone());
-            async move {
-                api.append_message(proto::AppendMessageRequest {
-                    conversation_id: appended,
-                    messages: vec![proto::Message {
-                        role: proto::Role::User as i32,
-                        content: format!("message {n}: a few words of ordinary prose"),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                })
-                .await?;
-                Ok(())
-            }
-        })
+        .per_call(calls, nothing, |n| append_one(&api, &appended, n))
         .await?;
     let (bump, insert) = (
         db.prepare(
@@ -212,6 +204,7 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
                  to_tsvector('english', $3))",
         )
         .await?;
+    let mut baselines = Vec::new();
     for (insert, name, baseline) in [
         (&insert, "hand", "counter bump + INSERT"),
         (&indexed, "hand-indexed", "the same, searchable"),
@@ -236,7 +229,9 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
             baseline,
             (theirs, theirs_p50),
         );
+        baselines.push((baseline, (theirs, theirs_p50)));
     }
+    embedded_appends(url, out, &cluster, &db, calls, run, &baselines).await?;
 
     // ListConversations' first page against one read of the page.
     let tenant = format!("bench-dbcost-{run}");
@@ -290,6 +285,72 @@ pub(crate) async fn run(server: &Replica, url: &str, quick: bool) -> anyhow::Res
 }
 
 type Client = proto::context_service_client::ContextServiceClient<tonic::transport::Channel>;
+
+/// AppendMessage of message `n` to `conversation`.
+async fn append_one(api: &Client, conversation: &str, n: usize) -> anyhow::Result<()> {
+    api.clone()
+        .append_message(proto::AppendMessageRequest {
+            conversation_id: conversation.to_owned(),
+            messages: vec![proto::Message {
+                role: proto::Role::User as i32,
+                content: format!("message {n}: a few words of ordinary prose"),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .await?;
+    Ok(())
+}
+
+/// The same appends with embeddings on: a replica with a fast local fake model (the figures
+/// are ctxd's database work, not a model's), against the same baselines. Each message is
+/// embedded after its append, outside its transaction: first the CPU during the calls, then the
+/// whole cluster's from the first call until every message's vector is stored, per append.
+async fn embedded_appends(
+    url: &str,
+    out: &std::path::Path,
+    cluster: &crate::machine::Cluster,
+    db: &tokio_postgres::Client,
+    calls: usize,
+    run: u64,
+    baselines: &[(&str, (f64, Duration))],
+) -> anyhow::Result<()> {
+    let endpoint = crate::embeddings::fake_endpoint().await?;
+    let semantic = Replica::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_ctxd")),
+        &[
+            ("DATABASE_URL", url),
+            ("CTXD_EMBEDDINGS_URL", &endpoint),
+            ("RUST_LOG", "info"),
+        ],
+        out,
+        "bench-dbcost-embeddings",
+    )
+    .await?;
+    let api = semantic.client().await?;
+    let conversation = format!("dbcost-embedded-{run}");
+    let before = crate::machine::Cluster::cpu_nanos(&cluster.processes());
+    let (cost, p50) = cluster
+        .per_call(calls, nothing, |n| append_one(&api, &conversation, n))
+        .await?;
+    let embedded = crate::embeddings::wait_embedded(db, &conversation).await?;
+    let spent = crate::machine::Cluster::cpu_nanos(&cluster.processes()).saturating_sub(before);
+    // per_call's warm-up makes a tenth more calls than it measures.
+    let appended = calls + calls / 10;
+    let whole = spent as f64 / appended as f64 / 1e3;
+    for (baseline, theirs) in baselines {
+        report("AppendMessage, embeddings on", (cost, p50), baseline, *theirs);
+    }
+    let ratios: Vec<String> = baselines
+        .iter()
+        .map(|(_, (theirs, _))| format!("{:.2}", whole / theirs.max(1.0)))
+        .collect();
+    println!(
+        "  embeddings on, with the vectors' writes ({embedded} of {appended} messages embedded): {whole:.0} us PostgreSQL CPU per append, ratios {}",
+        ratios.join(" / ")
+    );
+    Ok(())
+}
 
 /// Message `i` of the measured chats: user and assistant in turn.
 fn chat_message(i: usize) -> proto::Message {

@@ -60,11 +60,17 @@ async fn embeddings(Json(body): Json<Value>) -> Json<Value> {
     Json(json!({"object": "list", "data": data}))
 }
 
-pub(crate) async fn run(lexical: &Replica, url: &str, out: &Path, quick: bool) -> anyhow::Result<()> {
+/// Serves the fake model on a local port: its base URL, for `CTXD_EMBEDDINGS_URL`.
+pub(crate) async fn fake_endpoint() -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let endpoint = format!("http://{}/v1", listener.local_addr()?);
     let app = Router::new().route("/v1/embeddings", post(embeddings));
     tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(endpoint)
+}
+
+pub(crate) async fn run(lexical: &Replica, url: &str, out: &Path, quick: bool) -> anyhow::Result<()> {
+    let endpoint = fake_endpoint().await?;
     let semantic = Replica::start(
         Path::new(env!("CARGO_BIN_EXE_ctxd")),
         &[
@@ -192,7 +198,7 @@ async fn measure_appends(
 
 /// Waits until every message of the conversation has its vectors; returns how many rows of
 /// vectors it has.
-async fn wait_embedded(db: &tokio_postgres::Client, conversation: &str) -> anyhow::Result<i64> {
+pub(crate) async fn wait_embedded(db: &tokio_postgres::Client, conversation: &str) -> anyhow::Result<i64> {
     loop {
         let row = db
             .query_one(

@@ -112,7 +112,7 @@ async fn main() -> anyhow::Result<()> {
         conversations::run(&server, &url, std::env::var_os("BENCH_QUICK").is_some()).await?;
     }
     if wanted("dbcost") {
-        dbcost::run(&server, &url, std::env::var_os("BENCH_QUICK").is_some()).await?;
+        dbcost::run(&server, &url, &out, std::env::var_os("BENCH_QUICK").is_some()).await?;
     }
     if wanted("protocols") {
         protocols::run(&server, std::env::var_os("BENCH_QUICK").is_some()).await?;
