@@ -13,7 +13,10 @@ use ctxd::{
         tool_protocol::CallField,
         working_memory::{Category, WorkingMemory},
     },
-    store::{self, LogVersion, MemoryBase, NewSummary, OpenedContext, PostgresOptions, Store, StoreError},
+    store::{
+        self, EmbeddingBatch, LogVersion, MemoryBase, MessageVector, NewSummary, OpenedContext,
+        PostgresOptions, Store, StoreError,
+    },
 };
 
 use crate::{
@@ -43,6 +46,7 @@ contract_tests!(
     store_takes_a_summary_when_only_other_messages_were_redacted,
     store_rewinds_the_tail_and_what_was_derived_from_it,
     store_forks_keep_the_sources_log_positions,
+    store_embeddings_move_the_watermark_only_by_compare_and_set,
 );
 
 /// A fresh, empty store of `kind`, migrated.
@@ -1240,4 +1244,71 @@ async fn postgres_url_options_reach_every_connection() {
         .unwrap();
     assert_eq!(placed.get::<_, i64>(0), 1, "the message is in the URL's schema");
     assert!(placed.get::<_, bool>(1), "nothing was created in public");
+}
+
+/// The embedding backlog's compare-and-set (on PostgreSQL one statement, or two on Citus): a
+/// batch read before a redaction stores nothing, a current one moves the watermark and stores
+/// its vectors, and the same batch again stores nothing.
+async fn store_embeddings_move_the_watermark_only_by_compare_and_set(kind: StoreKind) {
+    use ctxd::domain::search::vectors::{PassageVector, centred_code};
+    let store = store_of(kind).await;
+    let t = tenant("t");
+    let c = conversation("c");
+    let messages = ["the zoo trip", "a birthday cake", "the lake house"];
+    let sent = batch("c", messages.iter().map(|m| text(Role::User, m)).collect());
+    store.append_messages(&t, &sent, None).await.unwrap();
+    let vectors_of = |backlog: &store::EmbeddingBacklog| -> EmbeddingBatch {
+        let vectors = backlog
+            .messages
+            .iter()
+            .map(|m| {
+                let mut values = vec![0.0f32; 384];
+                values[m.sequence.get() as usize] = 1.0;
+                MessageVector {
+                    sequence: m.sequence,
+                    chunk: 0,
+                    vector: PassageVector::quantize(&values).unwrap(),
+                    code: centred_code(&values, None).unwrap(),
+                }
+            })
+            .collect();
+        EmbeddingBatch {
+            version: backlog.version,
+            after: backlog.after,
+            through: backlog.through,
+            vectors,
+            late: Vec::new(),
+        }
+    };
+    let stale = store
+        .embedding_backlog(&t, &c, 100, usize::MAX)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (stale.after, stale.through, stale.messages.len()),
+        (seq(0), seq(3), 3)
+    );
+    store.redact_message(&t, &c, seq(2), None).await.unwrap();
+    assert!(!store.store_embeddings(&t, &c, &vectors_of(&stale)).await.unwrap());
+    let current = store
+        .embedding_backlog(&t, &c, 100, usize::MAX)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((current.after, current.through), (seq(0), seq(3)));
+    assert_eq!(
+        current.messages.len(),
+        2,
+        "the redacted message is not searchable"
+    );
+    let batch = vectors_of(&current);
+    assert!(store.store_embeddings(&t, &c, &batch).await.unwrap());
+    let after = store
+        .embedding_backlog(&t, &c, 100, usize::MAX)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((after.after, after.messages.len()), (seq(3), 0));
+    assert!(!store.store_embeddings(&t, &c, &batch).await.unwrap());
 }
