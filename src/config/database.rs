@@ -44,8 +44,9 @@ pub struct DatabaseArgs {
     pub message_cache_mib: usize,
 
     /// Let concurrent appends to different conversations share one transaction (group commit):
-    /// a batch takes only appends without an idempotency key, expected sequence, time or tool
-    /// call, locks their conversations with SKIP LOCKED, and is off by itself on Citus.
+    /// a batch takes appends without a time or tool call (keys and expected sequences are
+    /// checked in it), locks their conversations with SKIP LOCKED, and is off by itself on
+    /// Citus.
     #[arg(
         long,
         env = "CTXD_GROUP_COMMIT",

@@ -22,7 +22,7 @@ pub struct PostgresOptions {
     pub statement_timeout: Duration,
     /// Bytes of decoded messages this replica keeps for BuildContext (0: none); see [`cache`].
     pub message_cache_bytes: usize,
-    /// Whether concurrent plain appends to different conversations share a transaction
+    /// Whether concurrent appends to different conversations share a transaction
     /// (`CTXD_GROUP_COMMIT`; off by itself on Citus); see `append::group`.
     pub group_commit: bool,
 }
