@@ -141,14 +141,7 @@ async fn an_idempotent_replay_returns_the_original_sequences_and_stores_nothing(
             first.conversation_last_sequence
         )
     );
-    let contents: Vec<String> = app
-        .all_messages("idem")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.content)
-        .collect();
-    assert_eq!(contents, ["before", "a", "b", "after"]);
+    assert_eq!(contents(&app, "idem").await, ["before", "a", "b", "after"]);
 
     // A one-message keyed append (PostgreSQL writes it and its record in one statement, which
     // a stored key fails): retried many times over, each retry answered alike and the
@@ -165,14 +158,10 @@ async fn an_idempotent_replay_returns_the_original_sequences_and_stores_nothing(
         assert!(replay.replayed);
     }
     assert_eq!(app.append_ok("idem", vec![user("next")]).await.first_sequence, 6);
-    let contents: Vec<String> = app
-        .all_messages("idem")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.content)
-        .collect();
-    assert_eq!(contents, ["before", "a", "b", "after", "single", "next"]);
+    assert_eq!(
+        contents(&app, "idem").await,
+        ["before", "a", "b", "after", "single", "next"]
+    );
 
     // Concurrent retries of one request: one effect, identical answers.
     let concurrent = proto::AppendMessageRequest {
@@ -200,6 +189,12 @@ async fn an_idempotent_replay_returns_the_original_sequences_and_stores_nothing(
     assert_eq!(originals, 1, "exactly one request takes effect");
     assert_eq!(answers.len(), 1, "every retry gets the same answer");
     assert_eq!(app.all_messages("idem").await.unwrap().len(), 7);
+}
+
+/// The contents of a conversation's messages, in order.
+async fn contents(app: &crate::helpers::TestApp, conversation: &str) -> Vec<String> {
+    let messages = app.all_messages(conversation).await.unwrap();
+    messages.into_iter().map(|m| m.content).collect()
 }
 
 async fn reusing_an_idempotency_key_with_a_different_payload_fails_precondition(kind: StoreKind) {
